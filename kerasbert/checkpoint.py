@@ -1,0 +1,384 @@
+"""Checkpoint folders on disk: find them, read their variables, write them.
+
+Two layouts are recognised:
+
+* **official** (google-research/bert, ymcui's Chinese BERT-wwm / RoBERTa-wwm-ext):
+  ``bert_config.json``, ``vocab.txt`` and a TF name-based checkpoint
+  ``<prefix>.index`` + ``<prefix>.data-*``. The prefix is whatever the
+  ``checkpoint`` file names, or the single ``*.index`` in the folder.
+* **huggingface**: ``config.json``, ``vocab.txt`` and ``model.safetensors``
+  (or a sharded ``model.safetensors.index.json``), names with or without the
+  ``bert.`` prefix. A folder with only ``pytorch_model.bin`` is refused: that
+  file is a pickle, and loading a pickle runs arbitrary code.
+
+Whatever the layout, variables are exposed under their **official names**
+(``bert/encoder/layer_0/attention/self/query/kernel``), with Hugging Face
+``Linear`` weights transposed to TF's ``[in, out]``. This module knows files;
+which Keras weight each name feeds is :mod:`kerasbert.weight_map`.
+"""
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from kerasbert.config import EncoderConfig
+from kerasbert.errors import CheckpointError
+
+OFFICIAL_CONFIG_NAMES = ("bert_config.json",)
+HF_CONFIG_NAME = "config.json"
+VOCAB_NAME = "vocab.txt"
+
+# Variables that training leaves in a checkpoint and a loader must not want.
+_OPTIMIZER_SLOT = re.compile(
+    r"(/adam_[mv]|/Adam(_\d+)?|/Momentum|/AdamWeightDecay.*|/ExponentialMovingAverage)$"
+)
+_TRAINING_STATE = {"global_step", "good_steps", "loss_scale", "current_loss_scale"}
+
+
+def is_training_state(name):
+    """True for optimizer slots and step counters, which loaders ignore."""
+    return name in _TRAINING_STATE or bool(_OPTIMIZER_SLOT.search(name))
+
+
+# =============================================================================
+# Reading
+# =============================================================================
+
+
+class CheckpointFolder:
+    """A checkpoint folder on disk, opened but not yet read.
+
+    Attributes:
+        directory: the folder.
+        layout: ``"official"`` or ``"huggingface"``.
+        config_path, vocab_path, weights_path: the files found (``weights_path``
+            is the checkpoint prefix for the official layout).
+        config: the :class:`~kerasbert.config.EncoderConfig`.
+        shapes: official variable name -> shape, for every model variable.
+        ignored: names present in the files but not model variables (optimizer
+            slots, ``global_step``, tied or buffer tensors of HF models), each
+            with the reason.
+    """
+
+    def __init__(self, path):
+        path = Path(path)
+        if path.is_file() or (not path.exists() and path.parent.is_dir()):
+            # A checkpoint prefix like ".../bert_model.ckpt" or a file in the folder.
+            directory = path.parent
+        else:
+            directory = path
+        if not directory.is_dir():
+            raise CheckpointError(f"{path}: no such checkpoint folder")
+        self.directory = directory
+        self.ignored = {}
+        self._hf_names = {}  # official name -> (hf name, transpose)
+        if (directory / HF_CONFIG_NAME).exists() and not _official_config(directory):
+            self.layout = "huggingface"
+            self._open_hf(directory)
+        else:
+            self.layout = "official"
+            self._open_official(directory, path)
+        self.vocab_path = directory / VOCAB_NAME
+        if not self.vocab_path.exists():
+            raise CheckpointError(f"{directory}: no {VOCAB_NAME} (the WordPiece vocabulary)")
+
+    # --- official ------------------------------------------------------------
+    def _open_official(self, directory, given):
+        config_path = _official_config(directory)
+        if config_path is None:
+            raise CheckpointError(
+                f"{directory}: no checkpoint found (expected bert_config.json + "
+                f"bert_model.ckpt.index/.data-*, or config.json + model.safetensors); "
+                f"files here: {_listing(directory)}"
+            )
+        self.config_path = config_path
+        self.config = EncoderConfig.from_json_file(config_path, "official")
+        prefix = find_checkpoint_prefix(directory, given)
+        self.weights_path = prefix
+        import tensorflow as tf
+
+        try:
+            self._reader = tf.train.load_checkpoint(str(prefix))
+            all_shapes = self._reader.get_variable_to_shape_map()
+        except Exception as e:  # tf raises several error types for bad files
+            raise CheckpointError(f"{prefix}.index: cannot read the checkpoint index: {_tf_message(e)}")
+        self.shapes = {}
+        for name, shape in all_shapes.items():
+            if is_training_state(name):
+                self.ignored[name] = "optimizer slot or training step"
+            else:
+                self.shapes[name] = tuple(shape)
+        self.data_files = sorted(directory.glob(prefix.name + ".data-*"))
+
+    # --- Hugging Face --------------------------------------------------------
+    def _open_hf(self, directory):
+        self.config_path = directory / HF_CONFIG_NAME
+        self.config = EncoderConfig.from_json_file(self.config_path, "huggingface")
+        single = directory / "model.safetensors"
+        index = directory / "model.safetensors.index.json"
+        if single.exists():
+            files = [single]
+            self.weights_path = single
+        elif index.exists():
+            try:
+                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            except (ValueError, KeyError) as e:
+                raise CheckpointError(f"{index}: not a safetensors index ({e})")
+            files = sorted({directory / f for f in weight_map.values()})
+            self.weights_path = index
+        elif (directory / "pytorch_model.bin").exists():
+            raise CheckpointError(
+                f"{directory / 'pytorch_model.bin'}: refusing to load a PyTorch pickle "
+                f"(unpickling runs arbitrary code). Convert it once, in an environment "
+                f"you trust, to safetensors, e.g. with transformers: "
+                f"AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True), "
+                f"then load the folder again."
+            )
+        else:
+            raise CheckpointError(
+                f"{directory}: config.json found but no model.safetensors; "
+                f"files here: {_listing(directory)}"
+            )
+        from safetensors import safe_open
+
+        self._hf_files = {}
+        self.shapes = {}
+        for file in files:
+            if not file.exists():
+                raise CheckpointError(f"{file}: listed in the safetensors index but missing")
+            try:
+                handle = safe_open(str(file), framework="numpy")
+                keys = list(handle.keys())
+            except Exception as e:
+                raise CheckpointError(f"{file}: not a readable safetensors file ({e})")
+            for key in keys:
+                official, transpose, why = official_name_from_hf(key)
+                if official is None:
+                    self.ignored[key] = why
+                    continue
+                shape = tuple(handle.get_slice(key).get_shape())
+                self.shapes[official] = shape[::-1] if transpose else shape
+                self._hf_names[official] = (key, transpose)
+                self._hf_files[official] = handle
+
+    # --- values --------------------------------------------------------------
+    def source_name(self, name):
+        """The name under which ``name`` (official) is stored in the files."""
+        return self._hf_names.get(name, (name, False))[0]
+
+    def read(self, name):
+        """The value of the model variable ``name`` (official name) as numpy."""
+        if name not in self.shapes:
+            raise CheckpointError(f"{self.weights_path}: no variable {name!r}")
+        if self.layout == "huggingface":
+            key, transpose = self._hf_names[name]
+            try:
+                value = self._hf_files[name].get_tensor(key)
+            except Exception as e:
+                raise CheckpointError(f"{self.weights_path}: cannot read {key!r}: {e}")
+            return np.ascontiguousarray(value.T) if transpose else value
+        if not self.data_files:
+            raise CheckpointError(
+                f"{self.weights_path}: the .index file is here but no "
+                f"{self.weights_path.name}.data-* file (only names and shapes can be read)"
+            )
+        try:
+            return self._reader.get_tensor(name)
+        except Exception as e:
+            raise CheckpointError(
+                f"{', '.join(str(f) for f in self.data_files)}: reading {name!r} failed; "
+                f"the data file is truncated or corrupt ({_tf_message(e)})"
+            )
+
+    def read_vocab(self):
+        return read_vocab(self.vocab_path)
+
+    def __repr__(self):
+        return f"CheckpointFolder({str(self.directory)!r}, layout={self.layout!r})"
+
+
+def _official_config(directory):
+    for name in OFFICIAL_CONFIG_NAMES:
+        if (directory / name).exists():
+            return directory / name
+    return None
+
+
+def _listing(directory, limit=12):
+    names = sorted(p.name for p in directory.iterdir())
+    more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more if names else "(empty)"
+
+
+def _tf_message(error):
+    message = getattr(error, "message", None) or str(error)
+    return message.strip().splitlines()[0] if message.strip() else type(error).__name__
+
+
+def find_checkpoint_prefix(directory, given=None):
+    """The checkpoint prefix in ``directory`` (``.../bert_model.ckpt``).
+
+    Order: a prefix the user named (``given``, if ``given.index`` exists), the
+    ``checkpoint`` file's ``model_checkpoint_path`` (resolved inside
+    ``directory`` when its recorded path is elsewhere, as after a download),
+    else the only ``*.index`` file.
+    """
+    directory = Path(directory)
+    if given is not None:
+        given = Path(given)
+        if given.suffix == ".index" and given.exists():
+            return given.with_suffix("")
+        if Path(str(given) + ".index").exists():
+            return given
+    state = directory / "checkpoint"
+    if state.exists():
+        match = re.search(
+            r'^model_checkpoint_path:\s*"(.*)"', state.read_text(encoding="utf-8", errors="replace"), re.M
+        )
+        if match:
+            recorded = Path(match.group(1))
+            for candidate in (recorded, directory / recorded, directory / recorded.name):
+                if Path(str(candidate) + ".index").exists():
+                    return candidate
+    indexes = sorted(directory.glob("*.index"))
+    if len(indexes) == 1:
+        return indexes[0].with_suffix("")
+    if not indexes:
+        raise CheckpointError(
+            f"{directory}: no checkpoint (*.index) file; files here: {_listing(directory)}"
+        )
+    raise CheckpointError(
+        f"{directory}: several checkpoints ({', '.join(p.name for p in indexes)}) and no "
+        f"'checkpoint' file saying which; pass the prefix, e.g. {indexes[-1].with_suffix('')}"
+    )
+
+
+def read_vocab(path):
+    """The tokens of a ``vocab.txt``, one per line, strictly UTF-8.
+
+    A trailing newline is optional. Raises :class:`CheckpointError` naming the
+    line of the first byte that is not UTF-8, or of a duplicated token.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise CheckpointError(
+            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+        )
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    tokens = text.split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    tokens = [t.rstrip("\r") for t in tokens]
+    seen = {}
+    for i, token in enumerate(tokens):
+        if token in seen and token:
+            raise CheckpointError(
+                f"{path}, line {i + 1}: token {token!r} already on line {seen[token] + 1}"
+            )
+        seen[token] = i
+    return tokens
+
+
+# --- Hugging Face names -> official names ------------------------------------
+
+_HF_IGNORED = {
+    "embeddings.position_ids": "buffer (position ids), not a weight",
+    "cls.predictions.decoder.weight": "tied to the word embeddings",
+    "cls.predictions.decoder.bias": "same tensor as cls.predictions.bias",
+}
+
+
+def official_name_from_hf(key):
+    """Map a Hugging Face BERT tensor name to ``(official_name, transpose, why_ignored)``.
+
+    ``official_name`` is None (and ``why_ignored`` says why) for tensors that are
+    not model variables. ``transpose`` is True for ``Linear`` weights, which
+    PyTorch stores ``[out, in]`` and TF ``[in, out]``.
+    """
+    name = key[5:] if key.startswith("bert.") else key
+    if name in _HF_IGNORED:
+        return None, False, _HF_IGNORED[name]
+    if name.startswith("cls.seq_relationship."):
+        leaf = "output_weights" if name.endswith("weight") else "output_bias"
+        return f"cls/seq_relationship/{leaf}", False, None
+    if name == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False, None
+    parts = name.split(".")
+    if parts[0] not in ("embeddings", "encoder", "pooler", "cls"):
+        return None, False, "not a BERT encoder tensor"
+    parts = [p for p in parts]
+    path = []
+    i = 0
+    while i < len(parts) - 1:
+        if parts[i] == "layer" and parts[i + 1].isdigit():
+            path.append(f"layer_{parts[i + 1]}")
+            i += 2
+        else:
+            path.append(parts[i])
+            i += 1
+    leaf = parts[-1]
+    transpose = False
+    if path[-1] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+    elif path[0] == "embeddings" and leaf == "weight":
+        leaf = None  # embedding tables keep their [vocab, hidden] layout
+    elif leaf == "weight":
+        leaf, transpose = "kernel", True
+    prefix = [] if path[0] == "cls" else ["bert"]
+    official = "/".join(prefix + path + ([leaf] if leaf else []))
+    return official, transpose, None
+
+
+# =============================================================================
+# Writing
+# =============================================================================
+
+
+def write_official_checkpoint(directory, variables, config, vocab, prefix_name="bert_model.ckpt"):
+    """Write an official-layout folder: ``bert_config.json``, ``vocab.txt``,
+    ``checkpoint`` and ``<prefix_name>.index/.data-00000-of-00001``.
+
+    ``variables`` maps official names to numpy arrays. Atomic: everything is
+    written into a temporary folder beside ``directory`` and then moved into
+    place file by file, the ``.index`` (what readers open first) last, so an
+    interrupted write never leaves a readable half-checkpoint.
+    """
+    import tensorflow as tf
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".kerasbert-", dir=directory))
+    try:
+        names = sorted(variables)
+        tf.raw_ops.SaveV2(
+            prefix=str(staging / prefix_name),
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.constant(variables[n]) for n in names],
+        )
+        (staging / "bert_config.json").write_text(
+            json.dumps(config.to_official_dict(), indent=2) + "\n", encoding="utf-8"
+        )
+        (staging / VOCAB_NAME).write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+        (staging / "checkpoint").write_text(
+            f'model_checkpoint_path: "{prefix_name}"\n'
+            f'all_model_checkpoint_paths: "{prefix_name}"\n',
+            encoding="utf-8",
+        )
+        files = sorted(staging.iterdir(), key=lambda p: (p.suffix == ".index", p.name))
+        for file in files:
+            os.replace(file, directory / file.name)
+    finally:
+        for leftover in staging.iterdir():
+            leftover.unlink()
+        staging.rmdir()
+    return directory / prefix_name

@@ -1,0 +1,117 @@
+"""The ``kerasbert`` command.
+
+The library's own subcommand is ``inspect``. Apps add theirs through the
+``kerasbert.commands`` entry-point group: each entry point names a function
+``register(subparsers)`` that adds one subcommand (an ``argparse`` parser whose
+``func`` default takes the parsed arguments and returns an exit status). The
+library never imports an app by name.
+
+Errors the user can act on (:class:`~kerasbert.errors.KerasbertError`) are
+printed as one message, without a traceback, with exit status 2.
+"""
+
+import argparse
+import json
+import os
+import sys
+from importlib.metadata import entry_points
+
+ENTRY_POINT_GROUP = "kerasbert.commands"
+
+
+def _quiet_tensorflow():
+    # TensorFlow's C++ start-up chatter is not for CLI users.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
+
+
+def cmd_inspect(args):
+    from kerasbert.loader import inspect_checkpoint
+
+    info = inspect_checkpoint(args.path)
+    if args.json:
+        print(json.dumps(info, indent=2, ensure_ascii=False))
+    else:
+        print(format_inspection(info, verbose=args.verbose))
+    return 1 if info["problems"] else 0
+
+
+def format_inspection(info, verbose=False):
+    lines = [f"checkpoint: {info['path']}"]
+    if "layout" in info:
+        config = info["config"]
+        lines += [
+            f"layout:     {info['layout']}",
+            f"config:     {info['config_file']}",
+            f"weights:    {info['weights']}",
+            f"vocab:      {info['vocab_file']}",
+            "model:      BERT, {num_layers} layers, hidden {hidden_size}, {num_heads} heads, "
+            "intermediate {intermediate_size}, vocab {vocab_size}, max positions "
+            "{max_position_embeddings}, activation {hidden_act}".format(**config),
+            f"parameters: {info['parameters']:,} (encoder"
+            + (" + masked-LM head)" if info["masked_lm_head"] else ")"),
+            f"mapped:     {len(info['mapping'])} variables",
+        ]
+        if verbose:
+            width = max((len(m["keras"]) for m in info["mapping"]), default=0)
+            for m in info["mapping"]:
+                lines.append(f"  {m['keras']:<{width}}  <-  {m['checkpoint']} {m['shape']}")
+        if info["ignored"]:
+            lines.append(f"ignored:    {len(info['ignored'])} variables")
+            reasons = {}
+            for name, why in info["ignored"].items():
+                reasons.setdefault(why, []).append(name)
+            for why, names in reasons.items():
+                shown = ", ".join(names[:3]) + (f", ... ({len(names) - 3} more)" if len(names) > 3 else "")
+                lines.append(f"  {why}: {shown}")
+    if info["problems"]:
+        lines.append(f"PROBLEMS ({len(info['problems'])}):")
+        lines += [f"  {p}" for p in info["problems"]]
+    else:
+        lines.append("status:     OK, loads with kerasbert.load_encoder")
+    return "\n".join(lines)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="kerasbert",
+        description="NER and relation-triple extraction on BERT-family encoders (Keras 3).",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    inspect = subparsers.add_parser(
+        "inspect",
+        help="describe a checkpoint folder and check that it loads",
+        description="Detect the layout (official Google or Hugging Face), read the config, "
+        "count parameters, show which checkpoint variable feeds which Keras weight and what "
+        "is ignored. Exit status 1 if anything is wrong.",
+    )
+    inspect.add_argument("path", help="checkpoint folder or prefix")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("-v", "--verbose", action="store_true", help="list every variable mapping")
+    inspect.set_defaults(func=cmd_inspect)
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        entry_point.load()(subparsers)
+    return parser
+
+
+def main(argv=None):
+    _quiet_tensorflow()
+    from kerasbert.errors import KerasbertError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KerasbertError as e:
+        print(f"kerasbert: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kerasbert: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
