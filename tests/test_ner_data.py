@@ -242,7 +242,9 @@ def test_conll_weibo_segmentation_digits(tmp_path):
     assert result.report.join == ""
     assert result.examples[0].text == "科技张三是记者"
     assert spans(result.examples[0]) == [("张三", "PER.NAM"), ("记者", "PER.NOM")]
-    assert read_conll(path, strip_digit=False).examples[0].text == "科0技1张0三1是0记0者1"
+    # Kept digits make two-character tokens, so join="auto" falls back to spaces.
+    assert read_conll(path, strip_digit=False).examples[0].text == "科0 技1 张0 三1 是0 记0 者1"
+    assert read_conll(path, strip_digit=False, join="").examples[0].text == "科0技1张0三1是0记0者1"
     plain = write(tmp_path, "plain.char", "科 O\n技 O\n")
     assert_error(lambda: read_conll(plain, strip_digit=True), plain, 1, "segmentation digit")
 
@@ -263,6 +265,8 @@ def test_parallel_files_and_dispatch(tmp_path):
     assert detect_format(folder / "sentences.txt") == "parallel"
     assert read_ner_file(folder).examples == result.examples
 
+    write(folder, "tags.txt", "O O B-LOC I-LOC\n")
+    assert_error(lambda: read_parallel(folder), folder / "sentences.txt", None, "3 lines but .*tags.txt has 1")
     write(folder, "tags.txt", "O O B-LOC\n\nB-PER I-PER\n")
     assert_error(lambda: read_parallel(folder), folder / "sentences.txt", 1, "4 tokens but 3 tags")
     write(folder, "tags.txt", "O O B-LOC I-LOC\n\nB-PER X-PER\n")
@@ -320,6 +324,9 @@ def test_doccano_both_flavours(tmp_path):
         assert result.report.unannotated == 0
     assert b.report.ignored == {"doccano relations": 1}
     assert detect_format(old_path) == "jsonl"
+    doccano_1x = write(tmp_path, "v1.jsonl", json.dumps({"id": 1, "data": "Alice lives in Paris.",
+                                                        "label": [[0, 5, "PER"], [15, 20, "LOC"]]}) + "\n")
+    assert read_jsonl(doccano_1x).examples[0].entities == a.examples[0].entities
     assert read_ner_file(new_path, format="doccano").examples == b.examples
 
 
@@ -486,6 +493,12 @@ def test_error_invalid_json(tmp_path):
     assert_error(lambda: read_jsonl(array), array, 3, "invalid JSON")
     unclosed = write(tmp_path, "unclosed.json", '[\n  {"text": "a"}\n')
     assert_error(lambda: read_jsonl(unclosed), unclosed, 2, "not closed")
+    no_comma = write(tmp_path, "nocomma.json", '[\n  {"text": "a"}\n  {"text": "b"}\n]\n')
+    assert_error(lambda: read_jsonl(no_comma), no_comma, 3, "expected , or ]")
+    trailing = write(tmp_path, "trailing.json", '[\n  {"text": "a"},\n]\n')
+    assert_error(lambda: read_jsonl(trailing), trailing, 3, "invalid JSON")
+    extra = write(tmp_path, "extra.json", '[{"text": "a"}]\n\n{"text": "b"}\n')
+    assert_error(lambda: read_jsonl(extra), extra, 3, "extra data after the array")
     not_object = write(tmp_path, "list.jsonl", '{"text": "a"}\n[1, 2]\n')
     assert_error(lambda: read_jsonl(not_object), not_object, 2, "expected a JSON object")
 

@@ -43,13 +43,15 @@ bytes are detected whatever the file name)
   Flavours, detected per file from the first record that carries annotations:
 
   - ``doccano``: ``{"text", "label": [[start, end, "TYPE"], ...]}`` (also
-    ``"labels"``) or the newer ``{"text", "entities": [{"start_offset",
-    "end_offset", "label"}, ...]}``; ends exclusive.
-  - ``labelstudio``: a task ``{"data": {"text": ...}, "annotations":
+    ``"labels"``, and doccano 1.x's ``"data"`` string for the text) or the
+    newer ``{"text", "entities": [{"start_offset", "end_offset", "label"},
+    ...]}``; ends exclusive. ``relations`` are ignored and counted.
+  - ``labelstudio`` (a JSON array of tasks, Label Studio's JSON export): a task ``{"data": {"text": ...}, "annotations":
     [{"result": [{"type": "labels", "value": {"start", "end", "labels":
     [TYPE]}}]}]}``; ends exclusive. The first annotation that is not
     cancelled is used; other annotations, predictions and results of other
-    types are ignored and counted.
+    types are ignored and counted. A span with several labels gives one
+    entity per label, so the overlap rule keeps the first label.
   - ``cluener``: ``{"text", "label": {TYPE: {mention: [[start, end], ...]}}}``
     with INCLUSIVE ends; ``text[start:end+1]`` must equal the mention.
   - ``kerasbert`` (what :func:`write_jsonl` writes): ``{"text", "entities":
@@ -102,7 +104,6 @@ import json
 import os
 import re
 import zlib
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,6 @@ __all__ = [
     "write_jsonl",
 ]
 
-SCHEMES = ("iob1", "bio", "bioes")
 _SCHEME_ALIASES = {
     "iob1": "iob1",
     "bio": "bio",
@@ -725,34 +725,54 @@ def read_parallel(sentences_path, tags_path=None, scheme: str = "auto", join: st
 # JSON flavours
 
 
+def _json_array_records(path, text: str):
+    """``(line, element)`` pairs of a file holding one JSON array; errors name the line."""
+    newlines = [i for i, char in enumerate(text) if char == "\n"]
+
+    def line_of(offset):
+        return bisect.bisect_left(newlines, offset) + 1
+
+    def skip_space(offset):
+        while offset < len(text) and text[offset] in " \t\r\n":
+            offset += 1
+        return offset
+
+    def fail(offset, problem):
+        offset = min(offset, len(text.rstrip()) - 1)
+        raise InputDataError(path, line_of(max(offset, 0)), f"invalid JSON: {problem}")
+
+    decoder = json.JSONDecoder()
+    records = []
+    position = skip_space(text.index("[") + 1)
+    if position < len(text) and text[position] == "]":
+        position += 1
+    else:
+        while True:
+            try:
+                element, end = decoder.raw_decode(text, position)
+            except json.JSONDecodeError as err:
+                if err.pos >= len(text):
+                    fail(err.pos, "the array is not closed with ]")
+                raise InputDataError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from err
+            records.append((line_of(position), element))
+            position = skip_space(end)
+            if position >= len(text):
+                fail(position, "the array is not closed with ]")
+            if text[position] == "]":
+                position += 1
+                break
+            if text[position] != ",":
+                fail(position, f"expected , or ] after an array element, found {text[position]!r}")
+            position = skip_space(position + 1)
+    if skip_space(position) < len(text):
+        fail(skip_space(position), "extra data after the array")
+    return records
+
+
 def _json_records(path, text: str):
     """``(line, record)`` pairs from a JSON-lines file or a JSON array."""
-    body = text.lstrip()
-    if body.startswith("["):
-        newlines = [i for i, char in enumerate(text) if char == "\n"]
-        decoder = json.JSONDecoder()
-        position = text.index("[") + 1
-        records = []
-        while True:
-            while position < len(text) and text[position] in " \t\r\n,":
-                position += 1  # commas are checked loosely; the elements must be valid JSON
-            if position >= len(text):
-                last_line = text.count("\n", 0, len(text.rstrip())) + 1
-                raise InputDataError(path, last_line, "invalid JSON: the array is not closed with ]")
-            if text[position] == "]":
-                break
-            try:
-                record, end = decoder.raw_decode(text, position)
-            except json.JSONDecodeError as err:
-                raise InputDataError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from err
-            records.append((bisect.bisect_left(newlines, position) + 1, record))
-            position = end
-        after = text[position + 1:]
-        if after.strip():
-            offset = position + 1 + len(after) - len(after.lstrip())
-            raise InputDataError(path, bisect.bisect_left(newlines, offset) + 1,
-                                 "invalid JSON: extra data after the array")
-        return records
+    if text.lstrip().startswith("["):
+        return _json_array_records(path, text)
     records = []
     for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
@@ -818,6 +838,8 @@ def _parse_record(path, line, record, flavour, report, text_key):
         if text_key not in data:
             raise InputDataError(path, line, f'missing "{text_key}" key in "data"')
         text = data[text_key]
+    elif text_key not in record and flavour == "doccano" and isinstance(record.get("data"), str):
+        text = record["data"]  # doccano 1.x exports put the text under "data"
     else:
         if text_key not in record:
             raise InputDataError(path, line, f'missing "{text_key}" key')
