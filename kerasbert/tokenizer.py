@@ -206,15 +206,15 @@ class BertTokenizer:
         offsets = np.zeros((n, width, 2), dtype=np.int32)
         word_ids = np.full((n, width), -1, dtype=np.int32) if is_split_into_words else None
         truncated = np.zeros((n,), dtype=bool)
+        # Special tokens added by the template already have offsets (0, 0), and a
+        # single text has segment ids 0: neither needs reading back.
         for i, (e, length) in enumerate(zip(encodings, lengths)):
             token_ids[i, :length] = e.ids
-            segment_ids[i, :length] = e.type_ids
+            if pairs is not None:
+                segment_ids[i, :length] = e.type_ids
             padding_mask[i, :length] = 1
             if length:
                 offsets[i, :length] = e.offsets
-            special = e.special_tokens_mask
-            if any(special):
-                offsets[i, :length][np.asarray(special, dtype=bool)] = 0
             if word_ids is not None:
                 word_ids[i, :length] = [-1 if w is None else w for w in e.word_ids]
             truncated[i] = bool(e.overflowing)

@@ -1,0 +1,168 @@
+"""Encoder forward throughput and tokenizer speed (figures, not a test).
+
+Measures forward tokens/s at batch 32 x 128 for the BERT-base shape (12 layers,
+H=768) and the MiniLM shape (6 layers, H=384), randomly initialised:
+
+* kerasbert ``BertEncoder`` in float32 and mixed_bfloat16;
+* a bare keras-hub ``BertBackbone`` (the same layers) in float32 and mixed_bfloat16;
+* Hugging Face transformers ``BertModel`` on PyTorch CPU, float32, under
+  ``torch.inference_mode()`` (only if torch + transformers are installed:
+  ``pip install -e ".[bench]"``).
+
+Each figure is the median of ``--runs`` timed forward passes after
+``--warmup`` untimed ones. Keras models run through ``predict_on_batch``
+(a compiled ``tf.function``). Also the tokenizer's characters/s on English
+text (CoNLL-2003 dev sentences from ../shared if present, else the reference
+sentences repeated).
+
+    python bench/encoder_throughput.py [--runs 5] [--shapes base,minilm]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+
+import kerasbert  # noqa: E402
+from kerasbert.encoder import BertEncoder  # noqa: E402
+
+SHAPES = {
+    "base": dict(num_layers=12, hidden_dim=768, num_heads=12, intermediate_dim=3072),
+    "minilm": dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536),
+}
+VOCAB = 30522
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def median_time(fn, runs, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def keras_rate(cls, shape, policy, x, runs, warmup):
+    model = cls(vocabulary_size=VOCAB, max_sequence_length=512, dtype=policy, **shape)
+    seconds = median_time(lambda: model.predict_on_batch(x), runs, warmup)
+    return x["token_ids"].size / seconds
+
+
+def torch_rate(shape, x, runs, warmup):
+    try:
+        import torch
+        from transformers import BertConfig
+        from transformers import BertModel
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count())
+    config = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=shape["hidden_dim"],
+        num_hidden_layers=shape["num_layers"],
+        num_attention_heads=shape["num_heads"],
+        intermediate_size=shape["intermediate_dim"],
+        hidden_act="gelu_new",
+    )
+    model = BertModel(config).eval()
+    ids = torch.from_numpy(x["token_ids"].astype(np.int64))
+    mask = torch.from_numpy(x["padding_mask"].astype(np.int64))
+    segments = torch.from_numpy(x["segment_ids"].astype(np.int64))
+
+    def forward():
+        with torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask, token_type_ids=segments)
+
+    return ids.numel() / median_time(forward, runs, warmup)
+
+
+def english_text():
+    conll = SHARED / "data" / "conll2003" / "eng.testa"
+    if conll.exists():
+        sentences, words = [], []
+        for line in conll.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("-DOCSTART-"):
+                if words:
+                    sentences.append(" ".join(words))
+                words = []
+            else:
+                words.append(line.split()[0])
+        return sentences, "CoNLL-2003 eng.testa sentences"
+    ref = SHARED / "data" / "models" / "minilm_l6_h384_uncased" / "reference_sentences.txt"
+    return ref.read_text(encoding="utf-8").splitlines() * 400, "reference sentences x400"
+
+
+def tokenizer_rate(runs, warmup):
+    vocab = SHARED / "data" / "models" / "minilm_l6_h384_uncased" / "vocab.txt"
+    if not vocab.exists():
+        return None, "no ../shared vocab"
+    tokenizer = kerasbert.BertTokenizer(vocab, lowercase=True)
+    sentences, source = english_text()
+    chars = sum(len(s) for s in sentences)
+
+    def run():
+        for i in range(0, len(sentences), 256):
+            tokenizer(sentences[i : i + 256], max_length=512)
+
+    seconds = median_time(run, runs, warmup)
+    return chars / seconds, f"{source}: {len(sentences)} texts, {chars} characters, batches of 256"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--shapes", default="base,minilm")
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(0)
+    x = {
+        "token_ids": rng.integers(1000, VOCAB, (args.batch, args.length)).astype(np.int32),
+        "segment_ids": np.zeros((args.batch, args.length), np.int32),
+        "padding_mask": np.ones((args.batch, args.length), np.int32),
+    }
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(f"keras {keras.__version__} ({keras.backend.backend()}), keras-hub {keras_hub.__version__}")
+    print(f"batch {args.batch} x {args.length} tokens, median of {args.runs} runs after {args.warmup} warm-up\n")
+    rows = []
+    for name in args.shapes.split(","):
+        shape = SHAPES[name]
+        r = {}
+        for policy in ("float32", "mixed_bfloat16"):
+            r[("kerasbert", policy)] = keras_rate(BertEncoder, shape, policy, x, args.runs, args.warmup)
+            r[("keras-hub", policy)] = keras_rate(keras_hub.models.BertBackbone, shape, policy, x, args.runs, args.warmup)
+        r[("hf-torch", "float32")] = torch_rate(shape, x, args.runs, args.warmup)
+        rows.append((name, r))
+        print(f"{name}: " + ", ".join(f"{k[0]} {k[1]} {v:.0f} tok/s" for k, v in r.items() if v))
+
+    print("\n| shape | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
+          " ours/HF fp32 | ours/bare fp32 | ours bf16/fp32 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in rows:
+        ours, bare, hf = r[("kerasbert", "float32")], r[("keras-hub", "float32")], r[("hf-torch", "float32")]
+        ours16, bare16 = r[("kerasbert", "mixed_bfloat16")], r[("keras-hub", "mixed_bfloat16")]
+        hf_cell = f"{hf:.0f}" if hf else "n/a"
+        ratio_hf = f"{ours / hf:.2f}x" if hf else "n/a"
+        print(f"| {name} | {ours:.0f} | {bare:.0f} | {hf_cell} | {ours16:.0f} | {bare16:.0f} | {ratio_hf} |"
+              f" {ours / bare:.3f} | {ours16 / ours:.2f}x |")
+
+    rate, how = tokenizer_rate(args.runs, 1)
+    if rate:
+        print(f"\ntokenizer: {rate:,.0f} characters/s ({how})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""The README's commands are the ones CI runs, and name real things."""
+
+import re
+import tomllib
+
+from conftest import REPO_ROOT
+
+
+def _blocks():
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.*?)```", text, re.S)
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    test_block = next(b for b in _blocks() if "pytest" in b)
+    ci = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci_commands = [line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd ", "rm "))]
+    assert ci_commands == test_block.strip().splitlines()
+
+
+def test_readme_commands_name_real_extras_and_entry_points():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = set(project["optional-dependencies"])
+    scripts = set(project["scripts"])
+    for block in _blocks():
+        for extra in re.findall(r'\.\[([\w,]+)\]', block):
+            assert set(extra.split(",")) <= extras, extra
+        for line in block.splitlines():
+            word = line.split()[0] if line.split() else ""
+            if word.startswith("kerasbert"):
+                assert word in scripts
