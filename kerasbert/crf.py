@@ -36,9 +36,12 @@ potentials do not). If every path is forbidden, the least-penalized path is
 returned and `best_score` includes the penalties. Constraints do not affect the
 likelihood, only decoding.
 
-The time loop uses `keras.ops.scan` (a `tf.while_loop` on TensorFlow,
-`jax.lax.scan` on JAX), so everything works with a dynamic time dimension,
-inside `tf.function(jit_compile=True)` and `jax.jit`, and is differentiable.
+Time loops use `keras.ops` only (`ops.scan`; for the differentiated forward
+algorithm on TensorFlow, `ops.while_loop` with a bounded trip count, see
+`_fold_over_time`), so everything works with a dynamic time dimension and
+inside `tf.function(jit_compile=True)` and `jax.jit`. The log-likelihood is
+differentiable everywhere, XLA included. `crf_decode` is meant for inference:
+differentiating its `best_score` under TensorFlow XLA is not supported.
 """
 
 import keras
@@ -79,6 +82,41 @@ def _step_mask(potentials, sequence_lengths):
     """Boolean `[batch, time]`: True at the steps `t < sequence_lengths[b]`."""
     steps = ops.arange(ops.shape(potentials)[1], dtype="int32")
     return ops.less(steps[None, :], sequence_lengths[:, None])
+
+
+def _fold_over_time(step, init, potentials):
+    """`carry = step(carry, potentials[:, t], t)` for every step t: the last carry.
+
+    This is the loop that gets differentiated, so it is written per backend
+    (with `keras.ops` only): on TensorFlow, `ops.while_loop` with
+    `maximum_iterations`, because XLA (`jit_compile=True`, the Keras default on
+    GPU) can only differentiate a while loop with a bounded trip count and the
+    TensorFlow `ops.scan` sets none; elsewhere `ops.scan`, because JAX cannot
+    reverse-differentiate a while loop.
+    """
+    time_major = _time_major(potentials)
+    zero = ops.zeros((), dtype="int32")
+    if keras.backend.backend() == "tensorflow":
+        time = ops.shape(potentials)[1]
+
+        def body(t, carry):
+            return t + 1, step(carry, ops.take(time_major, t, axis=0), t)
+
+        _, carry = ops.while_loop(
+            lambda t, carry: ops.less(t, time),
+            body,
+            (zero, init),
+            maximum_iterations=time,
+        )
+        return carry
+
+    def scan_step(carry, unary):
+        carry, t = carry
+        carry = (step(carry, unary, t), t + 1)
+        return carry, carry
+
+    (carry, _), _ = ops.scan(scan_step, (init, zero), time_major)
+    return carry
 
 
 def _time_major(x):
@@ -142,19 +180,16 @@ def crf_log_norm(potentials, sequence_lengths, transition_params):
         potentials, sequence_lengths, transition_params
     )
 
-    def step(carry, unary):
-        alpha, t = carry
+    def step(alpha, unary, t):
         # alpha[b, i] + trans[i, j], reduced over the previous tag i.
         moved = ops.logsumexp(
             alpha[:, :, None] + transition_params[None, :, :], axis=1
         )
         new_alpha = ops.where(ops.equal(t, 0), unary, moved + unary)
         keep = ops.less(t, sequence_lengths)[:, None]
-        carry = (ops.where(keep, new_alpha, alpha), t + 1)
-        return carry, carry
+        return ops.where(keep, new_alpha, alpha)
 
-    init = (ops.zeros_like(potentials[:, 0, :]), ops.zeros((), dtype="int32"))
-    (alpha, _), _ = ops.scan(step, init, _time_major(potentials))
+    alpha = _fold_over_time(step, ops.zeros_like(potentials[:, 0, :]), potentials)
     log_norm = ops.logsumexp(alpha, axis=1)
     return ops.where(sequence_lengths > 0, log_norm, ops.zeros_like(log_norm))
 

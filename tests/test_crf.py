@@ -36,7 +36,7 @@ def ref():
 
 def to_numpy(x):
     if isinstance(x, keras.Variable):
-        x = x.value
+        x = ops.copy(x)  # a tensor: numpy() on a variable warns under numpy 2
     return ops.convert_to_numpy(x)
 
 
@@ -104,21 +104,31 @@ def random_case(seed, dtype=np.float64):
 # --- backend helpers ---------------------------------------------------------
 
 
-def backend_grad(fn, x):
-    """Gradient of the scalar `fn(x)` with respect to `x`, as numpy."""
+def backend_grad(fn, x, compiled=False):
+    """Gradient of the scalar `fn(x)` with respect to `x`, as numpy.
+
+    `compiled`: inside `tf.function(jit_compile=True)` (dynamic shapes) on
+    TensorFlow, `jax.jit` on JAX.
+    """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        x = tf.convert_to_tensor(x)
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = fn(x)
-        return tape.gradient(y, x).numpy()
+        def grad(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = fn(x)
+            return tape.gradient(y, x)
+
+        if compiled:
+            spec = tf.TensorSpec([None] * len(x.shape), tf.as_dtype(x.dtype))
+            grad = tf.function(grad, jit_compile=True, input_signature=[spec])
+        return grad(tf.convert_to_tensor(x)).numpy()
     if backend == "jax":
         import jax
 
-        return np.asarray(jax.grad(fn)(x))
+        grad = jax.jit(jax.grad(fn)) if compiled else jax.grad(fn)
+        return np.asarray(grad(x))
     pytest.skip(f"no gradient helper for the {backend} backend")
 
 
@@ -215,12 +225,15 @@ def test_matches_brute_force(seed):
         assert best[b] == pytest.approx(best_score, abs=atol)
 
 
-def test_gradient_is_marginals():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gradient_is_marginals(compiled):
     """d log_norm / d potentials = the tag marginals; 0 beyond the length."""
     potentials, _, lengths, transitions = random_case(seed=42)
 
     grad = backend_grad(
-        lambda p: ops.sum(crf.crf_log_norm(p, lengths, transitions)), potentials
+        lambda p: ops.sum(crf.crf_log_norm(p, lengths, transitions)),
+        potentials,
+        compiled,
     )
     for b, length in enumerate(lengths):
         _, _, _, marginals = brute_force(potentials[b], transitions, length)
@@ -438,7 +451,8 @@ def test_layer_trains():
     keras.utils.set_random_seed(0)
     x, y = toy_data()
     model = ToyTagger(4)
-    model.compile(optimizer=keras.optimizers.Adam(0.1))
+    # jit_compile=True: XLA, what `"auto"` picks on a GPU (on CPU it picks False).
+    model.compile(optimizer=keras.optimizers.Adam(0.1), jit_compile=True)
     model(x[:1])
     before = to_numpy(model.crf.transitions).copy()
     assert any(v is model.crf.transitions for v in model.trainable_variables)
