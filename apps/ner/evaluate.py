@@ -1,0 +1,103 @@
+"""Entity-level evaluation with seqeval.
+
+Gold and predicted entities are character spans. To score them with seqeval
+they are written as IOB2 tags over the example's *units*: its words when the
+source was tokenized (CoNLL columns, character-per-line files), else its
+non-space characters. A unit gets ``B-X`` if it is the first unit overlapping
+an entity of type X, ``I-X`` for the following ones (a predicted span that
+starts or ends inside a word is widened to whole words, as word-level
+scorers do).
+
+Two modes, both reported:
+
+* ``default``: seqeval's conlleval-compatible chunking (the CoNLL-2003 figure);
+* ``strict``: seqeval ``mode="strict", scheme=IOB2`` (exact chunks only).
+
+With IOB2 tags produced from spans the two agree; both are printed because
+users compare against papers that use one or the other.
+"""
+
+import numpy as np
+from seqeval.metrics import classification_report
+from seqeval.metrics import f1_score
+from seqeval.metrics import precision_score
+from seqeval.metrics import recall_score
+from seqeval.scheme import IOB2
+
+
+def units_of(example):
+    """Character spans of the units an example is scored on."""
+    if example.words:
+        return [tuple(w) for w in example.words]
+    return [(i, i + 1) for i, c in enumerate(example.text) if not c.isspace()]
+
+
+def spans_to_unit_tags(units, spans):
+    """IOB2 tags over ``units`` for ``spans`` (dicts or objects with start,
+    end, type). Earlier spans win where two overlap a unit."""
+    tags = ["O"] * len(units)
+    starts = np.array([u[0] for u in units]) if units else np.zeros(0)
+    ends = np.array([u[1] for u in units]) if units else np.zeros(0)
+    for span in spans:
+        start, end, kind = _get(span, "start"), _get(span, "end"), _get(span, "type")
+        hit = np.nonzero((ends > start) & (starts < end))[0]
+        hit = [k for k in hit if tags[k] == "O"]
+        for n, k in enumerate(hit):
+            tags[k] = ("B-" if n == 0 else "I-") + kind
+    return tags
+
+
+def _get(span, key):
+    return span[key] if isinstance(span, dict) else getattr(span, key)
+
+
+def score(examples, predictions):
+    """seqeval scores for ``examples`` (with gold entities) against
+    ``predictions`` (the tagger's output dicts, same order).
+
+    Returns a dict: ``precision``, ``recall``, ``f1`` (micro, default mode),
+    ``macro_f1``, ``strict`` (the same in strict mode), ``per_type`` and
+    the counts.
+    """
+    gold, pred = [], []
+    for example, prediction in zip(examples, predictions):
+        units = units_of(example)
+        gold.append(spans_to_unit_tags(units, example.entities))
+        pred.append(spans_to_unit_tags(units, prediction["entities"]))
+    result = {
+        "precision": precision_score(gold, pred, zero_division=0),
+        "recall": recall_score(gold, pred, zero_division=0),
+        "f1": f1_score(gold, pred, zero_division=0),
+        "macro_f1": f1_score(gold, pred, average="macro", zero_division=0),
+        "strict": {
+            "precision": precision_score(gold, pred, mode="strict", scheme=IOB2, zero_division=0),
+            "recall": recall_score(gold, pred, mode="strict", scheme=IOB2, zero_division=0),
+            "f1": f1_score(gold, pred, mode="strict", scheme=IOB2, zero_division=0),
+            "macro_f1": f1_score(gold, pred, average="macro", mode="strict", scheme=IOB2, zero_division=0),
+        },
+        "examples": len(gold),
+        "gold_entities": sum(len(e.entities) for e in examples),
+        "predicted_entities": sum(len(p["entities"]) for p in predictions),
+    }
+    report = classification_report(gold, pred, output_dict=True, zero_division=0)
+    result["per_type"] = {
+        kind: {k: float(v) for k, v in values.items()}
+        for kind, values in report.items()
+        if not kind.endswith(" avg")
+    }
+    return {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in result.items()}
+
+
+def format_scores(scores):
+    lines = [
+        f"entities: {scores['gold_entities']} gold, {scores['predicted_entities']} predicted, {scores['examples']} examples",
+        f"micro   P {scores['precision']:.4f}  R {scores['recall']:.4f}  F1 {scores['f1']:.4f}   (seqeval default / conlleval)",
+        f"strict  P {scores['strict']['precision']:.4f}  R {scores['strict']['recall']:.4f}  F1 {scores['strict']['f1']:.4f}   (seqeval strict IOB2)",
+        f"macro F1 {scores['macro_f1']:.4f} (default), {scores['strict']['macro_f1']:.4f} (strict)",
+        f"{'type':<12} {'precision':>9} {'recall':>9} {'f1':>9} {'support':>8}",
+    ]
+    for kind, values in sorted(scores["per_type"].items()):
+        lines.append(
+            f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} {int(values['support']):>8}"
+        )
+    return "\n".join(lines)

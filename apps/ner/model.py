@@ -1,0 +1,114 @@
+"""The NER network: encoder -> dropout -> BiLSTM -> Dense -> CRF.
+
+``NerModel`` is a Keras functional model (``keras.ops`` only, so it trains on
+TensorFlow and JAX). Inputs are the encoder's three; outputs are
+``{"potentials": [batch, len, num_tags] float32, "tags": [batch, len] int32}``
+where ``tags`` is the CRF's Viterbi path (or the argmax with ``use_crf=False``).
+
+The loss lives in :meth:`NerModel.compute_loss`, so plain ``model.fit(x, tags)``
+trains it on any backend: the CRF negative log-likelihood over each sequence's
+real tokens (``[CLS]`` and ``[SEP]`` carry the tag ``O``; padding is outside
+the sequence length), or a padding-masked softmax cross-entropy without CRF.
+
+All head layers are named ``ner_head_*`` so the optimizer can give them their
+own learning rate (:class:`kerasbert.training.GroupedAdamW`).
+"""
+
+import keras
+from keras import ops
+
+import kerasbert.encoder  # noqa: F401  (registers BertEncoder for loading saved models)
+from kerasbert.crf import CRF
+
+HEAD_PREFIX = "ner_head_"
+
+
+@keras.saving.register_keras_serializable(package="kerasbert_ner")
+class NerModel(keras.Model):
+    """BERT(-BiLSTM)-CRF tagger.
+
+    Args:
+        encoder: a :class:`kerasbert.encoder.BertEncoder` (or any model with the
+            same inputs and a ``"sequence_output"``).
+        num_tags: number of tags (``O`` first).
+        use_lstm: put a BiLSTM between the encoder and the tag scores.
+        lstm_units: units per direction.
+        use_crf: CRF loss and Viterbi decoding; else softmax per token.
+        dropout: dropout on the encoder output.
+        allowed, allowed_start: CRF decode-time constraints (see
+            :func:`kerasbert.crf.allowed_transitions`).
+    """
+
+    def __init__(self, encoder, num_tags, use_lstm=True, lstm_units=128, use_crf=True, dropout=0.1,
+                 allowed=None, allowed_start=None, **kwargs):
+        # === Layers ===
+        self.encoder = encoder
+        if getattr(encoder, "pooled_dense", None) is not None:
+            encoder.pooled_dense.trainable = False  # the pooler gets no gradient from tagging
+        self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
+        self.lstm = None
+        if use_lstm:
+            self.lstm = keras.layers.Bidirectional(
+                keras.layers.LSTM(lstm_units, return_sequences=True), name=HEAD_PREFIX + "bilstm"
+            )
+        self.emissions = keras.layers.Dense(num_tags, dtype="float32", name=HEAD_PREFIX + "emissions")
+        self.crf = CRF(num_tags, allowed=allowed, allowed_start=allowed_start, name=HEAD_PREFIX + "crf") if use_crf else None
+
+        # === Functional Model ===
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask")
+        }
+        x = encoder(inputs)["sequence_output"]
+        x = self.head_dropout(x)
+        mask = ops.cast(inputs["padding_mask"], "bool")
+        if self.lstm is not None:
+            x = self.lstm(x, mask=mask)
+        potentials = self.emissions(x)
+        if self.crf is not None:
+            tags = self.crf(potentials, mask=mask)
+        else:
+            tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
+        super().__init__(inputs=inputs, outputs={"potentials": potentials, "tags": tags}, **kwargs)
+
+        # === Config ===
+        self.num_tags = num_tags
+        self.use_lstm = use_lstm
+        self.lstm_units = lstm_units
+        self.use_crf = use_crf
+        self.dropout = dropout
+        self.allowed = allowed
+        self.allowed_start = allowed_start
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        potentials = ops.cast(y_pred["potentials"], "float32")
+        mask = ops.cast(x["padding_mask"], "int32")
+        tags = ops.cast(y, "int32")
+        if self.crf is not None:
+            loss = self.crf.loss(potentials, tags, ops.sum(mask, axis=1))
+        else:
+            per_token = keras.losses.sparse_categorical_crossentropy(tags, potentials, from_logits=True)
+            weights = ops.cast(mask, "float32")
+            loss = ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
+        if self.losses:
+            loss = loss + ops.sum(self.losses)
+        return loss
+
+    def get_config(self):
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "num_tags": self.num_tags,
+            "use_lstm": self.use_lstm,
+            "lstm_units": self.lstm_units,
+            "use_crf": self.use_crf,
+            "dropout": self.dropout,
+            "allowed": self.allowed,
+            "allowed_start": self.allowed_start,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

@@ -1,0 +1,229 @@
+"""Training an NER tagger: one config, one function.
+
+:class:`NerTrainConfig` holds every setting with its default; a run is
+``train(NerTrainConfig(checkpoint=..., train=..., dev=..., output=...))`` or
+``kerasbert ner train ...`` (the CLI only fills the config). ``--config FILE``
+reads a JSON or TOML file of the same keys; command-line options override it.
+The filled-in config is written to ``OUTPUT/config.json``.
+
+What ends up in ``OUTPUT``:
+
+* ``model/`` -- the best model on dev entity F1 (``model.keras``, ``vocab.txt``,
+  ``tagger.json``), replaced atomically when a later epoch is better;
+* ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
+  per epoch; ``metrics.json`` -- the best dev scores;
+* ``logs/`` -- TensorBoard; ``backup/`` -- only while training: what
+  ``--resume`` continues from after an interruption.
+"""
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from kerasbert.errors import KerasbertError
+
+FIELDS_HELP = {
+    "checkpoint": "encoder checkpoint folder (official or Hugging Face layout)",
+    "train": "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)",
+    "dev": "dev data, for early stopping and model selection",
+    "output": "output folder",
+    "epochs": "training epochs",
+    "batch_size": "sequences per batch",
+    "max_length": "tokens per sequence window, [CLS]/[SEP] included",
+    "learning_rate": "peak learning rate of the encoder",
+    "head_learning_rate": "peak learning rate of the BiLSTM/Dense/CRF head",
+    "warmup_ratio": "fraction of steps with linear warm-up",
+    "weight_decay": "AdamW weight decay (not on biases, LayerNorm, CRF)",
+    "dropout": "dropout on the encoder output",
+    "lstm": "use a BiLSTM between encoder and tag scores",
+    "lstm_units": "BiLSTM units per direction",
+    "crf": "use a CRF (else softmax per token)",
+    "constrained_decoding": "forbid invalid BIO transitions when decoding",
+    "precision": "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)",
+    "strategy": "default (one device) or mirrored (tf.distribute.MirroredStrategy)",
+    "patience": "stop after this many epochs without a better dev F1 (0: never)",
+    "seed": "random seed",
+    "format": "data format: auto, conll, jsonl, parallel",
+    "tag_column": "CoNLL tag column (default: last)",
+    "scheme": "tag scheme of CoNLL files: auto, iob1, bio, bioes",
+    "max_train_examples": "use only the first N training examples (0: all)",
+    "max_dev_examples": "use only the first N dev examples (0: all)",
+    "backup_every_steps": "also back up for --resume every N steps (0: each epoch)",
+    "jit_compile": "compile training steps with XLA",
+    "resume": "continue an interrupted run in OUTPUT",
+}
+
+
+@dataclasses.dataclass
+class NerTrainConfig:
+    checkpoint: str = ""
+    train: str = ""
+    dev: str = ""
+    output: str = ""
+    epochs: int = 3
+    batch_size: int = 32
+    max_length: int = 128
+    learning_rate: float = 5e-5
+    head_learning_rate: float = 1e-3
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    dropout: float = 0.1
+    lstm: bool = True
+    lstm_units: int = 128
+    crf: bool = True
+    constrained_decoding: bool = True
+    precision: str = "float32"
+    strategy: str = "default"
+    patience: int = 0
+    seed: int = 42
+    format: str = "auto"
+    tag_column: int = -1
+    scheme: str = "auto"
+    max_train_examples: int = 0
+    max_dev_examples: int = 0
+    backup_every_steps: int = 0
+    jit_compile: bool = False
+    resume: bool = False
+
+    @classmethod
+    def from_file(cls, path):
+        """Read a JSON or TOML config; unknown keys are an error."""
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        try:
+            if path.suffix == ".toml":
+                import tomllib
+
+                raw = tomllib.loads(text)
+            else:
+                raw = json.loads(text)
+        except ValueError as e:
+            raise KerasbertError(f"{path}: cannot parse the config: {e}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise KerasbertError(f"{path}: unknown config key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**raw)
+
+    def check(self):
+        for key in ("checkpoint", "train", "dev", "output"):
+            if not getattr(self, key):
+                raise KerasbertError(f"missing setting: {key} (--{key.replace('_', '-')})")
+        if self.max_length < 8:
+            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+
+
+def _read(path, config, what):
+    from apps.ner.data import read_ner_file
+
+    options = {}
+    if config.format in ("auto", "conll"):
+        options = {"tag_column": config.tag_column, "scheme": config.scheme}
+    result = read_ner_file(path, format=config.format, **options) if config.format != "auto" else read_ner_file(path, **options)
+    print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
+    return result.examples
+
+
+def train(config, callbacks=()):
+    """Train, select on dev entity F1, save the best model; returns the
+    metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
+    callbacks (e.g. for a notebook)."""
+    import keras
+
+    from apps.ner.evaluate import format_scores
+    from apps.ner.evaluate import score
+    from apps.ner.model import HEAD_PREFIX
+    from apps.ner.model import NerModel
+    from apps.ner.tagger import Tagger
+    from apps.ner.tagger import bio_tags
+    from kerasbert import training
+    from kerasbert.crf import allowed_transitions
+    from kerasbert.loader import load_encoder
+    from kerasbert.loader import load_tokenizer
+    from kerasbert.loader import resolve_checkpoint
+
+    config.check()
+    output = Path(config.output)
+    history_path = output / "history.jsonl"
+    if not config.resume and (history_path.exists() or (output / "backup").exists()):
+        raise KerasbertError(
+            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
+        )
+    output.mkdir(parents=True, exist_ok=True)
+    training.atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+    keras.utils.set_random_seed(config.seed)
+    training.set_precision(config.precision)
+
+    train_examples = _read(config.train, config, "train")
+    dev_examples = _read(config.dev, config, "dev")
+    if config.max_train_examples:
+        train_examples = train_examples[: config.max_train_examples]
+    if config.max_dev_examples:
+        dev_examples = dev_examples[: config.max_dev_examples]
+    types = sorted({e.type for ex in train_examples for e in ex.entities})
+    if not types:
+        raise KerasbertError(f"{config.train}: no entities in the training data; nothing to learn")
+    dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
+    if dev_only:
+        print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
+              f"they cannot be predicted and count as misses in dev scores")
+    tags = bio_tags(types)
+
+    checkpoint = resolve_checkpoint(config.checkpoint)
+    tokenizer = load_tokenizer(checkpoint, max_length=config.max_length)
+    with training.distribution_scope(config.strategy):
+        encoder = load_encoder(checkpoint)
+        allowed, allowed_start = (None, None)
+        if config.crf and config.constrained_decoding:
+            allowed, allowed_start = allowed_transitions(tags, "BIO")
+            allowed, allowed_start = allowed.tolist(), allowed_start.tolist()
+        model = NerModel(
+            encoder, len(tags), use_lstm=config.lstm, lstm_units=config.lstm_units, use_crf=config.crf,
+            dropout=config.dropout, allowed=allowed, allowed_start=allowed_start,
+        )
+        tagger = Tagger(model, tokenizer, tags, max_length=config.max_length)
+        features, report = tagger.features(train_examples)
+        print("train features: " + report.summary().replace("\n", "\n  "))
+        batches = training.BucketedBatches(features, config.batch_size, targets=("tags",), seed=config.seed)
+        total_steps = len(batches) * config.epochs
+        optimizer = training.make_optimizer(
+            total_steps, config.learning_rate, config.head_learning_rate, HEAD_PREFIX,
+            warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
+        )
+        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+
+    dev_texts = [e.text for e in dev_examples]
+    last_scores = {}
+
+    def evaluate(_model):
+        scores = score(dev_examples, tagger.predict(dev_texts, batch_size=config.batch_size))
+        last_scores.clear()
+        last_scores.update(scores)
+        return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"]}
+
+    def save_best(directory):
+        tagger.save(directory)
+        (Path(directory) / "dev_scores.json").write_text(json.dumps(last_scores, indent=2) + "\n", encoding="utf-8")
+
+    evaluator = training.EpochEvaluator(
+        evaluate, save_best, output / "model", history_path, metric="f1", patience=config.patience or None
+    )
+    callbacks = training.training_callbacks(output, evaluator, backup_every_steps=config.backup_every_steps or None) + list(callbacks)
+    started = time.perf_counter()
+    tokens = int(sum(len(t) for t in features["token_ids"]))
+    model.fit(batches, epochs=config.epochs, callbacks=callbacks, verbose=1)
+    seconds = time.perf_counter() - started
+    best = json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8"))
+    metrics = {
+        "best_epoch": evaluator.best_epoch,
+        "dev": best,
+        "train_tokens_per_epoch": tokens,
+        "train_seconds": seconds,
+    }
+    training.atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    png = training.plot_history(history_path, output / "history.png")
+    print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(best))
+    print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"
+          + (f"\nplot:    {png}" if png else "") + f"\nlogs:    {output / 'logs'}")
+    return metrics

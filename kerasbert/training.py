@@ -1,0 +1,370 @@
+"""Training machinery shared by the apps (NER, triples): one trainer, not two.
+
+* :class:`GroupedAdamW` -- AdamW with a learning-rate multiplier per group of
+  variables (e.g. a head that learns 100x faster than the encoder), weight
+  decay off for biases and LayerNorm;
+* :class:`WarmupLinearDecay` -- linear warm-up then linear decay to zero;
+* :class:`BucketedBatches` -- a ``keras.utils.PyDataset`` of batches of similar
+  length, padded only to the longest in the batch (not to ``max_length``);
+* :class:`EpochEvaluator` -- evaluates on dev after each epoch, keeps the best
+  model (saved atomically), writes ``history.jsonl`` and stops early;
+* :func:`fit` -- compile-free training driver: precision policy, distribution
+  strategy, progress bar, TensorBoard, resume after interruption.
+
+Everything here is backend-agnostic Keras except ``strategy="mirrored"``
+(TensorFlow's ``MirroredStrategy``) and TensorBoard logs (TensorFlow backend).
+"""
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import ops
+
+from kerasbert.errors import KerasbertError
+
+
+# =============================================================================
+# Optimizer and schedule
+# =============================================================================
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """``peak * step / warmup`` for ``step < warmup``, then linear to 0 at ``total``."""
+
+    def __init__(self, peak, total_steps, warmup_steps):
+        self.peak = float(peak)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warm = self.peak * step / max(self.warmup_steps, 1)
+        decay = self.peak * ops.maximum(0.0, (self.total_steps - step) / max(self.total_steps - self.warmup_steps, 1))
+        return ops.where(step < self.warmup_steps, warm, decay)
+
+    def get_config(self):
+        return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="kerasbert")
+class GroupedAdamW(keras.optimizers.AdamW):
+    """AdamW with per-group learning-rate multipliers.
+
+    Args:
+        lr_multipliers: dict, variable-path prefix -> multiplier of the
+            (scheduled) learning rate. Variables matching no prefix use 1.
+            Weight decay is scaled the same way.
+        **kwargs: ``keras.optimizers.AdamW`` arguments.
+
+    Biases, LayerNorm ``gamma``/``beta`` and the CRF transitions are excluded
+    from weight decay, as in BERT's own optimizer.
+    """
+
+    def __init__(self, lr_multipliers=None, **kwargs):
+        super().__init__(**kwargs)
+        self.lr_multipliers = dict(lr_multipliers or {})
+        self.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "transitions"])
+
+    def build(self, var_list):
+        super().build(var_list)
+        # Variable paths are known here; inside update_step TensorFlow passes
+        # raw tf.Variables, so look the factor up by the optimizer's own index.
+        self._lr_factors = [self._factor_for(v.path) for v in var_list]
+
+    def _factor_for(self, path):
+        for prefix, factor in self.lr_multipliers.items():
+            if path.startswith(prefix):
+                return float(factor)
+        return 1.0
+
+    def update_step(self, gradient, variable, learning_rate):
+        factor = self._lr_factors[self._get_variable_index(variable)]
+        if factor != 1.0:
+            learning_rate = ops.multiply(learning_rate, factor)
+        return super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config["lr_multipliers"] = self.lr_multipliers
+        return config
+
+
+# =============================================================================
+# Data
+# =============================================================================
+
+
+class BucketedBatches(keras.utils.PyDataset):
+    """Batches of examples of similar length, padded to the batch's longest.
+
+    Args:
+        features: dict name -> list of 1-D int arrays (one per example; all
+            names share lengths), e.g. ``token_ids``, ``segment_ids``,
+            ``padding_mask``, ``tags``.
+        batch_size: examples per batch.
+        targets: names of the features that are targets (``y``), the rest are
+            inputs (``x``).
+        shuffle: shuffle within length buckets and the batch order, anew each
+            epoch (seeded).
+        pad_to_multiple: round each batch's length up to a multiple of this,
+            to limit the number of distinct shapes (each one compiles once).
+        seed: shuffling seed.
+    """
+
+    def __init__(self, features, batch_size, targets=(), shuffle=True, pad_to_multiple=8, seed=0, pad_values=None, **kwargs):
+        super().__init__(**kwargs)
+        self.features = features
+        self.names = list(features)
+        self.targets = list(targets)
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.pad_to_multiple = int(pad_to_multiple)
+        self.pad_values = dict(pad_values or {})
+        self.lengths = np.array([len(a) for a in features[self.names[0]]])
+        self.rng = np.random.default_rng(seed)
+        self._epoch = 0
+        self._make_batches()
+
+    def _make_batches(self):
+        n = len(self.lengths)
+        if self.shuffle:
+            # Sort by length with random tie-breaking, chunk, shuffle the chunks.
+            order = np.lexsort((self.rng.random(n), self.lengths))
+        else:
+            order = np.argsort(self.lengths, kind="stable")
+        batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+        if self.shuffle:
+            self.rng.shuffle(batches)
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        rows = self.batches[index]
+        width = int(self.lengths[rows].max())
+        width = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
+        x, y = {}, {}
+        for name in self.names:
+            array = np.full((len(rows), width), self.pad_values.get(name, 0), dtype=np.int32)
+            for i, row in enumerate(rows):
+                value = self.features[name][row]
+                array[i, : len(value)] = value
+            (y if name in self.targets else x)[name] = array
+        if not self.targets:
+            return x
+        if len(self.targets) == 1:
+            return x, y[self.targets[0]]
+        return x, y
+
+    def on_epoch_end(self):
+        if self.shuffle:
+            self._make_batches()
+
+
+# =============================================================================
+# Saving
+# =============================================================================
+
+
+def atomic_write_dir(target, write):
+    """Create directory ``target`` by calling ``write(tmp_dir)`` on a temporary
+    folder beside it, then swapping it in; an interrupted write never leaves a
+    half-written ``target``. An existing ``target`` is replaced only after the
+    new one is complete."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        write(staging)
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{os.getpid()}"
+            os.replace(target, old)
+        os.replace(staging, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def atomic_write_text(path, text):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# =============================================================================
+# Callbacks
+# =============================================================================
+
+
+class EpochEvaluator(keras.callbacks.Callback):
+    """After each epoch: evaluate on dev, log ``val_<metric>``, keep the best.
+
+    Args:
+        evaluate: function(model) -> dict of dev metrics (must contain
+            ``metric``), e.g. entity F1 computed with seqeval.
+        save_best: function(directory) writing everything needed to predict;
+            called through :func:`atomic_write_dir` into ``best_dir`` when the
+            metric improves.
+        best_dir: where the best model lives.
+        history_path: ``history.jsonl``, one line per epoch (appended, so a
+            resumed run continues it).
+        metric: the key to maximise.
+        patience: stop after this many epochs without improvement (None: never).
+    """
+
+    def __init__(self, evaluate, save_best, best_dir, history_path, metric="f1", patience=None):
+        super().__init__()
+        self.evaluate = evaluate
+        self.save_best = save_best
+        self.best_dir = Path(best_dir)
+        self.history_path = Path(history_path)
+        self.metric = metric
+        self.patience = patience
+        self.best, self.best_epoch = -math.inf, None
+        for record in read_history(self.history_path):
+            if record.get(f"val_{metric}", -math.inf) > self.best:
+                self.best, self.best_epoch = record[f"val_{metric}"], record["epoch"]
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        scores = self.evaluate(self.model)
+        for key, value in scores.items():
+            logs[f"val_{key}"] = value
+        value = scores[self.metric]
+        improved = value > self.best
+        if improved:
+            self.best, self.best_epoch = value, epoch + 1
+            atomic_write_dir(self.best_dir, self.save_best)
+        record = {"epoch": epoch + 1, **{k: _plain(v) for k, v in logs.items()}, "best": improved}
+        self.history_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.history_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        print(
+            f"epoch {epoch + 1}: dev {self.metric} {value:.4f}"
+            + (" (best, saved to " + str(self.best_dir) + ")" if improved else f" (best {self.best:.4f} at epoch {self.best_epoch})")
+        )
+        if self.patience is not None and self.best_epoch is not None and epoch + 1 - self.best_epoch >= self.patience:
+            print(f"early stopping: no improvement in dev {self.metric} for {self.patience} epochs")
+            self.model.stop_training = True
+
+
+def _plain(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def read_history(path):
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_history(history_path, png_path, metric="f1"):
+    """Write a PNG of training loss and dev ``metric`` per epoch. Returns the
+    path, or None (with a message) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: no training plot (matplotlib is not installed: pip install 'kerasbert[plots]')")
+        return None
+    records = read_history(history_path)
+    if not records:
+        return None
+    epochs = [r["epoch"] for r in records]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    a.plot(epochs, [r.get("loss") for r in records], marker="o")
+    a.set_title("training loss")
+    a.set_xlabel("epoch")
+    b.plot(epochs, [r.get(f"val_{metric}") for r in records], marker="o", color="tab:green")
+    b.set_title(f"dev {metric}")
+    b.set_xlabel("epoch")
+    fig.tight_layout()
+    png_path = Path(png_path)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+    return png_path
+
+
+# =============================================================================
+# Driver
+# =============================================================================
+
+
+def set_precision(precision):
+    """Set the global Keras dtype policy: float32, mixed_bfloat16 or mixed_float16."""
+    allowed = ("float32", "mixed_bfloat16", "mixed_float16")
+    if precision not in allowed:
+        raise KerasbertError(f"precision must be one of {', '.join(allowed)}, got {precision!r}")
+    keras.mixed_precision.set_global_policy(precision)
+
+
+def distribution_scope(strategy):
+    """A context manager for building the model under ``strategy``:
+    ``"default"`` (one device) or ``"mirrored"`` (TensorFlow
+    ``MirroredStrategy`` over all visible devices)."""
+    import contextlib
+
+    if strategy in (None, "default"):
+        return contextlib.nullcontext()
+    if strategy == "mirrored":
+        if keras.backend.backend() != "tensorflow":
+            raise KerasbertError("--strategy mirrored needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
+        import tensorflow as tf
+
+        return tf.distribute.MirroredStrategy().scope()
+    raise KerasbertError(f"strategy must be 'default' or 'mirrored', got {strategy!r}")
+
+
+def make_optimizer(total_steps, learning_rate, head_learning_rate, head_prefix, warmup_ratio=0.1, weight_decay=0.01, precision="float32"):
+    """GroupedAdamW with warm-up + linear decay; the head (variables whose path
+    starts with ``head_prefix``) learns at ``head_learning_rate``. Wrapped in
+    a loss-scale optimizer for ``mixed_float16``."""
+    schedule = WarmupLinearDecay(learning_rate, total_steps, int(warmup_ratio * total_steps))
+    optimizer = GroupedAdamW(
+        learning_rate=schedule,
+        weight_decay=weight_decay,
+        lr_multipliers={head_prefix: head_learning_rate / learning_rate},
+        epsilon=1e-6,
+        clipnorm=1.0,
+    )
+    if precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboard=True):
+    """Resume-after-interruption (``BackupAndRestore``), the dev evaluator and
+    TensorBoard logs under ``output_dir``."""
+    output_dir = Path(output_dir)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(
+            backup_dir=str(output_dir / "backup"),
+            save_freq=backup_every_steps or "epoch",
+            delete_checkpoint=True,
+        ),
+        evaluator,
+    ]
+    if tensorboard and keras.backend.backend() == "tensorflow":
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"), update_freq=50))
+    return callbacks
