@@ -96,6 +96,20 @@ class GroupedAdamW(keras.optimizers.AdamW):
         return config
 
 
+def scale_loss_for_distribution(loss):
+    """Divide a per-replica loss by the number of replicas, as Keras does for
+    compiled losses: under ``tf.distribute`` gradients are summed across
+    replicas, so a model with its own ``compute_loss`` must scale it. A no-op
+    on one device and on other backends."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if replicas > 1:
+            loss = ops.multiply(loss, ops.cast(1.0 / replicas, loss.dtype))
+    return loss
+
+
 # =============================================================================
 # Data
 # =============================================================================
@@ -116,9 +130,13 @@ class BucketedBatches(keras.utils.PyDataset):
         pad_to_multiple: round each batch's length up to a multiple of this,
             to limit the number of distinct shapes (each one compiles once).
         seed: shuffling seed.
+        pad_values: dict name -> padding value (default 0).
+        max_width: never round a batch's length up beyond this (e.g. the
+            model's number of position embeddings).
     """
 
-    def __init__(self, features, batch_size, targets=(), shuffle=True, pad_to_multiple=8, seed=0, pad_values=None, **kwargs):
+    def __init__(self, features, batch_size, targets=(), shuffle=True, pad_to_multiple=8, seed=0, pad_values=None,
+                 max_width=None, **kwargs):
         super().__init__(**kwargs)
         self.features = features
         self.names = list(features)
@@ -127,6 +145,7 @@ class BucketedBatches(keras.utils.PyDataset):
         self.shuffle = shuffle
         self.pad_to_multiple = int(pad_to_multiple)
         self.pad_values = dict(pad_values or {})
+        self.max_width = max_width
         self.lengths = np.array([len(a) for a in features[self.names[0]]])
         self.rng = np.random.default_rng(seed)
         self._epoch = 0
@@ -150,7 +169,8 @@ class BucketedBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         rows = self.batches[index]
         width = int(self.lengths[rows].max())
-        width = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
+        rounded = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
+        width = max(width, min(rounded, self.max_width or rounded))
         x, y = {}, {}
         for name in self.names:
             array = np.full((len(rows), width), self.pad_values.get(name, 0), dtype=np.int32)
@@ -332,7 +352,12 @@ def distribution_scope(strategy):
             raise KerasbertError("--strategy mirrored needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
         import tensorflow as tf
 
-        return tf.distribute.MirroredStrategy().scope()
+        # MirroredStrategy() alone takes GPUs, or just CPU:0 when there are
+        # none; name the devices so logical CPU devices are used too.
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        names = [d.name for d in devices]
+        print(f"MirroredStrategy over {len(names)} devices: {', '.join(names)}")
+        return tf.distribute.MirroredStrategy(names).scope()
     raise KerasbertError(f"strategy must be 'default' or 'mirrored', got {strategy!r}")
 
 

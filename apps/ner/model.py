@@ -19,6 +19,7 @@ from keras import ops
 
 import kerasbert.encoder  # noqa: F401  (registers BertEncoder for loading saved models)
 from kerasbert.crf import CRF
+from kerasbert.training import scale_loss_for_distribution
 
 HEAD_PREFIX = "ner_head_"
 
@@ -92,7 +93,7 @@ class NerModel(keras.Model):
             loss = ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
         if self.losses:
             loss = loss + ops.sum(self.losses)
-        return loss
+        return scale_loss_for_distribution(loss)
 
     def get_config(self):
         return {

@@ -115,12 +115,16 @@ class NerTrainConfig:
 
 
 def _read(path, config, what):
+    from apps.ner.data import detect_format
     from apps.ner.data import read_ner_file
 
+    fmt = detect_format(path) if config.format == "auto" else config.format
     options = {}
-    if config.format in ("auto", "conll"):
+    if fmt == "conll":
         options = {"tag_column": config.tag_column, "scheme": config.scheme}
-    result = read_ner_file(path, format=config.format, **options) if config.format != "auto" else read_ner_file(path, **options)
+    elif fmt == "parallel":
+        options = {"scheme": config.scheme}
+    result = read_ner_file(path, format=fmt, **options)
     print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
     return result.examples
 
@@ -141,6 +145,7 @@ def train(config, callbacks=()):
     from kerasbert.crf import allowed_transitions
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_tokenizer
+    from kerasbert.loader import open_checkpoint
     from kerasbert.loader import resolve_checkpoint
 
     config.check()
@@ -172,6 +177,9 @@ def train(config, callbacks=()):
 
     checkpoint = resolve_checkpoint(config.checkpoint)
     tokenizer = load_tokenizer(checkpoint, max_length=config.max_length)
+    positions = open_checkpoint(checkpoint).config.max_position_embeddings
+    if config.max_length > positions:
+        raise KerasbertError(f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings")
     with training.distribution_scope(config.strategy):
         encoder = load_encoder(checkpoint)
         allowed, allowed_start = (None, None)
@@ -185,7 +193,9 @@ def train(config, callbacks=()):
         tagger = Tagger(model, tokenizer, tags, max_length=config.max_length)
         features, report = tagger.features(train_examples)
         print("train features: " + report.summary().replace("\n", "\n  "))
-        batches = training.BucketedBatches(features, config.batch_size, targets=("tags",), seed=config.seed)
+        batches = training.BucketedBatches(
+            features, config.batch_size, targets=("tags",), seed=config.seed, max_width=config.max_length
+        )
         total_steps = len(batches) * config.epochs
         optimizer = training.make_optimizer(
             total_steps, config.learning_rate, config.head_learning_rate, HEAD_PREFIX,
