@@ -3,8 +3,9 @@
 Measures forward tokens/s at batch 32 x 128 for the BERT-base shape (12 layers,
 H=768) and the MiniLM shape (6 layers, H=384), randomly initialised:
 
-* kerasbert ``BertEncoder`` in float32 and mixed_bfloat16;
-* a bare keras-hub ``BertBackbone`` (the same layers) in float32 and mixed_bfloat16;
+* kerasbert ``BertEncoder`` in float32 and mixed_bfloat16, as a TF graph and
+  compiled with XLA (``model.compile(jit_compile=True)``);
+* a bare keras-hub ``BertBackbone`` (the same layers), the same four ways;
 * Hugging Face transformers ``BertModel`` on PyTorch CPU, float32, under
   ``torch.inference_mode()`` (only if torch + transformers are installed:
   ``pip install -e ".[bench]"``).
@@ -53,8 +54,9 @@ def median_time(fn, runs, warmup):
     return statistics.median(times)
 
 
-def keras_rate(cls, shape, policy, x, runs, warmup):
+def keras_rate(cls, shape, policy, x, runs, warmup, xla):
     model = cls(vocabulary_size=VOCAB, max_sequence_length=512, dtype=policy, **shape)
+    model.compile(jit_compile=xla)
     seconds = median_time(lambda: model.predict_on_batch(x), runs, warmup)
     return x["token_ids"].size / seconds
 
@@ -85,6 +87,14 @@ def torch_rate(shape, x, runs, warmup):
             model(input_ids=ids, attention_mask=mask, token_type_ids=segments)
 
     return ids.numel() / median_time(forward, runs, warmup)
+
+
+def cpu_flags():
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
+    except (OSError, IndexError):
+        return "?"
+    return ",".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) or "none of avx2/avx512/amx"
 
 
 def english_text():
@@ -134,30 +144,34 @@ def main():
         "segment_ids": np.zeros((args.batch, args.length), np.int32),
         "padding_mask": np.ones((args.batch, args.length), np.int32),
     }
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(f"machine: {platform.machine()}, CPU flags: {cpu_flags()},  {os.cpu_count()} CPU cores, {platform.platform()}")
     print(f"keras {keras.__version__} ({keras.backend.backend()}), keras-hub {keras_hub.__version__}")
     print(f"batch {args.batch} x {args.length} tokens, median of {args.runs} runs after {args.warmup} warm-up\n")
     rows = []
     for name in args.shapes.split(","):
         shape = SHAPES[name]
         r = {}
-        for policy in ("float32", "mixed_bfloat16"):
-            r[("kerasbert", policy)] = keras_rate(BertEncoder, shape, policy, x, args.runs, args.warmup)
-            r[("keras-hub", policy)] = keras_rate(keras_hub.models.BertBackbone, shape, policy, x, args.runs, args.warmup)
-        r[("hf-torch", "float32")] = torch_rate(shape, x, args.runs, args.warmup)
+        for xla in (False, True):
+            for policy in ("float32", "mixed_bfloat16"):
+                for label, cls in (("kerasbert", BertEncoder), ("keras-hub", keras_hub.models.BertBackbone)):
+                    r[(label, policy, xla)] = keras_rate(cls, shape, policy, x, args.runs, args.warmup, xla)
+                    print(f"{name}: {label} {policy} {'XLA' if xla else 'graph'}: {r[(label, policy, xla)]:.0f} tok/s", flush=True)
+        r["hf"] = torch_rate(shape, x, args.runs, args.warmup)
+        print(f"{name}: HF transformers torch float32: {r['hf'] or 0:.0f} tok/s", flush=True)
         rows.append((name, r))
-        print(f"{name}: " + ", ".join(f"{k[0]} {k[1]} {v:.0f} tok/s" for k, v in r.items() if v))
 
-    print("\n| shape | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
+    print("\n| shape | mode | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
           " ours/HF fp32 | ours/bare fp32 | ours bf16/fp32 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
-        ours, bare, hf = r[("kerasbert", "float32")], r[("keras-hub", "float32")], r[("hf-torch", "float32")]
-        ours16, bare16 = r[("kerasbert", "mixed_bfloat16")], r[("keras-hub", "mixed_bfloat16")]
-        hf_cell = f"{hf:.0f}" if hf else "n/a"
-        ratio_hf = f"{ours / hf:.2f}x" if hf else "n/a"
-        print(f"| {name} | {ours:.0f} | {bare:.0f} | {hf_cell} | {ours16:.0f} | {bare16:.0f} | {ratio_hf} |"
-              f" {ours / bare:.3f} | {ours16 / ours:.2f}x |")
+        hf = r["hf"]
+        for xla in (False, True):
+            ours, bare = r[("kerasbert", "float32", xla)], r[("keras-hub", "float32", xla)]
+            ours16, bare16 = r[("kerasbert", "mixed_bfloat16", xla)], r[("keras-hub", "mixed_bfloat16", xla)]
+            hf_cell = f"{hf:.0f}" if hf else "n/a"
+            ratio_hf = f"{ours / hf:.2f}x" if hf else "n/a"
+            print(f"| {name} | {'XLA' if xla else 'graph'} | {ours:.0f} | {bare:.0f} | {hf_cell} | {ours16:.0f} | {bare16:.0f} |"
+                  f" {ratio_hf} | {ours / bare:.3f} | {ours16 / ours:.2f}x |")
 
     rate, how = tokenizer_rate(args.runs, 1)
     if rate:
