@@ -72,6 +72,38 @@ def format_inspection(info, verbose=False):
     return "\n".join(lines)
 
 
+def read_texts(source):
+    """Texts to predict on, from a file or ``-`` (standard input): each line is
+    plain text, or a JSON object with a ``"text"`` field when it starts with
+    ``{``. Yields ``(line number, text)``; bad lines raise
+    :class:`~kerasbert.errors.InputDataError` naming the line."""
+    from kerasbert.errors import InputDataError
+
+    name = "<stdin>" if source == "-" else source
+    try:
+        handle = sys.stdin if source == "-" else open(source, encoding="utf-8")
+    except OSError as e:
+        raise InputDataError(name, None, f"cannot open ({e.strerror})")
+    try:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if line.lstrip().startswith("{"):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputDataError(name, number, f"invalid JSON: {e.msg}")
+                if not isinstance(record.get("text"), str):
+                    raise InputDataError(name, number, 'a JSON line needs a string "text" field')
+                yield number, record["text"]
+            else:
+                yield number, line
+    except UnicodeDecodeError as e:
+        raise InputDataError(name, None, f"not UTF-8 ({e.reason})")
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kerasbert",

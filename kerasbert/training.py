@@ -161,16 +161,33 @@ class BucketedBatches(keras.utils.PyDataset):
         batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
         if self.shuffle:
             self.rng.shuffle(batches)
-        self.batches = batches
+        self.batches = self._expose_shapes(batches)
+
+    def _expose_shapes(self, batches):
+        """Keras builds a PyDataset's ``tf.data`` signature from its first two
+        batches and rejects any later batch of another shape. Put first the
+        smallest batch (the short last one, if any) and second a batch of
+        another width (if any), so the signature leaves every varying
+        dimension open. The rest keep their order."""
+        if len(batches) < 3:
+            return batches
+        first = min(range(len(batches)), key=lambda i: len(batches[i]))
+        width = self._width(batches[first])
+        second = next((i for i in range(len(batches)) if i != first and self._width(batches[i]) != width), None)
+        front = [first] + ([second] if second is not None else [])
+        return [batches[i] for i in front] + [b for i, b in enumerate(batches) if i not in front]
+
+    def _width(self, rows):
+        width = int(self.lengths[rows].max())
+        rounded = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
+        return max(width, min(rounded, self.max_width or rounded))
 
     def __len__(self):
         return len(self.batches)
 
     def __getitem__(self, index):
         rows = self.batches[index]
-        width = int(self.lengths[rows].max())
-        rounded = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
-        width = max(width, min(rounded, self.max_width or rounded))
+        width = self._width(rows)
         x, y = {}, {}
         for name in self.names:
             array = np.full((len(rows), width), self.pad_values.get(name, 0), dtype=np.int32)
@@ -281,6 +298,35 @@ class EpochEvaluator(keras.callbacks.Callback):
         if self.patience is not None and self.best_epoch is not None and epoch + 1 - self.best_epoch >= self.patience:
             print(f"early stopping: no improvement in dev {self.metric} for {self.patience} epochs")
             self.model.stop_training = True
+
+
+class TrainingSpeed(keras.callbacks.Callback):
+    """Pure training time per epoch (first batch start to last batch end, so
+    dev evaluation and saving are not counted); ``tokens_per_epoch`` real
+    (unpadded) tokens turn it into tokens/s, logged as ``train_tokens_per_s``.
+    The first epoch includes graph tracing."""
+
+    def __init__(self, tokens_per_epoch):
+        super().__init__()
+        self.tokens_per_epoch = int(tokens_per_epoch)
+        self.epoch_seconds = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        import time
+
+        self._start = time.perf_counter()
+        self._last = self._start
+
+    def on_train_batch_end(self, batch, logs=None):
+        import time
+
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = self._last - self._start
+        self.epoch_seconds.append(seconds)
+        if logs is not None and seconds > 0:
+            logs["train_tokens_per_s"] = self.tokens_per_epoch / seconds
 
 
 def _plain(value):

@@ -3,11 +3,13 @@
 Registered through the ``kerasbert.commands`` entry point (see pyproject.toml).
 """
 
-import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
+
+from kerasbert.cli import read_texts
+from kerasbert.settings import add_settings_options
+from kerasbert.settings import settings_from_args
 
 
 def register(subparsers):
@@ -23,24 +25,8 @@ def register(subparsers):
         "train", help="train a tagger on your data",
         description="Train an NER tagger. Settings come from their defaults, then --config FILE "
         "(JSON or TOML, same keys), then the options given here.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    train.add_argument("--config", help="JSON or TOML file of settings")
-    defaults = NerTrainConfig()
-    for field in dataclasses.fields(NerTrainConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = getattr(defaults, field.name)
-        if isinstance(default, bool):
-            train.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=f"{FIELDS_HELP[field.name]} (default: {default})")
-        else:
-            kwargs = {}
-            if field.name == "precision":
-                kwargs["choices"] = ["float32", "mixed_bfloat16", "mixed_float16"]
-            if field.name == "strategy":
-                kwargs["choices"] = ["default", "mirrored"]
-            train.add_argument(flag, dest=field.name, type=type(default), default=None,
-                               help=f"{FIELDS_HELP[field.name]} (default: {default!r})", **kwargs)
+    add_settings_options(train, NerTrainConfig, FIELDS_HELP)
     train.set_defaults(func=cmd_train)
 
     evaluate = commands.add_parser("evaluate", help="entity-level scores of a trained model on a labelled file")
@@ -63,12 +49,7 @@ def cmd_train(args):
     from apps.ner.train import NerTrainConfig
     from apps.ner.train import train
 
-    config = NerTrainConfig.from_file(args.config) if args.config else NerTrainConfig()
-    for field in dataclasses.fields(NerTrainConfig):
-        value = getattr(args, field.name, None)
-        if value is not None:
-            setattr(config, field.name, value)
-    train(config)
+    train(settings_from_args(NerTrainConfig, args))
     return 0
 
 
@@ -89,33 +70,6 @@ def cmd_evaluate(args):
     atomic_write_text(out, json.dumps(scores, indent=2) + "\n")
     print(f"scores written to {out}")
     return 0
-
-
-def read_texts(source):
-    """Texts from plain-text lines or JSONL objects with "text" (per line, decided
-    by the first non-blank character). Yields (line number, text)."""
-    from kerasbert.errors import InputDataError
-
-    name = "<stdin>" if source == "-" else source
-    handle = sys.stdin if source == "-" else open(source, encoding="utf-8")
-    try:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\n").rstrip("\r")
-            if line.lstrip().startswith("{"):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputDataError(name, number, f"invalid JSON: {e.msg}")
-                if not isinstance(record.get("text"), str):
-                    raise InputDataError(name, number, 'a JSON line needs a string "text" field')
-                yield number, record["text"]
-            else:
-                yield number, line
-    except UnicodeDecodeError as e:
-        raise InputDataError(name, None, f"not UTF-8 ({e.reason})")
-    finally:
-        if handle is not sys.stdin:
-            handle.close()
 
 
 def cmd_predict(args):

@@ -24,16 +24,14 @@ and reported (they are tagged on the tokens they overlap).
 """
 
 import dataclasses
-import json
-from pathlib import Path
 
 import numpy as np
 
 from kerasbert.errors import KerasbertError
+from kerasbert.saving import load_pipeline
+from kerasbert.saving import save_pipeline
 
 TAGGER_CONFIG = "tagger.json"
-MODEL_FILE = "model.keras"
-VOCAB_FILE = "vocab.txt"
 
 
 def bio_tags(types):
@@ -242,34 +240,13 @@ class Tagger:
     def save(self, directory):
         """Write everything needed to predict into ``directory`` (use
         :func:`kerasbert.training.atomic_write_dir` for an atomic save)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        # Save an optimizer-free copy: the Adam slots would triple the file.
-        inference = type(self.model).from_config(self.model.get_config())
-        inference.set_weights(self.model.get_weights())
-        inference.save(directory / MODEL_FILE)
-        (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in self.tokenizer.vocab), encoding="utf-8")
-        config = {
-            "tags": self.tags,
-            "max_length": self.max_length,
-            "overlap": self.overlap,
-            "tokenizer": self.tokenizer.get_config(),
-        }
-        (directory / TAGGER_CONFIG).write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        settings = {"tags": self.tags, "max_length": self.max_length, "overlap": self.overlap}
+        save_pipeline(directory, self.model, self.tokenizer, settings, TAGGER_CONFIG)
 
     @classmethod
     def load(cls, directory):
         """A tagger saved by :meth:`save` (``kerasbert ner train`` output)."""
-        import keras
-
         import apps.ner.model  # noqa: F401  (registers NerModel for deserialization)
-        from kerasbert.tokenizer import BertTokenizer
 
-        directory = Path(directory)
-        config_path = directory / TAGGER_CONFIG
-        if not config_path.exists():
-            raise KerasbertError(f"{directory}: not a kerasbert NER model folder (no {TAGGER_CONFIG})")
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-        tokenizer = BertTokenizer(directory / VOCAB_FILE, **config["tokenizer"])
-        model = keras.saving.load_model(directory / MODEL_FILE)
-        return cls(model, tokenizer, config["tags"], config["max_length"], config["overlap"])
+        model, tokenizer, settings = load_pipeline(directory, TAGGER_CONFIG, "NER model")
+        return cls(model, tokenizer, settings["tags"], settings["max_length"], settings["overlap"])

@@ -22,6 +22,10 @@ import time
 from pathlib import Path
 
 from kerasbert.errors import KerasbertError
+from kerasbert.settings import PRECISIONS
+from kerasbert.settings import STRATEGIES
+from kerasbert.settings import check_choice
+from kerasbert.settings import require
 
 FIELDS_HELP = {
     "checkpoint": "encoder checkpoint folder (official or Hugging Face layout)",
@@ -86,30 +90,10 @@ class NerTrainConfig:
     jit_compile: bool = False
     resume: bool = False
 
-    @classmethod
-    def from_file(cls, path):
-        """Read a JSON or TOML config; unknown keys are an error."""
-        path = Path(path)
-        text = path.read_text(encoding="utf-8")
-        try:
-            if path.suffix == ".toml":
-                import tomllib
-
-                raw = tomllib.loads(text)
-            else:
-                raw = json.loads(text)
-        except ValueError as e:
-            raise KerasbertError(f"{path}: cannot parse the config: {e}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise KerasbertError(f"{path}: unknown config key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**raw)
-
     def check(self):
-        for key in ("checkpoint", "train", "dev", "output"):
-            if not getattr(self, key):
-                raise KerasbertError(f"missing setting: {key} (--{key.replace('_', '-')})")
+        require(self, "checkpoint", "train", "dev", "output")
+        check_choice(self, "precision", PRECISIONS)
+        check_choice(self, "strategy", STRATEGIES)
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
 
@@ -219,9 +203,12 @@ def train(config, callbacks=()):
     evaluator = training.EpochEvaluator(
         evaluate, save_best, output / "model", history_path, metric="f1", patience=config.patience or None
     )
-    callbacks = training.training_callbacks(output, evaluator, backup_every_steps=config.backup_every_steps or None) + list(callbacks)
-    started = time.perf_counter()
     tokens = int(sum(len(t) for t in features["token_ids"]))
+    speed = training.TrainingSpeed(tokens)
+    callbacks = [speed] + training.training_callbacks(
+        output, evaluator, backup_every_steps=config.backup_every_steps or None
+    ) + list(callbacks)
+    started = time.perf_counter()
     model.fit(batches, epochs=config.epochs, callbacks=callbacks, verbose=1)
     seconds = time.perf_counter() - started
     best = json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8"))
@@ -230,6 +217,10 @@ def train(config, callbacks=()):
         "dev": best,
         "train_tokens_per_epoch": tokens,
         "train_seconds": seconds,
+        "train_epoch_seconds": speed.epoch_seconds,
+        "train_tokens_per_s_after_first_epoch": (
+            tokens * (len(speed.epoch_seconds) - 1) / sum(speed.epoch_seconds[1:]) if len(speed.epoch_seconds) > 1 else None
+        ),
     }
     training.atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     png = training.plot_history(history_path, output / "history.png")

