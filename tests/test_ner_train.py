@@ -124,9 +124,10 @@ def test_resume_continues_an_interrupted_run(tmp_path, data):
     assert not (tmp_path / "run" / "backup").exists()
 
 
-def test_mixed_bfloat16_trains(tmp_path, data):
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains(tmp_path, data, precision):
     try:
-        metrics = train(_toy_config(tmp_path, data, precision="mixed_bfloat16"))
+        metrics = train(_toy_config(tmp_path, data, precision=precision))
     finally:
         keras.mixed_precision.set_global_policy("float32")
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
