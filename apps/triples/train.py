@@ -1,0 +1,238 @@
+"""Training a triple extractor: one config, one function.
+
+:class:`TriplesTrainConfig` holds every setting with its default; a run is
+``train(TriplesTrainConfig(checkpoint=..., train=..., dev=..., output=...))``
+or ``kerasbert triples train ...`` (the CLI only fills the config).
+``--config FILE`` reads a JSON or TOML file of the same keys; command-line
+options override it. The filled-in config is written to
+``OUTPUT/config.json`` (:mod:`kerasbert.settings`).
+
+The machinery is the NER app's (:mod:`kerasbert.training`): GroupedAdamW with
+a head learning rate for ``triples_head_*``, warm-up + linear decay,
+length-bucketed batches (here with one random gold subject per row, redrawn
+every epoch: :class:`apps.triples.batches.SubjectSampledBatches`), dev
+evaluation after each epoch with early stopping and atomic best-model saves
+(:class:`kerasbert.training.EpochEvaluator`), ``--resume`` through
+``BackupAndRestore``, TensorBoard, precision policies and MirroredStrategy.
+
+What ends up in ``OUTPUT``:
+
+* ``model/`` -- the best model on dev triple F1 (``model.keras``,
+  ``vocab.txt``, ``extractor.json``, ``dev_scores.json``), replaced atomically
+  when a later epoch is better;
+* ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
+  per epoch; ``metrics.json`` -- the best dev scores;
+* ``logs/`` -- TensorBoard; ``backup/`` -- only while training.
+"""
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from kerasbert.errors import KerasbertError
+from kerasbert.settings import PRECISIONS
+from kerasbert.settings import STRATEGIES
+from kerasbert.settings import check_choice
+from kerasbert.settings import require
+
+EVAL_MODES = ("exact", "partial")
+FORMATS = ("auto", "casrel", "duie")
+
+FIELDS_HELP = {
+    "checkpoint": "encoder checkpoint folder (official or Hugging Face layout)",
+    "train": "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)",
+    "dev": "dev data, for early stopping and model selection",
+    "output": "output folder",
+    "schema": "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json (default: the training data's predicates)",
+    "epochs": "training epochs",
+    "batch_size": "sequences per batch",
+    "max_length": "tokens per sequence window, [CLS]/[SEP] included",
+    "learning_rate": "peak learning rate of the encoder",
+    "head_learning_rate": "peak learning rate of the pointer heads and subject conditioning",
+    "warmup_ratio": "fraction of steps with linear warm-up",
+    "weight_decay": "AdamW weight decay (not on biases and LayerNorm)",
+    "dropout": "dropout on the encoder output",
+    "threshold_start": "a start pointer fires when its probability is above this",
+    "threshold_end": "an end pointer fires when its probability is above this",
+    "eval_mode": "dev F1 used for model selection: exact (full entity strings) or partial (last words)",
+    "precision": "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)",
+    "strategy": "default (one device) or mirrored (tf.distribute.MirroredStrategy)",
+    "patience": "stop after this many epochs without a better dev F1 (0: never)",
+    "seed": "random seed (shuffling, subject sampling, initialisation)",
+    "format": "data format: auto, casrel, duie",
+    "max_train_examples": "use only the first N training examples (0: all)",
+    "max_dev_examples": "use only the first N dev examples (0: all)",
+    "backup_every_steps": "also back up for --resume every N steps (0: each epoch)",
+    "jit_compile": "compile training steps with XLA",
+    "resume": "continue an interrupted run in OUTPUT",
+}
+
+
+@dataclasses.dataclass
+class TriplesTrainConfig:
+    checkpoint: str = ""
+    train: str = ""
+    dev: str = ""
+    output: str = ""
+    schema: str = ""
+    epochs: int = 10
+    batch_size: int = 16
+    max_length: int = 128
+    learning_rate: float = 5e-5
+    head_learning_rate: float = 1e-3
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    dropout: float = 0.1
+    threshold_start: float = 0.5
+    threshold_end: float = 0.5
+    eval_mode: str = "exact"
+    precision: str = "float32"
+    strategy: str = "default"
+    patience: int = 0
+    seed: int = 42
+    format: str = "auto"
+    max_train_examples: int = 0
+    max_dev_examples: int = 0
+    backup_every_steps: int = 0
+    jit_compile: bool = False
+    resume: bool = False
+
+    def check(self):
+        require(self, "checkpoint", "train", "dev", "output")
+        check_choice(self, "precision", PRECISIONS)
+        check_choice(self, "strategy", STRATEGIES)
+        check_choice(self, "eval_mode", EVAL_MODES)
+        check_choice(self, "format", FORMATS)
+        if self.max_length < 8:
+            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+        for key in ("threshold_start", "threshold_end"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")
+
+
+def read_data(path, fmt="auto", what="data"):
+    """Read a triple file and print its report; returns the examples."""
+    from apps.triples.data import read_triples_file
+
+    result = read_triples_file(path, format=fmt)
+    print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
+    return result.examples
+
+
+def train(config, callbacks=()):
+    """Train, select on dev triple F1, save the best model; returns the
+    metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
+    callbacks (e.g. for a notebook)."""
+    import keras
+
+    from apps.triples.batches import SubjectSampledBatches
+    from apps.triples.data import predicates_of
+    from apps.triples.data import read_schema
+    from apps.triples.evaluate import format_scores
+    from apps.triples.evaluate import score
+    from apps.triples.extractor import Extractor
+    from apps.triples.model import HEAD_PREFIX
+    from apps.triples.model import TripleModel
+    from kerasbert import training
+    from kerasbert.loader import load_encoder
+    from kerasbert.loader import load_tokenizer
+    from kerasbert.loader import open_checkpoint
+    from kerasbert.loader import resolve_checkpoint
+
+    config.check()
+    output = Path(config.output)
+    history_path = output / "history.jsonl"
+    if not config.resume and (history_path.exists() or (output / "backup").exists()):
+        raise KerasbertError(
+            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
+        )
+    # Read (and fail on) the data before creating anything in OUTPUT.
+    train_examples = read_data(config.train, config.format, "train")
+    dev_examples = read_data(config.dev, config.format, "dev")
+    if config.max_train_examples:
+        train_examples = train_examples[: config.max_train_examples]
+    if config.max_dev_examples:
+        dev_examples = dev_examples[: config.max_dev_examples]
+    if config.schema:
+        schema = read_schema(config.schema)
+        print("schema: " + schema.summary())
+        predicates = schema.predicates
+    else:
+        predicates = predicates_of(train_examples)
+    if not any(ex.triples for ex in train_examples):
+        raise KerasbertError(f"{config.train}: no located triples in the training data; nothing to learn")
+    unseen = sorted(set(predicates_of(dev_examples)) - set(predicates))
+    if unseen:
+        shown = ", ".join(unseen[:10]) + (f", ... ({len(unseen) - 10} more)" if len(unseen) > 10 else "")
+        print(f"note: {len(unseen)} predicate(s) occur in dev but not in the predicate list; "
+              f"they cannot be predicted and count as misses in dev scores: {shown}")
+
+    output.mkdir(parents=True, exist_ok=True)
+    training.atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+    keras.utils.set_random_seed(config.seed)
+    training.set_precision(config.precision)
+
+    checkpoint = resolve_checkpoint(config.checkpoint)
+    tokenizer = load_tokenizer(checkpoint, max_length=config.max_length)
+    positions = open_checkpoint(checkpoint).config.max_position_embeddings
+    if config.max_length > positions:
+        raise KerasbertError(f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings")
+    thresholds = (config.threshold_start, config.threshold_end)
+    with training.distribution_scope(config.strategy):
+        encoder = load_encoder(checkpoint)
+        model = TripleModel(encoder, len(predicates), dropout=config.dropout)
+        extractor = Extractor(model, tokenizer, predicates, max_length=config.max_length, thresholds=thresholds)
+        features, report = extractor.features(train_examples)
+        print("train features: " + report.summary().replace("\n", "\n  "))
+        batches = SubjectSampledBatches(features, len(predicates), config.batch_size, seed=config.seed,
+                                        max_width=config.max_length)
+        total_steps = len(batches) * config.epochs
+        optimizer = training.make_optimizer(
+            total_steps, config.learning_rate, config.head_learning_rate, HEAD_PREFIX,
+            warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
+        )
+        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+
+    dev_texts = [e.text for e in dev_examples]
+    last_scores = {}
+
+    def evaluate(_model):
+        scores = score(dev_examples, extractor.predict(dev_texts, batch_size=config.batch_size), mode=config.eval_mode)
+        last_scores.clear()
+        last_scores.update(scores)
+        return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"]}
+
+    def save_best(directory):
+        extractor.save(directory)
+        (Path(directory) / "dev_scores.json").write_text(json.dumps(last_scores, indent=2, ensure_ascii=False) + "\n",
+                                                         encoding="utf-8")
+
+    evaluator = training.EpochEvaluator(
+        evaluate, save_best, output / "model", history_path, metric="f1", patience=config.patience or None
+    )
+    tokens = int(sum(len(t) for t in features["token_ids"]))
+    speed = training.TrainingSpeed(tokens)
+    callbacks = [speed] + training.training_callbacks(
+        output, evaluator, backup_every_steps=config.backup_every_steps or None
+    ) + list(callbacks)
+    started = time.perf_counter()
+    model.fit(batches, epochs=config.epochs, callbacks=callbacks, verbose=1)
+    seconds = time.perf_counter() - started
+    best = json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8"))
+    metrics = {
+        "best_epoch": evaluator.best_epoch,
+        "dev": best,
+        "train_tokens_per_epoch": tokens,
+        "train_seconds": seconds,
+        "train_epoch_seconds": speed.epoch_seconds,
+        "train_tokens_per_s_after_first_epoch": (
+            tokens * (len(speed.epoch_seconds) - 1) / sum(speed.epoch_seconds[1:]) if len(speed.epoch_seconds) > 1 else None
+        ),
+    }
+    training.atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    png = training.plot_history(history_path, output / "history.png")
+    print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(best, max_predicates=20))
+    print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"
+          + (f"\nplot:    {png}" if png else "") + f"\nlogs:    {output / 'logs'}")
+    return metrics

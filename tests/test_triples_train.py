@@ -1,0 +1,237 @@
+"""Triples end to end on the toy checkpoint (mechanics, not accuracy): train /
+evaluate / predict from the CLI, artifacts, true offsets, mixed precision,
+resume, and bad input at the CLI."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+from apps.triples.data import read_triples_file
+from apps.triples.evaluate import score
+from apps.triples.extractor import Extractor
+from apps.triples.train import TriplesTrainConfig
+from apps.triples.train import train
+from conftest import REPO_ROOT
+from conftest import require_shared
+from kerasbert.cli import main
+
+
+def toy():
+    return require_shared("data", "models", "keras_bert_test_checkpoint")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """64 WebNLG training sentences (a JSON array) and 16 dev sentences (JSON lines)."""
+    tmp = tmp_path_factory.mktemp("triples_data")
+    source = require_shared("data", "webnlg_exact", "train_triples.json.gz")
+    records = json.loads(gzip.decompress(source.read_bytes()).decode("utf-8"))
+    train_file, dev_file = tmp / "train.json", tmp / "dev.jsonl"
+    train_file.write_text(json.dumps(records[:64], indent=1), encoding="utf-8")
+    dev_file.write_text("".join(json.dumps(r) + "\n" for r in records[64:80]), encoding="utf-8")
+    return train_file, dev_file
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory):
+    output = tmp_path_factory.mktemp("triples_run")
+    status = main([
+        "triples", "train", "--checkpoint", str(toy()), "--train", str(data[0]), "--dev", str(data[1]),
+        "--output", str(output), "--epochs", "2", "--batch-size", "8", "--max-length", "16", "--seed", "7",
+    ])
+    assert status == 0
+    return output
+
+
+def test_training_lowers_the_loss_and_writes_artifacts(trained, data):
+    history = [json.loads(line) for line in (trained / "history.jsonl").read_text().splitlines()]
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert history[1]["loss"] < history[0]["loss"]
+    assert all("val_f1" in h for h in history)
+    for name in ("model.keras", "vocab.txt", "extractor.json", "dev_scores.json"):
+        assert (trained / "model" / name).exists()
+    config = json.loads((trained / "model" / "extractor.json").read_text())
+    assert config["max_length"] == 16 and config["thresholds"]["subject_start"] == 0.5
+    assert config["predicates"] == sorted(read_triples_file(data[0]).report.predicates)
+    metrics = json.loads((trained / "metrics.json").read_text())
+    assert metrics["best_epoch"] in (1, 2) and "by_overlap" in metrics["dev"]
+    assert json.loads((trained / "config.json").read_text())["epochs"] == 2
+    assert not (trained / "backup").exists()
+    assert list((trained / "logs").iterdir())  # TensorBoard
+
+
+def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
+    texts = ["Bananaman was created by Steve Bright and starred Tim Brooke-Taylor .",
+             "Alan Bean ( born in Wheeler , Texas ) was a test pilot ."]
+    inp = tmp_path / "in.txt"
+    inp.write_text(json.dumps({"text": texts[0]}) + "\n" + texts[1] + "\n" + json.dumps({"text": texts[0]}) + "\n")
+    # Thresholds 0: every pointer fires, so the untrained toy model outputs many triples to check.
+    assert main(["triples", "predict", "--model", str(trained / "model"), str(inp),
+                 "--threshold-start", "0", "--threshold-end", "0"]) == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["text"] for r in results] == [texts[0], texts[1], texts[0]]
+    predicates = set(json.loads((trained / "model" / "extractor.json").read_text())["predicates"])
+    assert all(r["triples"] for r in results)
+    for result in results:
+        for t in result["triples"]:
+            for part in ("subject", "object"):
+                span = t[part]
+                assert result["text"][span["start"] : span["end"]] == span["text"] != ""
+            assert t["predicate"] in predicates and 0 <= t["score"] <= 1
+    assert results[0]["triples"] == results[2]["triples"]
+    # default thresholds: a valid (possibly empty) answer
+    assert main(["triples", "predict", "--model", str(trained / "model"), str(inp)]) == 0
+    assert len([l for l in capsys.readouterr().out.splitlines() if l.startswith("{")]) == 3
+
+
+def test_evaluate_cli_prints_and_writes_json(trained, data, tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]),
+                 "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "exact" in printed and "partial" in printed and "SEO" in printed
+    scores = json.loads(out.read_text())
+    expected = json.loads((trained / "model" / "dev_scores.json").read_text())
+    assert scores["exact"] == expected["exact"]  # same model, same data, same thresholds
+    assert scores["exact"]["gold"] == sum(len({t.key() for t in e.triples}) for e in read_triples_file(data[1]).examples)
+    # with thresholds 0 the CLI agrees with the Python API on a non-trivial answer
+    assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]), "--output", str(out),
+                 "--mode", "partial", "--threshold-start", "0", "--threshold-end", "0"]) == 0
+    scores = json.loads(out.read_text())
+    extractor = Extractor.load(trained / "model", thresholds=(0.0, 0.0))
+    examples = read_triples_file(data[1]).examples
+    again = score(examples, extractor.predict([e.text for e in examples]), mode="partial")
+    assert scores["mode"] == "partial" and scores["exact"]["predicted"] > 0
+    assert scores["exact"] == again["exact"] and scores["partial"] == again["partial"]
+
+
+def _toy_config(tmp_path, data, **overrides):
+    config = dict(checkpoint=str(toy()), train=str(data[0]), dev=str(data[1]), output=str(tmp_path / "run"),
+                  epochs=1, batch_size=8, max_length=16, max_train_examples=32, max_dev_examples=8, seed=3)
+    config.update(overrides)
+    return TriplesTrainConfig(**config)
+
+
+def test_mixed_bfloat16_trains_and_decodes_with_a_schema(tmp_path, data):
+    schema = require_shared("data", "webnlg_exact", "rel2id.json")
+    try:
+        train(_toy_config(tmp_path, data, precision="mixed_bfloat16", schema=str(schema)))
+        extractor = Extractor.load(tmp_path / "run" / "model", thresholds=(0.0, 0.0))
+        (result,) = extractor.predict(["Alan Bean was born in Wheeler , Texas ."])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert len(extractor.predicates) == 216  # the schema's, not only the training data's
+    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert np.isfinite(history[0]["loss"])
+    assert result["triples"] and all(
+        result["text"][t["object"]["start"] : t["object"]["end"]] == t["object"]["text"] for t in result["triples"])
+
+
+class Interrupt(keras.callbacks.Callback):
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.at, self.epoch = (epoch, batch), 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            raise KeyboardInterrupt("simulated interruption")
+
+
+def test_resume_continues_an_interrupted_run(tmp_path, data):
+    config = _toy_config(tmp_path, data, epochs=2, backup_every_steps=2)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, callbacks=[Interrupt(epoch=1, batch=2)])
+    assert (tmp_path / "run" / "backup").exists()
+    with pytest.raises(Exception, match="pass --resume"):
+        train(_toy_config(tmp_path, data, epochs=2))
+    config.resume = True
+    train(config)
+    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
+    assert not (tmp_path / "run" / "backup").exists()
+
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import json, sys, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from apps.triples.train import TriplesTrainConfig, train
+    config = TriplesTrainConfig(**json.loads(sys.argv[1]))
+    train(config)
+    print("RESULT", open(config.output + "/history.jsonl").read().replace("\\n", "|"))
+""")
+
+
+def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
+    """The same run in this process (one device) and in a process with two
+    logical CPUs under MirroredStrategy (devices must be set before TensorFlow starts)."""
+    configs = {strategy: _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0,
+                                     epochs=2)
+               for strategy in ("default", "mirrored")}
+    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, json.dumps(vars(configs["mirrored"]))],
+                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "MirroredStrategy over 2 devices" in run.stdout
+    line = next(l for l in run.stdout.splitlines() if l.startswith("RESULT"))
+    two = [json.loads(r) for r in line[len("RESULT "):].split("|") if r.strip()]
+    train(configs["default"])
+    one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):  # measured 0.1% apart; a wrong loss scaling is 100% off
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    "name, content, problem",
+    [
+        ("bad.jsonl", '{"text": "a b", "triple_list": [["a", "r", "b"]]}\n{"text": oops}\n', "bad.jsonl, line 2: invalid JSON"),
+        ("bad.json", '[\n {"text": "a b", "triple_list": [["a", "r", "b"]]},\n {"text": "a b", "triple_list": [["a", "r"]]}\n]\n',
+         "bad.json, line 3: each triple must be a 3-item list"),
+        ("bad.json", '{"sentence": "a b", "triple_list": []}\n', 'bad.json, line 1: missing "text"'),
+        ("bad.json", "", "bad.json: no examples in the file (empty)"),
+        ("bad.json", b'{"text": "caf\xe9", "triple_list": []}\n', "bad.json, line 1: not UTF-8"),
+    ],
+)
+def test_bad_data_at_the_cli_is_a_clear_error(tmp_path, data, capsys, name, content, problem):
+    bad = tmp_path / name
+    if isinstance(content, bytes):
+        bad.write_bytes(content)
+    else:
+        bad.write_text(content)
+    status = main(["triples", "train", "--checkpoint", "x", "--train", str(bad), "--dev", str(data[1]),
+                   "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert problem in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing written for bad data
+    status = main(["triples", "evaluate", "--model", str(tmp_path / "nomodel"), "--data", str(bad)])
+    err = capsys.readouterr().err
+    assert status == 2 and problem in err and "Traceback" not in err
+
+
+def test_missing_model_or_input_is_a_clear_error(tmp_path, data, trained, capsys):
+    assert main(["triples", "evaluate", "--model", str(tmp_path), "--data", str(data[1])]) == 2
+    assert "not a kerasbert triples model folder" in capsys.readouterr().err
+    assert main(["triples", "predict", "--model", str(trained / "model"), str(tmp_path / "missing.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.txt: cannot open" in err and "Traceback" not in err
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "dev.jsonl").write_text(data[1].read_text())
+    (tmp_path / "ro").chmod(0o555)
+    try:
+        status = main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(tmp_path / "ro" / "dev.jsonl")])
+    finally:
+        (tmp_path / "ro").chmod(0o755)
+    err = capsys.readouterr().err
+    if os.geteuid() != 0:  # root writes anywhere
+        assert status == 2 and "choose another --output" in err and "Traceback" not in err
