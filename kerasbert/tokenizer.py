@@ -193,10 +193,12 @@ class BertTokenizer:
             raise ValueError(f"max_length must be at least 3, got {max_length}")
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(pairs)} pairs")
-        self._tokenizer.enable_truncation(max_length, strategy="longest_first")
-        self._tokenizer.no_padding()
         batch = list(texts) if pairs is None else list(zip(texts, pairs))
-        encodings = self._tokenizer.encode_batch(batch, is_pretokenized=is_split_into_words)
+        self._tokenizer.enable_truncation(max_length, strategy="longest_first")
+        try:
+            encodings = self._tokenizer.encode_batch(batch, is_pretokenized=is_split_into_words)
+        finally:
+            self._tokenizer.no_truncation()  # tokenize() and encode_pieces() never cut
         lengths = [len(e.ids) for e in encodings]
         width = max_length if padding == "max_length" else max(lengths, default=0)
         n = len(encodings)

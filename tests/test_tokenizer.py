@@ -82,6 +82,8 @@ def test_truncation_is_flagged_and_logged(tokenizer, caplog):
     assert batch.token_ids.shape == (2, 5)
     assert batch.token_ids[0, -1] == tokenizer.sep_id
     assert "1 of 2 inputs" in caplog.text
+    # The cut applies to that call only.
+    assert len(tokenizer.tokenize("one two three four five six")) == 6
 
 
 def test_sentence_pairs_get_segment_ids_and_own_offsets(tokenizer):

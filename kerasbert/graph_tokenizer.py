@@ -1,0 +1,631 @@
+"""BERT tokenization inside the TensorFlow graph, for SavedModels that take raw text.
+
+:class:`GraphTokenizer` does what :class:`kerasbert.tokenizer.BertTokenizer`
+does -- same token ids, same offsets -- with TensorFlow ops only, so a
+SavedModel exported for TF Serving can take ``tf.string [batch]`` and return
+entities with character offsets into each input string.
+
+Offsets are Python ``str`` indices (Unicode code points) into the ORIGINAL
+string, end exclusive, exactly as :class:`~kerasbert.tokenizer.BertTokenizer`
+returns them; they are never byte offsets and never offsets into a normalized
+string.
+
+How it works
+------------
+The host tokenizer is Hugging Face ``tokenizers``: ``BertNormalizer`` (clean
+text, pad CJK characters, NFD + drop non-spacing marks, lower-case),
+``BertPreTokenizer`` (split on whitespace, isolate punctuation), ``WordPiece``.
+Its character classes do NOT follow current Unicode: ``tokenizers`` 0.23
+strips as "non-spacing marks" only what Unicode ~8 knew (U+08D4 ARABIC SMALL
+HIGH WORD AR-RUB, Unicode 9, is kept like a letter), its NFD reorders only the
+combining marks of Unicode ~9 (U+0EBA LAO SIGN PALI VIRAMA, Unicode 12, is
+never moved), and it lower-cases per character (no final sigma, ``"ß"``
+stays ``"ß"``); ``normalizers.StripAccents`` even uses another table than
+``BertNormalizer``. ICU (TF-Text's
+``BertTokenizer``/``FastBertNormalizer``, ``case_fold_utf8``, which turns
+``"ß"`` into ``"ss"``) or Python's ``unicodedata`` would disagree on such
+characters. So the graph does not re-implement the rules: it uses tables READ
+OFF the installed ``tokenizers`` when a :class:`GraphTokenizer` is built --
+every code point U+0000..U+10FFFF goes through each normalization stage and
+through the pre-tokenizer (a few seconds, once per process and setting). The
+tables are sorted range boundaries (a few thousand int32s, plus the
+multi-character outputs: Hangul syllables, U+0130) read in the graph with
+``tf.searchsorted``. Per batch the graph does:
+
+1. ``tf.strings.unicode_decode`` -> code points; a code point's position in its
+   row IS its Python ``str`` index;
+2. stage A, per code point (``BertNormalizer`` clean text, then ``NFD`` when
+   accents are stripped): drop NUL, U+FFFD, control and format characters,
+   map whitespace to ``" "``, decompose -- 0, 1 or more characters, each
+   remembering the index of the original character it came from;
+3. when accents are stripped: canonical reordering of each run of combining
+   marks (the one context-dependent step; see "Combining marks");
+4. stage B, per character (``BertNormalizer`` with only ``strip_accents`` /
+   ``lowercase``; its NFD is a no-op on NFD text): drop non-spacing marks,
+   lower-case (U+0130 becomes two characters);
+5. pre-tokenization (classes read off ``BertPreTokenizer``): whitespace splits
+   and is dropped, punctuation is a word of its own, the characters of a CJK
+   code point (``handle_chinese_chars``) form a word of their own;
+6. WordPiece on each word with TF-Text's ``FastWordpieceTokenizer``
+   (``no_pretokenization=True``); a word longer than ``max_chars_per_word``
+   characters after normalization (as ``tokenizers`` counts) becomes one
+   ``[UNK]`` over the whole word;
+7. WordPiece byte offsets -> character in the word -> original character:
+   a token's start is its first character's original index, its end the
+   original index of its last character + 1.
+
+Combining marks
+---------------
+``tokenizers`` NFD reorders a run of combining marks by canonical combining
+class and keeps the ALIGNMENTS positional (the i-th character of the run keeps
+the i-th alignment), before non-spacing marks are dropped: ``"x" + U+1D16D +
+U+1D165`` gives ``x``, ``##U+1D165`` (1, 2), ``##U+1D16D`` (2, 3). The graph
+does the same (a stable sort of each run by class, alignments left in place),
+with the classes of Python's ``unicodedata`` minus the marks ``tokenizers``
+does not know (found at build time: NFD does not move them before U+0345);
+the tests check that ``tokenizers`` knows no mark Python does not.
+
+Parity
+------
+Exact -- same ids, same offsets -- on everything tested: the 8 reference
+sentences; every code point U+0000..U+10FFFF alone, inside a word and in runs
+of three, for uncased, cased, lowercase-without-stripping and
+stripping-without-lowercase settings; runs of reorderable marks with a
+vocabulary that contains them; random Unicode text (hypothesis); words over
+100 characters; empty, whitespace-only and 10,000-character texts. No class
+of characters is known to differ. Limits, outside what a Python client sends:
+
+* invalid UTF-8 bytes in a request (not producible from a Python ``str``)
+  are read as U+FFFD (then dropped), one per bad sequence;
+* the tables come from the ``tokenizers`` installed at build time; a
+  SavedModel keeps that version's behaviour.
+
+Windows
+-------
+:meth:`GraphTokenizer.windows` cuts long texts as ``apps.ner.tagger`` does and
+returns one row per window plus ``text_index``/``token_start``/``token_end``
+so that a serving graph can merge per-token predictions back per text.
+
+TF-Text ops
+-----------
+The only TF-Text op in the graph is ``FastWordpieceTokenizeWithOffsets``
+(``tensorflow_text.FastWordpieceTokenizer``), in TF-Text's ``ops_lib`` target,
+which TensorFlow Serving links (Serving builds and even patches
+``fast_wordpiece_tokenizer.cc``; it pinned TF-Text 2.12.1, later 2.18.1). It
+exists at least since TF-Text 2.8 (2.8.1's release notes list a change to it;
+2.9 built ``FastBertTokenizer`` on it); its first release is believed to be
+2.7.0 -- not verified. Everything else is core TensorFlow (``UnicodeDecode``,
+``UnicodeEncode``, ``UpperBound``/``LowerBound`` from ``tf.searchsorted``,
+``TopKV2`` from ``tf.argsort``, ragged, gather and arithmetic ops).
+:func:`list_ops` and :func:`disallowed_ops` check an exported SavedModel.
+"""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+MAX_CODE_POINT = 0x10FFFF
+_N_CODE_POINTS = MAX_CODE_POINT + 1
+_SURROGATES = range(0xD800, 0xE000)
+
+# Stage table kinds.
+_KEEP = 0  # one output character: code point + delta
+_DROP = 1  # no output
+_MULTI = 2  # several output characters (see the multi table)
+
+# Pre-tokenizer classes.
+_WORD = 0
+_SPACE = 1
+_PUNCT = 2
+
+#: TF-Text ops a graph built by :class:`GraphTokenizer` may contain, with the
+#: TF-Text release that introduced each (see the module docstring).
+ALLOWED_TF_TEXT_OPS = {
+    "FastWordpieceTokenizeWithOffsets": "tensorflow_text.FastWordpieceTokenizer; TF-Text >= 2.7 (ops_lib)",
+}
+
+
+# --------------------------------------------------------------------------- tables
+class _Ranges:
+    """A piecewise-constant function over code points: ``values[i]`` holds on
+    ``[bounds[i], bounds[i + 1])``; ``bounds[0] == 0``."""
+
+    def __init__(self, per_code_point):
+        per_code_point = np.asarray(per_code_point)
+        change = np.ones(len(per_code_point), dtype=bool)
+        change[1:] = per_code_point[1:] != per_code_point[:-1]
+        self.bounds = np.nonzero(change)[0].astype(np.int32)
+        self.values = per_code_point[change].astype(np.int32)
+
+    def lookup(self, cps):
+        """``values`` at each code point of the int32 tensor ``cps``."""
+        index = tf.searchsorted(tf.constant(self.bounds), cps, side="right") - 1
+        return tf.gather(tf.constant(self.values), index)
+
+
+class _CharMap:
+    """A per-code-point map to 0, 1 or more code points, from the outputs of a
+    ``tokenizers`` normalizer on each code point alone."""
+
+    def __init__(self, outputs):
+        lengths = np.fromiter(map(len, outputs), dtype=np.int64, count=len(outputs))
+        flat = np.frombuffer("".join(outputs).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)
+        splits = np.zeros(len(outputs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=splits[1:])
+        cps = np.arange(len(outputs), dtype=np.int64)
+        first = np.zeros(len(outputs), dtype=np.int64)
+        nonempty = lengths > 0
+        first[nonempty] = flat[splits[:-1][nonempty]]
+        kind = np.where(lengths == 1, _KEEP, np.where(lengths == 0, _DROP, _MULTI))
+        delta = np.where(kind == _KEEP, first - cps, 0)
+        # One code per (kind, delta): ranges of equal code are merged.
+        code = (delta + _N_CODE_POINTS) * 4 + kind
+        self.ranges = _Ranges(code.astype(np.int64))
+        codes = code[self.ranges.bounds]
+        self.kind = (codes % 4).astype(np.int32)
+        self.delta = (codes // 4 - _N_CODE_POINTS).astype(np.int32)
+        multi = np.nonzero(kind == _MULTI)[0]
+        self.multi_keys = multi.astype(np.int32)
+        m_lengths = lengths[multi]
+        self.multi_splits = np.zeros(len(multi) + 1, dtype=np.int32)
+        np.cumsum(m_lengths, out=self.multi_splits[1:])
+        if len(multi):
+            index = np.concatenate([np.arange(splits[k], splits[k + 1]) for k in multi])
+            self.multi_values = flat[index].astype(np.int32)
+        else:
+            self.multi_values = np.zeros(0, dtype=np.int32)
+        self.identity = bool((kind == _KEEP).all() and (delta == 0).all())
+
+    def apply(self, cps):
+        """Map the int32 code points ``cps`` [n]; returns ``(values, source)``:
+        the output code points [m] and, for each, the index in ``cps`` it came
+        from (non-decreasing)."""
+        index = tf.searchsorted(tf.constant(self.ranges.bounds), cps, side="right") - 1
+        kind = tf.gather(tf.constant(self.kind), index)
+        delta = tf.gather(tf.constant(self.delta), index)
+        counts = tf.where(kind == _KEEP, 1, 0)
+        if len(self.multi_keys):
+            k = tf.searchsorted(tf.constant(self.multi_keys), cps, side="left")
+            k = tf.minimum(k, len(self.multi_keys) - 1)
+            splits = tf.constant(self.multi_splits)
+            m_start = tf.gather(splits, k)
+            counts = tf.where(kind == _MULTI, tf.gather(splits, k + 1) - m_start, counts)
+        source = tf.repeat(tf.range(tf.size(cps)), counts)
+        values = tf.gather(cps + delta, source)
+        if len(self.multi_keys):
+            first_out = tf.cumsum(counts, exclusive=True)
+            j = tf.range(tf.size(source)) - tf.gather(first_out, source)
+            # For non-multi characters j == 0 and m_start is a valid index.
+            multi_values = tf.gather(tf.constant(self.multi_values), tf.gather(m_start, source) + j)
+            values = tf.where(tf.gather(kind, source) == _MULTI, multi_values, values)
+        return values, source
+
+
+def _all_chars():
+    return [chr(c) for c in range(_N_CODE_POINTS)]
+
+
+def _probe(normalizer, items, sep="0"):
+    """``normalizer.normalize_str`` of each string of ``items``, in one call:
+    the items are joined with ``sep``, a character no stage changes or
+    produces; falls back to one call per item if that assumption fails."""
+    usable = [i for i, s in enumerate(items) if sep not in s and not (0xD800 <= ord(s[0]) < 0xE000)]
+    outputs = [None] * len(items)
+    parts = normalizer.normalize_str(sep + sep.join(items[i] for i in usable) + sep).split(sep)
+    if len(parts) == len(usable) + 2 and parts[0] == "" and parts[-1] == "":
+        for i, out in zip(usable, parts[1:-1]):
+            outputs[i] = out
+    for i, s in enumerate(items):
+        if outputs[i] is None:
+            if 0xD800 <= ord(s[0]) < 0xE000:
+                outputs[i] = s  # never reaches the tokenizer (not encodable as UTF-8)
+            else:
+                outputs[i] = normalizer.normalize_str(s)
+    return outputs
+
+
+@functools.lru_cache(maxsize=None)
+def _cjk_table():
+    from tokenizers import normalizers
+
+    chars = _all_chars()
+    padder = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False)
+    outputs = _probe(padder, chars)
+    flags = np.fromiter((o != c for o, c in zip(outputs, chars)), dtype=np.int32, count=len(chars))
+    return _Ranges(flags)
+
+
+@functools.lru_cache(maxsize=None)
+def _class_table():
+    """Pre-tokenizer class of every code point, read off ``BertPreTokenizer``."""
+    from tokenizers import pre_tokenizers
+
+    chars = [c for c in _all_chars() if not 0xD800 <= ord(c) < 0xE000]
+    text = "a" + "a".join(chars) + "a"  # character i sits at 1 + 2 i
+    cover = np.zeros(len(text), dtype=np.int8)
+    for _, (start, end) in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text):
+        cover[start:end] = 1 if end - start > 1 else 2
+    found = cover[1 + 2 * np.arange(len(chars))]
+    classes = np.where(found == 0, _SPACE, np.where(found == 2, _PUNCT, _WORD))
+    per_cp = np.full(_N_CODE_POINTS, _WORD, dtype=np.int32)
+    cps = np.array([ord(c) for c in chars])
+    per_cp[cps] = classes
+    return _Ranges(per_cp)
+
+
+@functools.lru_cache(maxsize=None)
+def _combining_table():
+    """Canonical combining class of every code point AS ``tokenizers``' NFD
+    SEES IT. Classes never change once assigned, but ``tokenizers`` may know
+    an older Unicode than Python: a mark it does not know has class 0 there
+    (e.g. U+0EBA LAO SIGN PALI VIRAMA, Unicode 12, with tokenizers 0.23).
+    Each mark of class 1..239 in ``unicodedata`` is checked: ``tokenizers``
+    knows it iff NFD moves it before U+0345 (class 240)."""
+    from tokenizers import normalizers
+
+    ccc = np.fromiter(
+        (unicodedata.combining(chr(c)) for c in range(_N_CODE_POINTS)), dtype=np.int32, count=_N_CODE_POINTS
+    )
+    marks = np.nonzero((ccc > 0) & (ccc < 240))[0]
+    outputs = _probe(normalizers.NFD(), ["\u0345" + chr(c) for c in marks])
+    unknown = np.array([out.startswith("\u0345") for out in outputs], dtype=bool)
+    ccc[marks[unknown]] = 0
+    return _Ranges(ccc)
+
+
+@functools.lru_cache(maxsize=None)
+def _stage_tables(lowercase, strip_accents):
+    """(stage A, stage B) maps for these settings."""
+    from tokenizers import normalizers
+
+    chars = _all_chars()
+    clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
+    stage_a = normalizers.Sequence([clean, normalizers.NFD()]) if strip_accents else clean
+    a = _CharMap(_probe(stage_a, chars))
+    # Stage B sees NFD output only, on which BertNormalizer's own NFD is a no-op:
+    # what is left is its non-spacing-mark filter (an older Unicode table than
+    # normalizers.StripAccents uses) and its lower-casing.
+    b = None
+    if strip_accents or lowercase:
+        rest = normalizers.BertNormalizer(
+            clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase
+        )
+        b = _CharMap(_probe(rest, chars))
+    return a, b
+
+
+def _shift(x, fill):
+    """``x`` moved one place right along its only axis, ``fill`` first."""
+    return tf.concat([tf.fill([1], tf.cast(fill, x.dtype)), x], axis=0)[:-1]
+
+
+def _utf8_lengths(cps):
+    """Bytes of each code point in UTF-8."""
+    return 1 + tf.cast(cps >= 0x80, cps.dtype) + tf.cast(cps >= 0x800, cps.dtype) + tf.cast(cps >= 0x10000, cps.dtype)
+
+
+# ------------------------------------------------------------------ the tokenizer
+class GraphTokenizer(tf.Module):
+    """In-graph twin of a :class:`kerasbert.tokenizer.BertTokenizer`.
+
+    Build it from the host tokenizer (vocabulary, ``lowercase``,
+    ``strip_accents``, ``max_chars_per_word`` are taken from it). Building
+    reads the Unicode tables off ``tokenizers`` (a few seconds the first time
+    in a process for each setting). The methods are made of TensorFlow ops:
+    they run eagerly, inside any ``tf.function`` (e.g. one with
+    ``input_signature=[tf.TensorSpec([None], tf.string)]``) and are saved with
+    it in a SavedModel. Wrap them in a ``tf.function`` for speed.
+
+    Args:
+        tokenizer: the :class:`~kerasbert.tokenizer.BertTokenizer`.
+    """
+
+    def __init__(self, tokenizer, name=None):
+        super().__init__(name=name)
+        import tensorflow_text as tf_text
+
+        self.vocabulary_size = len(tokenizer.vocab)
+        self.lowercase = bool(tokenizer.lowercase)
+        strip = tokenizer.strip_accents
+        self.strip_accents = bool(self.lowercase if strip is None else strip)
+        self.max_chars_per_word = int(tokenizer.max_chars_per_word)
+        self.unk_id = int(tokenizer.unk_id)
+        self.cls_id = int(tokenizer.cls_id)
+        self.sep_id = int(tokenizer.sep_id)
+        self.pad_id = int(tokenizer.pad_id)
+        self._stage_a, self._stage_b = _stage_tables(self.lowercase, self.strip_accents)
+        self._cjk = _cjk_table()
+        self._classes = _class_table()
+        self._combining = _combining_table() if self.strip_accents else None
+        from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
+
+        # Longer words are [UNK] before WordPiece sees them (max_chars_per_word
+        # counts characters); this byte limit can never cut a shorter one.
+        model = builder.build_fast_wordpiece_model(
+            list(tokenizer.vocab), 4 * self.max_chars_per_word + 4, "##", tokenizer.vocab[self.unk_id], True, False
+        )
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            model_buffer=tf.constant(np.frombuffer(model, dtype=np.uint8)), token_out_type=tf.int32
+        )
+
+    # ------------------------------------------------------------------ tokenize
+    def tokenize(self, texts):
+        """WordPiece ids and offsets of each text, without special tokens.
+
+        Args:
+            texts: ``tf.string`` [batch] (UTF-8).
+
+        Returns:
+            ``(token_ids, starts, ends)``: RaggedTensors [batch, (tokens)];
+            ``token_ids`` int32, ``starts``/``ends`` int64 code-point offsets
+            into the original strings (end exclusive) -- what
+            ``BertTokenizer.encode_pieces`` returns.
+        """
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
+        n_texts = chars.nrows(out_type=tf.int32)
+        cps = chars.flat_values
+        text_of = tf.cast(chars.value_rowids(), tf.int32)
+        position = tf.range(tf.size(cps)) - tf.gather(tf.cast(chars.row_splits, tf.int32), text_of)
+        cjk = self._cjk.lookup(cps)
+
+        # Stage A: clean (drop controls, whitespace -> " "), NFD if stripping.
+        values, source = self._stage_a.apply(cps)
+        origin = tf.gather(position, source)
+        text_of = tf.gather(text_of, source)
+        cjk = tf.gather(cjk, source)
+        if self._combining is not None:
+            values = self._reorder_marks(values, text_of)
+        # Stage B: drop non-spacing marks, lower-case.
+        if self._stage_b is not None:
+            values, source = self._stage_b.apply(values)
+            origin = tf.gather(origin, source)
+            text_of = tf.gather(text_of, source)
+            cjk = tf.gather(cjk, source)
+
+        # Pre-tokenization: word boundaries on the normalized characters.
+        classes = self._classes.lookup(values)
+        prev_class = _shift(classes, _SPACE)
+        boundary = (
+            (text_of != _shift(text_of, -1))
+            | (prev_class == _SPACE)
+            | (classes == _PUNCT)
+            | (prev_class == _PUNCT)
+            | (((cjk > 0) | (_shift(cjk, 0) > 0)) & (origin != _shift(origin, -1)))
+        )
+        kept = tf.reshape(tf.where(classes != _SPACE), [-1])
+        values = tf.gather(values, kept)
+        origin = tf.gather(origin, kept)
+        text_of = tf.gather(text_of, kept)
+        starts_word = tf.cast(tf.gather(boundary, kept), tf.int32)
+        word_of = tf.cumsum(starts_word) - 1
+        n_words = tf.reduce_sum(starts_word)
+        words = tf.RaggedTensor.from_value_rowids(values, word_of, nrows=n_words, validate=False)
+        word_first = tf.cast(words.row_starts(), tf.int32)
+        word_length = tf.cast(words.row_lengths(), tf.int32)
+        word_text = tf.gather(text_of, word_first)
+        too_long = word_length > self.max_chars_per_word
+        strings = tf.where(too_long, tf.constant(""), tf.strings.unicode_encode(words, "UTF-8"))
+
+        # WordPiece, then byte offsets -> index among the kept characters.
+        ids, byte_starts, byte_ends = self._wordpiece.tokenize_with_offsets(strings)
+        char_bytes = tf.cumsum(_utf8_lengths(values), exclusive=True)
+        piece_word = tf.cast(ids.value_rowids(), tf.int32)
+        base = tf.gather(tf.gather(char_bytes, word_first), piece_word)
+        first_char = tf.searchsorted(char_bytes, base + tf.cast(byte_starts.flat_values, tf.int32), side="left")
+        end_char = tf.searchsorted(char_bytes, base + tf.cast(byte_ends.flat_values, tf.int32), side="left")
+        splits = ids.row_splits
+        pieces = tf.RaggedTensor.from_row_splits(
+            tf.stack([ids.flat_values, first_char, end_char], axis=1), splits, validate=False
+        )
+        # Too-long words: one [UNK] over the whole word.
+        long_words = tf.reshape(tf.where(too_long), [-1])
+        unk = tf.stack(
+            [
+                tf.fill(tf.shape(long_words), self.unk_id),
+                tf.gather(word_first, long_words),
+                tf.gather(word_first + word_length, long_words),
+            ],
+            axis=1,
+        )
+        unk = tf.RaggedTensor.from_row_lengths(unk, tf.cast(too_long, tf.int64), validate=False)
+        pieces = tf.concat([pieces, unk], axis=1)
+        flat = pieces.flat_values
+        piece_text = tf.gather(word_text, tf.cast(pieces.value_rowids(), tf.int32))
+        starts = tf.cast(tf.gather(origin, flat[:, 1]), tf.int64)
+        ends = tf.cast(tf.gather(origin, flat[:, 2] - 1) + 1, tf.int64)
+
+        def by_text(v):
+            return tf.RaggedTensor.from_value_rowids(
+                v, tf.cast(piece_text, tf.int64), nrows=tf.cast(n_texts, tf.int64), validate=False
+            )
+
+        return by_text(flat[:, 0]), by_text(starts), by_text(ends)
+
+    def _reorder_marks(self, values, text_of):
+        """Canonical reordering (stable sort by combining class) of each run of
+        combining marks; only the characters move, alignments stay in place."""
+        ccc = self._combining.lookup(values)
+        size = tf.size(values)
+        index = tf.range(size)
+        run_start = (ccc == 0) | (_shift(ccc, 0) == 0) | (text_of != _shift(text_of, -1))
+        run_of = tf.cumsum(tf.cast(run_start, tf.int32)) - 1
+        run_first = tf.gather(tf.boolean_mask(index, run_start), run_of)
+        key = tf.cast(run_first, tf.int64) * 256 + tf.cast(ccc, tf.int64)
+        return tf.gather(values, tf.argsort(key, stable=True))
+
+    # -------------------------------------------------------------------- encode
+    def _wrap(self, ids, starts, ends, max_length, pad_to_max_length):
+        """[CLS] + rows + [SEP], padded: the encoder inputs and offsets."""
+        n = ids.nrows()
+        ones = tf.ones([n], tf.int64)
+
+        def frame(rt, first, last):
+            head = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(first, rt.dtype)), ones, validate=False)
+            tail = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(last, rt.dtype)), ones, validate=False)
+            return tf.concat([head, rt, tail], axis=1)
+
+        shape = [None, max_length] if pad_to_max_length else None
+        token_ids = frame(ids, self.cls_id, self.sep_id)
+        mask = tf.ones_like(token_ids)
+        starts = frame(tf.cast(starts, tf.int32), 0, 0)
+        ends = frame(tf.cast(ends, tf.int32), 0, 0)
+        token_ids = token_ids.to_tensor(default_value=self.pad_id, shape=shape)
+        mask = mask.to_tensor(default_value=0, shape=shape)
+        offsets = tf.stack([starts.to_tensor(0, shape=shape), ends.to_tensor(0, shape=shape)], axis=-1)
+        return {
+            "token_ids": token_ids,
+            "segment_ids": tf.zeros_like(token_ids),
+            "padding_mask": mask,
+            "offsets": offsets,
+        }
+
+    def encode(self, texts, max_length=512, pad_to_max_length=False):
+        """Encoder inputs for single texts, as ``BertTokenizer.__call__``.
+
+        ``[CLS]`` + the first ``max_length - 2`` tokens + ``[SEP]``, padded with
+        ``[PAD]`` to the longest row (or to ``max_length``).
+
+        Args:
+            texts: ``tf.string`` [batch].
+            max_length: Python int >= 3, special tokens included.
+            pad_to_max_length: pad every row to ``max_length``.
+
+        Returns:
+            dict of int32 tensors: ``token_ids``, ``segment_ids`` (zeros),
+            ``padding_mask`` [batch, L]; ``offsets`` [batch, L, 2] code-point
+            start/end in the original string, ``(0, 0)`` for special tokens
+            and padding; ``truncated`` [batch] bool.
+        """
+        max_length = int(max_length)
+        if max_length < 3:
+            raise ValueError(f"max_length must be at least 3, got {max_length}")
+        ids, starts, ends = self.tokenize(texts)
+        inner = max_length - 2
+        out = self._wrap(ids[:, :inner], starts[:, :inner], ends[:, :inner], max_length, pad_to_max_length)
+        out["truncated"] = ids.row_lengths() > inner
+        return out
+
+    def windows(self, texts, max_length=128, overlap=None, pad_to_max_length=False):
+        """Overlapping windows over long texts, as ``apps.ner.tagger.Tagger``.
+
+        Each text's tokens (no truncation) are cut into windows of
+        ``size = max_length - 2`` tokens moving by ``stride = size - overlap``
+        (``overlap`` defaults to ``size // 4``); a text of at most ``size``
+        tokens (including none) is one window. Exactly the ranges of
+        ``apps.ner.tagger.windows`` / ``Tagger._window_ranges``. Every window
+        becomes one row ``[CLS] tokens [SEP]``; rows are ordered by text, then
+        by position in the text.
+
+        Returns:
+            dict of tensors, R = total number of windows:
+
+            * ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [R, L]
+              and ``offsets`` int32 [R, L, 2] (code points in the window's
+              text; ``(0, 0)`` for specials and padding), padded to the
+              longest row (or ``max_length``);
+            * ``text_index`` int32 [R]: the text the row comes from;
+            * ``token_start``, ``token_end`` int32 [R]: the row's tokens are
+              the text's tokens ``token_start .. token_end - 1``; row position
+              ``1 + k`` is text token ``token_start + k``;
+            * ``num_tokens`` int32 [batch]: tokens in each whole text.
+
+            To merge per-row predictions back per text, scatter row positions
+            ``1 .. token_end - token_start`` to text tokens
+            ``token_start .. token_end - 1`` (the Tagger keeps, for each token,
+            the window where it is furthest from a cut edge).
+        """
+        max_length = int(max_length)
+        size = max_length - 2
+        if size < 1:
+            raise ValueError(f"max_length must be at least 3, got {max_length}")
+        overlap = size // 4 if overlap is None else int(overlap)
+        if not 0 <= overlap < size:
+            raise ValueError(f"overlap must be between 0 and max_length - 3, got {overlap}")
+        stride = size - overlap
+        ids, starts, ends = self.tokenize(texts)
+        n = tf.cast(ids.row_lengths(), tf.int32)
+        n_windows = 1 + (tf.maximum(n - size, 0) + stride - 1) // stride
+        text_index = tf.repeat(tf.range(tf.size(n)), n_windows)
+        k = tf.range(tf.size(text_index)) - tf.gather(tf.cumsum(n_windows, exclusive=True), text_index)
+        token_start = k * stride
+        token_end = tf.minimum(token_start + size, tf.gather(n, text_index))
+        first = tf.gather(tf.cast(ids.row_splits, tf.int32), text_index) + token_start
+        index = tf.ragged.range(first, first + token_end - token_start)
+
+        def take(rt):
+            return tf.RaggedTensor.from_row_splits(
+                tf.gather(rt.flat_values, index.flat_values), index.row_splits, validate=False
+            )
+
+        out = self._wrap(take(ids), take(starts), take(ends), max_length, pad_to_max_length)
+        out.update(text_index=text_index, token_start=token_start, token_end=token_end, num_tokens=n)
+        return out
+
+
+# ---------------------------------------------------------------- op inspection
+def list_ops(saved_model_dir):
+    """Every op type in a SavedModel: the graphs' nodes and the nodes of every
+    function in their libraries. Calls of library functions by name are not
+    ops and are left out."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    ops, functions = set(), set()
+    for meta_graph in saved.meta_graphs:
+        graph = meta_graph.graph_def
+        ops.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            functions.add(function.signature.name)
+            ops.update(node.op for node in function.node_def)
+    return ops - functions
+
+
+_CORE_OPS_SCRIPT = """
+import json, sys
+import tensorflow as tf
+from tensorflow.core.framework import op_def_pb2
+assert "tensorflow_text" not in sys.modules
+names = {n for n in dir(tf.raw_ops) if not n.startswith("_")}
+try:
+    from tensorflow.python.client import pywrap_tf_session
+    buf = pywrap_tf_session.TF_GetAllOpList()
+    data = pywrap_tf_session.TF_GetBuffer(buf)
+    op_list = op_def_pb2.OpList()
+    op_list.ParseFromString(data)
+    names.update(op.name for op in op_list.op)
+except Exception:
+    pass
+assert "tensorflow_text" not in sys.modules
+print(json.dumps(sorted(names)))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def core_ops():
+    """Names of the ops plain TensorFlow registers (``tf.raw_ops`` and the C++
+    op registry), read in a fresh Python that never imports TF-Text."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", _CORE_OPS_SCRIPT], capture_output=True, text=True, env=env, check=True
+    )
+    return frozenset(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def non_core_ops(ops):
+    """The ops of ``ops`` that plain TensorFlow does not register."""
+    return sorted(set(ops) - core_ops())
+
+
+def disallowed_ops(ops):
+    """The ops of ``ops`` that are neither core TensorFlow nor in
+    :data:`ALLOWED_TF_TEXT_OPS` (empty when a graph is fit for TF Serving)."""
+    return sorted(op for op in non_core_ops(ops) if op not in ALLOWED_TF_TEXT_OPS)

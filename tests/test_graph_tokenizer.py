@@ -1,0 +1,402 @@
+"""In-graph tokenization (kerasbert.graph_tokenizer) against the host tokenizer.
+
+Parity means the same token ids AND the same offsets (code-point indices into
+the original string) as :class:`kerasbert.tokenizer.BertTokenizer`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import require_shared
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from apps.ner.tagger import Tagger
+from kerasbert.graph_tokenizer import ALLOWED_TF_TEXT_OPS
+from kerasbert.graph_tokenizer import GraphTokenizer
+from kerasbert.graph_tokenizer import disallowed_ops
+from kerasbert.graph_tokenizer import list_ops
+from kerasbert.graph_tokenizer import non_core_ops
+from kerasbert.tokenizer import BertTokenizer
+
+SIGNATURE = [tf.TensorSpec([None], tf.string)]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def model_dir():
+    return require_shared("data", "models", "minilm_l6_h384_uncased")
+
+
+class Compiled:
+    """A GraphTokenizer's methods as tf.functions on tf.string [None]."""
+
+    def __init__(self, host):
+        self.host = host
+        self.graph = GraphTokenizer(host)
+        self.tokenize = tf.function(self.graph.tokenize, input_signature=SIGNATURE)
+
+    def pieces(self, texts):
+        """[(ids, [(start, end), ...]) per text] from the graph."""
+        ids, starts, ends = self.tokenize(tf.constant(texts, dtype=tf.string))
+        return [
+            (i, list(zip(s, e)))
+            for i, s, e in zip(ids.to_list(), starts.to_list(), ends.to_list())
+        ]
+
+
+def host_pieces(host, texts):
+    """(ids, offsets) per text from the host tokenizer, whole texts."""
+    encodings = host._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [(e.ids, [tuple(o) for o in e.offsets]) for e in encodings]
+
+
+def assert_parity(compiled, texts):
+    got = compiled.pieces(texts)
+    want = host_pieces(compiled.host, texts)
+    for text, (g_ids, g_off), (w_ids, w_off) in zip(texts, got, want):
+        if (g_ids, g_off) == (w_ids, w_off):
+            continue
+        g, w = list(zip(g_ids, g_off)), list(zip(w_ids, w_off))
+        k = next((j for j in range(min(len(g), len(w))) if g[j] != w[j]), min(len(g), len(w)))
+        at = (w[k] if k < len(w) else g[k])[1][0]
+        pytest.fail(
+            f"text of {len(text)} characters, {len(w)} host tokens, {len(g)} graph tokens; first difference at "
+            f"token {k}: graph {g[k:k + 3]}, host {w[k:k + 3]}; text there: {text[max(at - 10, 0):at + 10]!r}"
+        )
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return model_dir() / "vocab.txt"
+
+
+@pytest.fixture(scope="module")
+def uncased(vocab):
+    return Compiled(BertTokenizer(vocab))
+
+
+@pytest.fixture(scope="module")
+def cased(vocab):
+    return Compiled(BertTokenizer(vocab, lowercase=False))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return np.load(model_dir() / "reference_outputs.npz")
+
+
+# ------------------------------------------------------------------- reference
+def test_reference_sentences_ids_and_offsets(uncased, reference):
+    sentences = [str(s) for s in reference["sentences"]]
+    assert len(sentences) == 8
+    assert_parity(uncased, sentences)
+    encode = tf.function(lambda t: uncased.graph.encode(t, max_length=512), input_signature=SIGNATURE)
+    out = {k: v.numpy() for k, v in encode(tf.constant(sentences)).items()}
+    width = out["token_ids"].shape[1]
+    assert width == 27 and out["offsets"].dtype == np.int32
+    np.testing.assert_array_equal(out["token_ids"], reference["input_ids"][:, :width])
+    np.testing.assert_array_equal(out["offsets"], reference["offsets"][:, :width])
+    np.testing.assert_array_equal(out["padding_mask"], reference["attention_mask"][:, :width])
+    np.testing.assert_array_equal(out["segment_ids"], reference["token_type_ids"][:, :width])
+    assert not out["truncated"].any()
+    host = uncased.host(sentences)
+    for key in ("token_ids", "segment_ids", "padding_mask", "offsets"):
+        np.testing.assert_array_equal(out[key], host[key])
+
+
+def test_the_emoji_is_one_unk_over_it(uncased):
+    [(ids, offsets)] = uncased.pieces(["Hello 😀 world"])
+    assert ids[1] == uncased.host.unk_id and offsets[1] == (6, 7)
+
+
+def test_literal_special_tokens_stay_text(uncased):
+    [(ids, _)] = uncased.pieces(["[CLS] [SEP] [MASK]"])
+    host = uncased.host
+    assert [host.id_to_token(i) for i in ids] == ["[", "cl", "##s", "]", "[", "sep", "]", "[", "mask", "]"]
+
+
+# ------------------------------------------------------------ every code point
+def contexts(code_points):
+    """Texts holding every code point: alone, inside a word, and in runs of 3."""
+    step = 3000
+    for i in range(0, len(code_points), step):
+        chunk = code_points[i : i + step]
+        yield "".join(" " + chr(c) for c in chunk)
+        yield "".join(" a" + chr(c) + "b" for c in chunk)
+        yield "".join(" " + "".join(map(chr, chunk[j : j + 3])) for j in range(0, len(chunk), 3))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["uncased", "cased"])
+def test_every_code_point_in_three_contexts(which, request):
+    compiled = request.getfixturevalue(which)
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    texts = list(contexts(code_points))
+    assert_parity(compiled, texts)
+
+
+# ------------------------------------------------------------------ properties
+# Characters the tokenizer treats specially, mixed into random text so that the
+# property test meets them often: whitespace of all kinds (tab, NBSP, U+2028,
+# ideographic space), controls and format characters (dropped), combining marks
+# (stripped / reordered), Hangul (decomposed), CJK and compatibility
+# ideographs (split), punctuation, emoji ([UNK]), Turkish dotted I (lower-cases
+# to two characters), German sharp s, a replacement character.
+SPECIAL_CHARS = list(
+    "\t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u2028\u2029\u3000 \x00\x01\x7f\u200b\u200d\u2060\ufeff\ue000\ufffd"
+    "\u0301\u0323\u0345\u0488\u0eba\u0eb8\u302e\u302f\U0001d165\U0001d16d\U0001d160\u1b44"
+    "한국어\u1100\u1161豈中文字\U00020000。，、"
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~¿¡«»—–…"
+    "😀🥹👍🏽‍🔥İıßẞΣσςÅåÉéñÑøØæ"
+)
+TEXT = st.text(
+    alphabet=st.one_of(st.characters(codec="utf-8"), st.sampled_from(SPECIAL_CHARS), st.sampled_from("abcdefghij ")),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, min_size=1, max_size=3))
+def test_random_text_matches_host_tokenizer(uncased, texts):
+    assert_parity(uncased, texts)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, min_size=1, max_size=3))
+def test_random_text_matches_host_tokenizer_cased(cased, texts):
+    assert_parity(cased, texts)
+
+
+@pytest.fixture(scope="module")
+def other_settings(vocab):
+    """Lower-casing without accent stripping, and stripping without lower-casing."""
+    return [Compiled(BertTokenizer(vocab, lowercase=True, strip_accents=False)),
+            Compiled(BertTokenizer(vocab, lowercase=False, strip_accents=True))]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, min_size=1, max_size=3))
+def test_random_text_matches_host_tokenizer_other_settings(other_settings, texts):
+    for compiled in other_settings:
+        assert_parity(compiled, texts)
+
+
+def test_cased_keeps_capitals_and_accents(cased):
+    texts = ["Café Müller in São Paulo", "ÉCOLE Niño ÅNGSTRÖM", "İstanbul STRAßE ΣΟΦΙΑ", "Ünïcödé ñ Ñ"]
+    assert_parity(cased, texts)
+    vocab = SPECIALS + ["Café", "café", "cafe", "Caf", "##é", "##e"]
+    small = Compiled(BertTokenizer(vocab, lowercase=False))
+    [(ids, offsets)] = small.pieces(["Café café cafe"])
+    assert [vocab[i] for i in ids] == ["Café", "café", "cafe"] and offsets == [(0, 4), (5, 9), (10, 14)]
+    assert_parity(small, ["Café café cafe CAFÉ"])
+
+
+# Combining marks that survive accent stripping and are reordered by NFD
+# (Mc of nonzero class, Me, marks newer than tokenizers' tables), with a vocabulary
+# that contains them, so that reordering shows in the ids and offsets.
+MARKS = "\U0001d165\U0001d16d\U0001d16e\U0001d160\u302e\u302f\u1b44\u0eba\u0eb8\u0301\u0323\u0488x"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.sampled_from(MARKS + " "), max_size=12))
+def test_combining_mark_reordering_keeps_alignments_in_place(marks_tokenizers, text):
+    for compiled in marks_tokenizers:
+        assert_parity(compiled, [text, "x" + text])
+
+
+@pytest.fixture(scope="module")
+def marks_tokenizers():
+    vocab = SPECIALS + sorted({c for c in MARKS} | {"##" + c for c in MARKS})
+    return [Compiled(BertTokenizer(vocab, lowercase=low, strip_accents=True)) for low in (False, True)]
+
+
+def test_tokenizers_knows_no_combining_mark_python_does_not():
+    # The graph takes combining classes from unicodedata, minus the marks
+    # tokenizers' (older) tables do not know. The other way round -- a mark
+    # tokenizers knows and Python does not -- would go unnoticed: check there
+    # is none (no unassigned code point is moved before U+0345, class 240).
+    from tokenizers import normalizers
+
+    unassigned = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000 and unicodedata.category(chr(c)) == "Cn"]
+    text = "".join("0\u0345" + chr(c) for c in unassigned) + "0"
+    assert normalizers.NFD().normalize_str(text) == text
+
+
+# ------------------------------------------------------------------ edge cases
+EDGE_TEXTS = [
+    "", "   \t\n  ", "😀", "😀😀 😀", "\x00\x01\u200b", "a" * 100, "a" * 101,
+    "x" + "é" * 100,  # 101 characters: [UNK]
+    "e\u0301" * 60,  # 120 characters, 60 once accents are stripped: not [UNK]
+    "\u0301abc \u0488x İstanbul",  # marks first in the text; İ lower-cases to two characters
+    "word " * 2000,
+]
+
+
+def test_edge_cases_tokenize(uncased):
+    assert_parity(uncased, EDGE_TEXTS)
+    long_text = "".join(chr(0x61 + (i * 7) % 26) + (" " if i % 9 == 8 else "") for i in range(10_000))
+    assert len(long_text) > 10_000
+    assert_parity(uncased, [long_text, "Über " + "中文" * 3000])
+    pieces = uncased.pieces(EDGE_TEXTS)
+    assert pieces[0] == ([], []) and pieces[1] == ([], []) and pieces[4] == ([], [])
+    unk = uncased.host.unk_id
+    assert pieces[6] == ([unk], [(0, 101)]) and pieces[7] == ([unk], [(0, 101)])  # > 100 characters
+    # The last accent is dropped: the last token ends on its "e", as on the host.
+    assert unk not in pieces[8][0] and pieces[8][1][-1][1] == 119
+
+
+def test_empty_batch_gives_well_formed_empty_outputs(uncased):
+    graph = uncased.graph
+    empty = tf.constant([], dtype=tf.string)
+    ids, starts, ends = uncased.tokenize(empty)
+    assert ids.shape[0] == 0 and starts.shape[0] == 0 and ends.shape[0] == 0
+    encode = tf.function(lambda t: graph.encode(t, max_length=16), input_signature=SIGNATURE)
+    out = encode(empty)
+    assert out["token_ids"].shape == (0, 0) and out["offsets"].shape == (0, 0, 2) and out["truncated"].shape == (0,)
+    padded = tf.function(lambda t: graph.encode(t, max_length=16, pad_to_max_length=True), input_signature=SIGNATURE)
+    assert padded(empty)["token_ids"].shape == (0, 16)
+    windows = tf.function(lambda t: graph.windows(t, max_length=16), input_signature=SIGNATURE)
+    out = windows(empty)
+    assert out["token_ids"].shape == (0, 0) and out["offsets"].shape == (0, 0, 2)
+    assert out["text_index"].shape == (0,) and out["num_tokens"].shape == (0,)
+    eager = graph.encode(empty, max_length=16)  # eager works too
+    assert eager["token_ids"].shape == (0, 0)
+
+
+@pytest.mark.parametrize("max_length", [3, 16, 512])
+def test_encode_matches_host_call_with_truncation(uncased, max_length):
+    texts = EDGE_TEXTS + ["Peter Blackburn visited the Café de Flore.", "naïve résumé façade — über-cool!!!"]
+    encode = tf.function(lambda t: uncased.graph.encode(t, max_length=max_length), input_signature=SIGNATURE)
+    out = encode(tf.constant(texts))
+    host = uncased.host(texts, max_length=max_length)
+    for key in ("token_ids", "segment_ids", "padding_mask", "offsets", "truncated"):
+        np.testing.assert_array_equal(out[key].numpy(), host[key], err_msg=key)
+    assert out["token_ids"].dtype == tf.int32
+    padded = uncased.graph.encode(tf.constant(texts[:2]), max_length=max_length, pad_to_max_length=True)
+    host = uncased.host(texts[:2], max_length=max_length, padding="max_length")
+    np.testing.assert_array_equal(padded["token_ids"].numpy(), host.token_ids)
+
+
+def expected_windows(host, texts, max_length, overlap):
+    tagger = Tagger(None, host, ["O"], max_length=max_length, overlap=overlap)
+    rows = []
+    for i, (ids, offsets) in enumerate(tagger._pieces(texts)):
+        for start, end in tagger._window_ranges(len(ids)):
+            window_ids = [host.cls_id, *ids[start:end], host.sep_id]
+            window_offsets = [(0, 0), *map(tuple, offsets[start:end]), (0, 0)]
+            rows.append((i, start, end, window_ids, window_offsets))
+    return rows
+
+
+@pytest.mark.parametrize("max_length, overlap", [(16, None), (16, 0), (16, 13), (8, 2), (3, 0)])
+def test_windows_match_the_tagger(uncased, max_length, overlap):
+    texts = EDGE_TEXTS + ["The quick brown fox jumps over the lazy dog. " * 5, "一二三四五六七八九十" * 4]
+    windows = tf.function(
+        lambda t: uncased.graph.windows(t, max_length=max_length, overlap=overlap), input_signature=SIGNATURE
+    )
+    out = {k: v.numpy() for k, v in windows(tf.constant(texts)).items()}
+    rows = expected_windows(uncased.host, texts, max_length, overlap)
+    assert len(out["token_ids"]) == len(rows) > len(texts)
+    for r, (i, start, end, ids, offsets) in enumerate(rows):
+        n = len(ids)
+        assert (out["text_index"][r], out["token_start"][r], out["token_end"][r]) == (i, start, end)
+        assert out["token_ids"][r, :n].tolist() == ids and not out["padding_mask"][r, n:].any()
+        assert out["padding_mask"][r, :n].all() and not out["segment_ids"][r].any()
+        assert [tuple(o) for o in out["offsets"][r, :n]] == offsets
+    pieces = host_pieces(uncased.host, texts)
+    assert out["num_tokens"].tolist() == [len(p[0]) for p in pieces]
+
+
+def test_bad_settings_are_refused(uncased):
+    with pytest.raises(ValueError, match="max_length"):
+        uncased.graph.encode(tf.constant(["a"]), max_length=2)
+    with pytest.raises(ValueError, match="overlap"):
+        uncased.graph.windows(tf.constant(["a"]), max_length=16, overlap=14)
+
+
+# ----------------------------------------------------------------- SavedModel
+LOADER = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF-Text ops)
+assert "kerasbert" not in sys.modules
+saved, texts_file, out_file = sys.argv[1:4]
+texts = json.load(open(texts_file, encoding="utf-8"))
+model = tf.saved_model.load(saved)
+encode = model.signatures["serving_default"](texts=tf.constant(texts, dtype=tf.string))
+windows = model.signatures["windows"](texts=tf.constant(texts, dtype=tf.string))
+empty = model.signatures["serving_default"](texts=tf.constant([], dtype=tf.string))
+arrays = {"encode_" + k: v.numpy() for k, v in encode.items()}
+arrays.update({"windows_" + k: v.numpy() for k, v in windows.items()})
+arrays.update({"empty_" + k: v.numpy() for k, v in empty.items()})
+assert "kerasbert" not in sys.modules
+np.savez(out_file, **arrays)
+"""
+
+
+class Serving(tf.Module):
+    def __init__(self, graph):
+        super().__init__()
+        self.graph = graph
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    def encode(self, texts):
+        return self.graph.encode(texts, max_length=512)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    def windows(self, texts):
+        return self.graph.windows(texts, max_length=16)
+
+
+@pytest.fixture(scope="module")
+def saved_model(uncased, tmp_path_factory):
+    path = tmp_path_factory.mktemp("graph_tokenizer") / "saved"
+    module = Serving(uncased.graph)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.encode, "windows": module.windows})
+    return path
+
+
+def test_saved_model_runs_in_a_fresh_process_without_kerasbert(saved_model, uncased, reference, tmp_path):
+    texts = [str(s) for s in reference["sentences"]] + ["", "😀", "word " * 300]
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, "-c", LOADER, str(saved_model), str(tmp_path / "texts.json"), str(tmp_path / "out.npz")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    host = uncased.host(texts, max_length=512)
+    for key in ("token_ids", "segment_ids", "padding_mask", "offsets", "truncated"):
+        np.testing.assert_array_equal(got["encode_" + key], host[key], err_msg=key)
+    np.testing.assert_array_equal(got["encode_token_ids"][:8, :27], reference["input_ids"])
+    np.testing.assert_array_equal(got["encode_offsets"][:8, :27], reference["offsets"])
+    assert not got["encode_padding_mask"][:8, 27:].any()
+    assert got["empty_token_ids"].shape == (0, 0) and got["empty_offsets"].shape == (0, 0, 2)
+    rows = expected_windows(uncased.host, texts, 16, None)
+    assert got["windows_text_index"].tolist() == [r[0] for r in rows]
+    assert got["windows_token_start"].tolist() == [r[1] for r in rows]
+    for r, (_, _, _, ids, offsets) in enumerate(rows):
+        assert got["windows_token_ids"][r, : len(ids)].tolist() == ids
+        assert [tuple(o) for o in got["windows_offsets"][r, : len(ids)]] == offsets
+
+
+def test_saved_model_has_only_core_and_allowed_tf_text_ops(saved_model):
+    ops = list_ops(saved_model)
+    assert {"UnicodeDecode", "UnicodeEncode"} <= ops  # ops inside functions are listed
+    tf_text_ops = non_core_ops(ops)
+    print("TF-Text ops in the tokenizer graph:", tf_text_ops)
+    assert disallowed_ops(ops) == []
+    assert tf_text_ops == ["FastWordpieceTokenizeWithOffsets"]
+    assert set(tf_text_ops) <= set(ALLOWED_TF_TEXT_OPS)
+    assert disallowed_ops(ops | {"SomeCustomOp"}) == ["SomeCustomOp"]
