@@ -439,3 +439,98 @@ def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboa
     if tensorboard and keras.backend.backend() == "tensorflow":
         callbacks.append(keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"), update_freq=50))
     return callbacks
+
+
+# =============================================================================
+# A run, start to end (used by every app's train())
+# =============================================================================
+
+
+def start_run(config):
+    """Refuse to overwrite an earlier run in ``config.output`` unless
+    ``config.resume``; write the filled-in settings to ``OUTPUT/config.json``;
+    seed everything; set the precision policy. Returns the output folder."""
+    import dataclasses
+
+    output = Path(config.output)
+    if not config.resume and ((output / "history.jsonl").exists() or (output / "backup").exists()):
+        raise KerasbertError(
+            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
+        )
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2, ensure_ascii=False) + "\n")
+    keras.utils.set_random_seed(config.seed)
+    set_precision(config.precision)
+    return output
+
+
+def checkpoint_and_tokenizer(config):
+    """The encoder checkpoint (``"starter"`` resolved) and its tokenizer, with
+    ``config.max_length`` checked against the encoder's position embeddings."""
+    from kerasbert.loader import load_tokenizer
+    from kerasbert.loader import open_checkpoint
+    from kerasbert.loader import resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(config.checkpoint)
+    positions = open_checkpoint(checkpoint).config.max_position_embeddings
+    if config.max_length > positions:
+        raise KerasbertError(
+            f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings"
+        )
+    return checkpoint, load_tokenizer(checkpoint, max_length=config.max_length)
+
+
+def compile_for_training(model, steps_per_epoch, config, head_prefix):
+    """Compile ``model`` with :func:`make_optimizer` for ``config.epochs``."""
+    optimizer = make_optimizer(
+        steps_per_epoch * config.epochs, config.learning_rate, config.head_learning_rate, head_prefix,
+        warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
+    )
+    model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+
+
+def fit_and_select(model, batches, config, dev_scores, save_pipeline, format_scores, callbacks=()):
+    """Train ``model`` on ``batches``; after each epoch score dev with
+    ``dev_scores()`` (a dict with ``f1``, ``precision``, ``recall``), keep the
+    best pipeline (``save_pipeline(directory)``) in ``OUTPUT/model`` with its
+    ``dev_scores.json``; write ``metrics.json``, ``history.jsonl`` and the
+    plot; print where everything went. Returns the metrics dict."""
+    import time
+
+    output = Path(config.output)
+    history_path = output / "history.jsonl"
+    last = {}
+
+    def evaluate(_model):
+        last.clear()
+        last.update(dev_scores())
+        return {key: last[key] for key in ("f1", "precision", "recall")}
+
+    def save_best(directory):
+        save_pipeline(directory)
+        (Path(directory) / "dev_scores.json").write_text(
+            json.dumps(last, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+
+    evaluator = EpochEvaluator(evaluate, save_best, output / "model", history_path, metric="f1",
+                               patience=config.patience or None)
+    tokens = int(sum(int(np.sum(mask)) for mask in batches.features["padding_mask"]))
+    speed = TrainingSpeed(tokens)
+    all_callbacks = [speed] + training_callbacks(output, evaluator, config.backup_every_steps or None) + list(callbacks)
+    started = time.perf_counter()
+    model.fit(batches, epochs=config.epochs, callbacks=all_callbacks, verbose=1)
+    later = speed.epoch_seconds[1:]
+    metrics = {
+        "best_epoch": evaluator.best_epoch,
+        "dev": json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8")),
+        "train_tokens_per_epoch": tokens,
+        "train_seconds": time.perf_counter() - started,
+        "train_epoch_seconds": speed.epoch_seconds,
+        "train_tokens_per_s_after_first_epoch": tokens * len(later) / sum(later) if later else None,
+    }
+    atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    png = plot_history(history_path, output / "history.png")
+    print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(metrics["dev"]))
+    print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"
+          + (f"\nplot:    {png}" if png else "") + f"\nlogs:    {output / 'logs'}")
+    return metrics

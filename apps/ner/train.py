@@ -17,9 +17,6 @@ What ends up in ``OUTPUT``:
 """
 
 import dataclasses
-import json
-import time
-from pathlib import Path
 
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import PRECISIONS
@@ -117,8 +114,6 @@ def train(config, callbacks=()):
     """Train, select on dev entity F1, save the best model; returns the
     metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
     callbacks (e.g. for a notebook)."""
-    import keras
-
     from apps.ner.evaluate import format_scores
     from apps.ner.evaluate import score
     from apps.ner.model import HEAD_PREFIX
@@ -128,22 +123,9 @@ def train(config, callbacks=()):
     from kerasbert import training
     from kerasbert.crf import allowed_transitions
     from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
-    from kerasbert.loader import resolve_checkpoint
 
     config.check()
-    output = Path(config.output)
-    history_path = output / "history.jsonl"
-    if not config.resume and (history_path.exists() or (output / "backup").exists()):
-        raise KerasbertError(
-            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
-        )
-    output.mkdir(parents=True, exist_ok=True)
-    training.atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    keras.utils.set_random_seed(config.seed)
-    training.set_precision(config.precision)
-
+    # Read (and fail on) the data before creating anything in OUTPUT.
     train_examples = _read(config.train, config, "train")
     dev_examples = _read(config.dev, config, "dev")
     if config.max_train_examples:
@@ -159,20 +141,15 @@ def train(config, callbacks=()):
               f"they cannot be predicted and count as misses in dev scores")
     tags = bio_tags(types)
 
-    checkpoint = resolve_checkpoint(config.checkpoint)
-    tokenizer = load_tokenizer(checkpoint, max_length=config.max_length)
-    positions = open_checkpoint(checkpoint).config.max_position_embeddings
-    if config.max_length > positions:
-        raise KerasbertError(f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings")
+    training.start_run(config)
+    checkpoint, tokenizer = training.checkpoint_and_tokenizer(config)
     with training.distribution_scope(config.strategy):
-        encoder = load_encoder(checkpoint)
         allowed, allowed_start = (None, None)
         if config.crf and config.constrained_decoding:
-            allowed, allowed_start = allowed_transitions(tags, "BIO")
-            allowed, allowed_start = allowed.tolist(), allowed_start.tolist()
+            allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
         model = NerModel(
-            encoder, len(tags), use_lstm=config.lstm, lstm_units=config.lstm_units, use_crf=config.crf,
-            dropout=config.dropout, allowed=allowed, allowed_start=allowed_start,
+            load_encoder(checkpoint), len(tags), use_lstm=config.lstm, lstm_units=config.lstm_units,
+            use_crf=config.crf, dropout=config.dropout, allowed=allowed, allowed_start=allowed_start,
         )
         tagger = Tagger(model, tokenizer, tags, max_length=config.max_length)
         features, report = tagger.features(train_examples)
@@ -180,51 +157,13 @@ def train(config, callbacks=()):
         batches = training.BucketedBatches(
             features, config.batch_size, targets=("tags",), seed=config.seed, max_width=config.max_length
         )
-        total_steps = len(batches) * config.epochs
-        optimizer = training.make_optimizer(
-            total_steps, config.learning_rate, config.head_learning_rate, HEAD_PREFIX,
-            warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
-        )
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+        training.compile_for_training(model, len(batches), config, HEAD_PREFIX)
 
     dev_texts = [e.text for e in dev_examples]
-    last_scores = {}
-
-    def evaluate(_model):
-        scores = score(dev_examples, tagger.predict(dev_texts, batch_size=config.batch_size))
-        last_scores.clear()
-        last_scores.update(scores)
-        return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"]}
-
-    def save_best(directory):
-        tagger.save(directory)
-        (Path(directory) / "dev_scores.json").write_text(json.dumps(last_scores, indent=2) + "\n", encoding="utf-8")
-
-    evaluator = training.EpochEvaluator(
-        evaluate, save_best, output / "model", history_path, metric="f1", patience=config.patience or None
+    return training.fit_and_select(
+        model, batches, config,
+        dev_scores=lambda: score(dev_examples, tagger.predict(dev_texts, batch_size=config.batch_size)),
+        save_pipeline=tagger.save,
+        format_scores=format_scores,
+        callbacks=callbacks,
     )
-    tokens = int(sum(len(t) for t in features["token_ids"]))
-    speed = training.TrainingSpeed(tokens)
-    callbacks = [speed] + training.training_callbacks(
-        output, evaluator, backup_every_steps=config.backup_every_steps or None
-    ) + list(callbacks)
-    started = time.perf_counter()
-    model.fit(batches, epochs=config.epochs, callbacks=callbacks, verbose=1)
-    seconds = time.perf_counter() - started
-    best = json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8"))
-    metrics = {
-        "best_epoch": evaluator.best_epoch,
-        "dev": best,
-        "train_tokens_per_epoch": tokens,
-        "train_seconds": seconds,
-        "train_epoch_seconds": speed.epoch_seconds,
-        "train_tokens_per_s_after_first_epoch": (
-            tokens * (len(speed.epoch_seconds) - 1) / sum(speed.epoch_seconds[1:]) if len(speed.epoch_seconds) > 1 else None
-        ),
-    }
-    training.atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2) + "\n")
-    png = training.plot_history(history_path, output / "history.png")
-    print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(best))
-    print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"
-          + (f"\nplot:    {png}" if png else "") + f"\nlogs:    {output / 'logs'}")
-    return metrics

@@ -26,9 +26,6 @@ What ends up in ``OUTPUT``:
 """
 
 import dataclasses
-import json
-import time
-from pathlib import Path
 
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import PRECISIONS
@@ -124,8 +121,6 @@ def train(config, callbacks=()):
     """Train, select on dev triple F1, save the best model; returns the
     metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
     callbacks (e.g. for a notebook)."""
-    import keras
-
     from apps.triples.batches import SubjectSampledBatches
     from apps.triples.data import predicates_of
     from apps.triples.data import read_schema
@@ -136,17 +131,8 @@ def train(config, callbacks=()):
     from apps.triples.model import TripleModel
     from kerasbert import training
     from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
-    from kerasbert.loader import resolve_checkpoint
 
     config.check()
-    output = Path(config.output)
-    history_path = output / "history.jsonl"
-    if not config.resume and (history_path.exists() or (output / "backup").exists()):
-        raise KerasbertError(
-            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
-        )
     # Read (and fail on) the data before creating anything in OUTPUT.
     train_examples = read_data(config.train, config.format, "train")
     dev_examples = read_data(config.dev, config.format, "dev")
@@ -168,71 +154,24 @@ def train(config, callbacks=()):
         print(f"note: {len(unseen)} predicate(s) occur in dev but not in the predicate list; "
               f"they cannot be predicted and count as misses in dev scores: {shown}")
 
-    output.mkdir(parents=True, exist_ok=True)
-    training.atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    keras.utils.set_random_seed(config.seed)
-    training.set_precision(config.precision)
-
-    checkpoint = resolve_checkpoint(config.checkpoint)
-    tokenizer = load_tokenizer(checkpoint, max_length=config.max_length)
-    positions = open_checkpoint(checkpoint).config.max_position_embeddings
-    if config.max_length > positions:
-        raise KerasbertError(f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings")
+    training.start_run(config)
+    checkpoint, tokenizer = training.checkpoint_and_tokenizer(config)
     thresholds = (config.threshold_start, config.threshold_end)
     with training.distribution_scope(config.strategy):
-        encoder = load_encoder(checkpoint)
-        model = TripleModel(encoder, len(predicates), dropout=config.dropout)
+        model = TripleModel(load_encoder(checkpoint), len(predicates), dropout=config.dropout)
         extractor = Extractor(model, tokenizer, predicates, max_length=config.max_length, thresholds=thresholds)
         features, report = extractor.features(train_examples)
         print("train features: " + report.summary().replace("\n", "\n  "))
         batches = SubjectSampledBatches(features, len(predicates), config.batch_size, seed=config.seed,
                                         max_width=config.max_length)
-        total_steps = len(batches) * config.epochs
-        optimizer = training.make_optimizer(
-            total_steps, config.learning_rate, config.head_learning_rate, HEAD_PREFIX,
-            warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
-        )
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+        training.compile_for_training(model, len(batches), config, HEAD_PREFIX)
 
     dev_texts = [e.text for e in dev_examples]
-    last_scores = {}
-
-    def evaluate(_model):
-        scores = score(dev_examples, extractor.predict(dev_texts, batch_size=config.batch_size), mode=config.eval_mode)
-        last_scores.clear()
-        last_scores.update(scores)
-        return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"]}
-
-    def save_best(directory):
-        extractor.save(directory)
-        (Path(directory) / "dev_scores.json").write_text(json.dumps(last_scores, indent=2, ensure_ascii=False) + "\n",
-                                                         encoding="utf-8")
-
-    evaluator = training.EpochEvaluator(
-        evaluate, save_best, output / "model", history_path, metric="f1", patience=config.patience or None
+    return training.fit_and_select(
+        model, batches, config,
+        dev_scores=lambda: score(dev_examples, extractor.predict(dev_texts, batch_size=config.batch_size),
+                                 mode=config.eval_mode),
+        save_pipeline=extractor.save,
+        format_scores=lambda scores: format_scores(scores, max_predicates=20),
+        callbacks=callbacks,
     )
-    tokens = int(sum(len(t) for t in features["token_ids"]))
-    speed = training.TrainingSpeed(tokens)
-    callbacks = [speed] + training.training_callbacks(
-        output, evaluator, backup_every_steps=config.backup_every_steps or None
-    ) + list(callbacks)
-    started = time.perf_counter()
-    model.fit(batches, epochs=config.epochs, callbacks=callbacks, verbose=1)
-    seconds = time.perf_counter() - started
-    best = json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8"))
-    metrics = {
-        "best_epoch": evaluator.best_epoch,
-        "dev": best,
-        "train_tokens_per_epoch": tokens,
-        "train_seconds": seconds,
-        "train_epoch_seconds": speed.epoch_seconds,
-        "train_tokens_per_s_after_first_epoch": (
-            tokens * (len(speed.epoch_seconds) - 1) / sum(speed.epoch_seconds[1:]) if len(speed.epoch_seconds) > 1 else None
-        ),
-    }
-    training.atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-    png = training.plot_history(history_path, output / "history.png")
-    print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(best, max_predicates=20))
-    print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"
-          + (f"\nplot:    {png}" if png else "") + f"\nlogs:    {output / 'logs'}")
-    return metrics
