@@ -104,6 +104,44 @@ def read_texts(source):
             handle.close()
 
 
+def print_predictions(predict, source, batch_size, chunk=256):
+    """Run ``predict(list_of_texts, batch_size=...)`` over the texts of
+    ``source`` (see :func:`read_texts`) ``chunk`` lines at a time and print one
+    JSON object per input line, in order."""
+    pending = []
+
+    def flush():
+        if pending:
+            for result in predict([text for _, text in pending], batch_size=batch_size):
+                print(json.dumps(result, ensure_ascii=False))
+            sys.stdout.flush()
+            pending.clear()
+
+    for item in read_texts(source):
+        pending.append(item)
+        if len(pending) >= chunk:
+            flush()
+    flush()
+    return 0
+
+
+def write_scores(scores, data_path, output=None):
+    """Write evaluation ``scores`` as JSON to ``output`` (default: beside the
+    data, ``<data>.scores.json``), atomically; returns the path."""
+    from pathlib import Path
+
+    from kerasbert.errors import KerasbertError
+    from kerasbert.training import atomic_write_text
+
+    out = Path(output) if output else Path(str(data_path) + ".scores.json")
+    try:
+        atomic_write_text(out, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+    except OSError as e:
+        raise KerasbertError(f"cannot write the scores to {out} ({e.strerror or e}); choose another --output") from e
+    print(f"scores written to {out}")
+    return out
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kerasbert",

@@ -520,7 +520,7 @@ class GraphTokenizer(tf.Module):
         ``size = max_length - 2`` tokens moving by ``stride = size - overlap``
         (``overlap`` defaults to ``size // 4``); a text of at most ``size``
         tokens (including none) is one window. Exactly the ranges of
-        ``apps.ner.tagger.windows`` / ``Tagger._window_ranges``. Every window
+        ``kerasbert.tokenizer.token_windows``. Every window
         becomes one row ``[CLS] tokens [SEP]``; rows are ordered by text, then
         by position in the text.
 

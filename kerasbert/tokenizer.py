@@ -256,3 +256,18 @@ def guess_lowercase(directory, vocab):
     words = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
     upper = sum(1 for t in words if any(c.isupper() for c in t))
     return upper <= 0.01 * max(len(words), 1)
+
+
+def token_windows(n_tokens, size, stride):
+    """Token index ranges ``[(start, end), ...]`` covering ``n_tokens`` with
+    windows of ``size`` tokens moving by ``stride`` (long texts are cut into
+    overlapping windows this way by every app, and by the exported graphs)."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    out, start = [], 0
+    while True:
+        end = min(start + size, n_tokens)
+        out.append((start, end))
+        if end == n_tokens:
+            return out
+        start += stride

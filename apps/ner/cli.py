@@ -3,11 +3,8 @@
 Registered through the ``kerasbert.commands`` entry point (see pyproject.toml).
 """
 
-import json
-import sys
-from pathlib import Path
-
-from kerasbert.cli import read_texts
+from kerasbert.cli import print_predictions
+from kerasbert.cli import write_scores
 from kerasbert.settings import add_settings_options
 from kerasbert.settings import settings_from_args
 
@@ -58,7 +55,6 @@ def cmd_evaluate(args):
     from apps.ner.evaluate import format_scores
     from apps.ner.evaluate import score
     from apps.ner.tagger import Tagger
-    from kerasbert.training import atomic_write_text
 
     tagger = Tagger.load(args.model)
     result = read_ner_file(args.data) if args.format == "auto" else read_ner_file(args.data, format=args.format)
@@ -66,27 +62,11 @@ def cmd_evaluate(args):
     predictions = tagger.predict([e.text for e in result.examples], batch_size=args.batch_size)
     scores = score(result.examples, predictions)
     print(format_scores(scores))
-    out = Path(args.output) if args.output else Path(str(args.data) + ".scores.json")
-    atomic_write_text(out, json.dumps(scores, indent=2) + "\n")
-    print(f"scores written to {out}")
+    write_scores(scores, args.data, args.output)
     return 0
 
 
 def cmd_predict(args):
     from apps.ner.tagger import Tagger
 
-    tagger = Tagger.load(args.model)
-    batch = []
-
-    def flush():
-        for result in tagger.predict([text for _, text in batch], batch_size=args.batch_size):
-            print(json.dumps(result, ensure_ascii=False), flush=False)
-        sys.stdout.flush()
-        batch.clear()
-
-    for item in read_texts(args.input):
-        batch.append(item)
-        if len(batch) >= 256:
-            flush()
-    flush()
-    return 0
+    return print_predictions(Tagger.load(args.model).predict, args.input, args.batch_size)

@@ -30,6 +30,7 @@ import numpy as np
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import save_pipeline
+from kerasbert.tokenizer import token_windows as windows
 
 TAGGER_CONFIG = "tagger.json"
 
@@ -63,20 +64,6 @@ class FeatureReport:
         for t, n in sorted(self.unknown_types.items()):
             lines.append(f"  {n} entities of type {t!r}, not in the training labels; skipped")
         return "\n".join(lines)
-
-
-def windows(n_tokens, size, stride):
-    """Token index ranges ``[(start, end), ...]`` covering ``n_tokens`` with
-    windows of ``size`` tokens moving by ``stride``."""
-    if n_tokens <= size:
-        return [(0, n_tokens)]
-    out, start = [], 0
-    while True:
-        end = min(start + size, n_tokens)
-        out.append((start, end))
-        if end == n_tokens:
-            return out
-        start += stride
 
 
 class Tagger:

@@ -3,11 +3,8 @@
 Registered through the ``kerasbert.commands`` entry point (see pyproject.toml).
 """
 
-import json
-import sys
-from pathlib import Path
-
-from kerasbert.cli import read_texts
+from kerasbert.cli import print_predictions
+from kerasbert.cli import write_scores
 from kerasbert.settings import add_settings_options
 from kerasbert.settings import settings_from_args
 
@@ -86,36 +83,14 @@ def cmd_evaluate(args):
     from apps.triples.evaluate import format_scores
     from apps.triples.evaluate import score
     from apps.triples.train import read_data
-    from kerasbert.errors import KerasbertError
-    from kerasbert.training import atomic_write_text
-
     examples = read_data(args.data, args.format, "data")
     extractor = _load(args)
     predictions = extractor.predict([e.text for e in examples], batch_size=args.batch_size)
     scores = score(examples, predictions, mode=args.mode)
     print(format_scores(scores))
-    out = Path(args.output) if args.output else Path(str(args.data) + ".scores.json")
-    try:
-        atomic_write_text(out, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
-    except OSError as e:
-        raise KerasbertError(f"cannot write the scores to {out} ({e.strerror or e}); choose another --output") from e
-    print(f"scores written to {out}")
+    write_scores(scores, args.data, args.output)
     return 0
 
 
 def cmd_predict(args):
-    extractor = _load(args)
-    batch = []
-
-    def flush():
-        for result in extractor.predict([text for _, text in batch], batch_size=args.batch_size):
-            print(json.dumps(result, ensure_ascii=False), flush=False)
-        sys.stdout.flush()
-        batch.clear()
-
-    for item in read_texts(args.input):
-        batch.append(item)
-        if len(batch) >= 256:
-            flush()
-    flush()
-    return 0
+    return print_predictions(_load(args).predict, args.input, args.batch_size)

@@ -78,8 +78,8 @@ from dataclasses import dataclass, field
 
 # The NER app's low-level readers: gzip/BOM/strict UTF-8 with the failing
 # line, and JSON lines / JSON arrays with line numbers for every record.
-from apps.ner.data import _json_records
-from apps.ner.data import _read_text
+from kerasbert.datafiles import json_records as _json_records
+from kerasbert.datafiles import read_text as _read_text
 from kerasbert.errors import InputDataError
 
 __all__ = [

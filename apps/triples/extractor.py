@@ -54,7 +54,7 @@ import math
 
 import numpy as np
 
-from apps.ner.tagger import windows
+from kerasbert.tokenizer import token_windows as windows
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import save_pipeline

@@ -1,0 +1,108 @@
+"""Reading data files strictly: gzip, UTF-8, JSON lines or a JSON array.
+
+Every problem raises :class:`~kerasbert.errors.InputDataError` naming the file
+and, where there is one, the line (a non-UTF-8 byte: its line and byte offset;
+invalid JSON: the line of the record). Used by every app's readers.
+"""
+
+import bisect
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+from kerasbert.errors import InputDataError
+
+
+def read_text(path) -> str:
+    """The file's text: gunzipped if gzip, decoded strictly as UTF-8 (BOM allowed)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise InputDataError(path, None, f"cannot read file: {err.strerror or err}") from err
+    where = ""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputDataError(path, None, f"broken gzip data: {err}") from err
+        where = " of the decompressed data"
+    bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return raw[bom:].decode("utf-8")
+    except UnicodeDecodeError as err:
+        offset = bom + err.start
+        line = raw.count(b"\n", 0, offset) + 1
+        bad = raw[offset:offset + 1].hex()
+        raise InputDataError(
+            path, line, f"not UTF-8: byte 0x{bad} at byte offset {offset}{where} ({err.reason})"
+        ) from err
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split on LF, each without its CR (so CRLF files read like LF files)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _json_array_records(path, text: str):
+    """``(line, element)`` pairs of a file holding one JSON array; errors name the line."""
+    newlines = [i for i, char in enumerate(text) if char == "\n"]
+
+    def line_of(offset):
+        return bisect.bisect_left(newlines, offset) + 1
+
+    def skip_space(offset):
+        while offset < len(text) and text[offset] in " \t\r\n":
+            offset += 1
+        return offset
+
+    def fail(offset, problem):
+        offset = min(offset, len(text.rstrip()) - 1)
+        raise InputDataError(path, line_of(max(offset, 0)), f"invalid JSON: {problem}")
+
+    decoder = json.JSONDecoder()
+    records = []
+    position = skip_space(text.index("[") + 1)
+    if position < len(text) and text[position] == "]":
+        position += 1
+    else:
+        while True:
+            try:
+                element, end = decoder.raw_decode(text, position)
+            except json.JSONDecodeError as err:
+                if err.pos >= len(text):
+                    fail(err.pos, "the array is not closed with ]")
+                raise InputDataError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from err
+            records.append((line_of(position), element))
+            position = skip_space(end)
+            if position >= len(text):
+                fail(position, "the array is not closed with ]")
+            if text[position] == "]":
+                position += 1
+                break
+            if text[position] != ",":
+                fail(position, f"expected , or ] after an array element, found {text[position]!r}")
+            position = skip_space(position + 1)
+    if skip_space(position) < len(text):
+        fail(skip_space(position), "extra data after the array")
+    return records
+
+
+def json_records(path, text: str):
+    """``(line, record)`` pairs from a JSON-lines file or a JSON array."""
+    if text.lstrip().startswith("["):
+        return _json_array_records(path, text)
+    records = []
+    for number, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            raise InputDataError(
+                path, number, f"invalid JSON: {err.msg} (column {err.colno}); one object per line expected"
+            ) from err
+    return records
