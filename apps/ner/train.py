@@ -19,80 +19,32 @@ What ends up in ``OUTPUT``:
 import dataclasses
 
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import PRECISIONS
-from kerasbert.settings import STRATEGIES
-from kerasbert.settings import check_choice
-from kerasbert.settings import require
+from kerasbert.settings import TRAIN_HELP
+from kerasbert.settings import TrainSettings
 
 FIELDS_HELP = {
-    "checkpoint": "encoder checkpoint folder (official or Hugging Face layout)",
+    **TRAIN_HELP,
     "train": "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)",
-    "dev": "dev data, for early stopping and model selection",
-    "output": "output folder",
-    "epochs": "training epochs",
-    "batch_size": "sequences per batch",
-    "max_length": "tokens per sequence window, [CLS]/[SEP] included",
-    "learning_rate": "peak learning rate of the encoder",
     "head_learning_rate": "peak learning rate of the BiLSTM/Dense/CRF head",
-    "warmup_ratio": "fraction of steps with linear warm-up",
     "weight_decay": "AdamW weight decay (not on biases, LayerNorm, CRF)",
-    "dropout": "dropout on the encoder output",
     "lstm": "use a BiLSTM between encoder and tag scores",
     "lstm_units": "BiLSTM units per direction",
     "crf": "use a CRF (else softmax per token)",
     "constrained_decoding": "forbid invalid BIO transitions when decoding",
-    "precision": "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)",
-    "strategy": "default (one device) or mirrored (tf.distribute.MirroredStrategy)",
-    "patience": "stop after this many epochs without a better dev F1 (0: never)",
-    "seed": "random seed",
     "format": "data format: auto, conll, jsonl, parallel",
     "tag_column": "CoNLL tag column (default: last)",
     "scheme": "tag scheme of CoNLL files: auto, iob1, bio, bioes",
-    "max_train_examples": "use only the first N training examples (0: all)",
-    "max_dev_examples": "use only the first N dev examples (0: all)",
-    "backup_every_steps": "also back up for --resume every N steps (0: each epoch)",
-    "jit_compile": "compile training steps with XLA",
-    "resume": "continue an interrupted run in OUTPUT",
 }
 
 
 @dataclasses.dataclass
-class NerTrainConfig:
-    checkpoint: str = ""
-    train: str = ""
-    dev: str = ""
-    output: str = ""
-    epochs: int = 3
-    batch_size: int = 32
-    max_length: int = 128
-    learning_rate: float = 5e-5
-    head_learning_rate: float = 1e-3
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
+class NerTrainConfig(TrainSettings):
     lstm: bool = True
     lstm_units: int = 128
     crf: bool = True
     constrained_decoding: bool = True
-    precision: str = "float32"
-    strategy: str = "default"
-    patience: int = 0
-    seed: int = 42
-    format: str = "auto"
     tag_column: int = -1
     scheme: str = "auto"
-    max_train_examples: int = 0
-    max_dev_examples: int = 0
-    backup_every_steps: int = 0
-    jit_compile: bool = False
-    resume: bool = False
-
-    def check(self):
-        require(self, "checkpoint", "train", "dev", "output")
-        check_choice(self, "precision", PRECISIONS)
-        check_choice(self, "strategy", STRATEGIES)
-        if self.max_length < 8:
-            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
 
 
 def _read(path, config, what):

@@ -28,81 +28,39 @@ What ends up in ``OUTPUT``:
 import dataclasses
 
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import PRECISIONS
-from kerasbert.settings import STRATEGIES
+from kerasbert.settings import TRAIN_HELP
+from kerasbert.settings import TrainSettings
 from kerasbert.settings import check_choice
-from kerasbert.settings import require
 
 EVAL_MODES = ("exact", "partial")
 FORMATS = ("auto", "casrel", "duie")
 
 FIELDS_HELP = {
-    "checkpoint": "encoder checkpoint folder (official or Hugging Face layout)",
+    **TRAIN_HELP,
     "train": "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)",
-    "dev": "dev data, for early stopping and model selection",
-    "output": "output folder",
     "schema": "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json (default: the training data's predicates)",
-    "epochs": "training epochs",
-    "batch_size": "sequences per batch",
-    "max_length": "tokens per sequence window, [CLS]/[SEP] included",
-    "learning_rate": "peak learning rate of the encoder",
     "head_learning_rate": "peak learning rate of the pointer heads and subject conditioning",
-    "warmup_ratio": "fraction of steps with linear warm-up",
-    "weight_decay": "AdamW weight decay (not on biases and LayerNorm)",
-    "dropout": "dropout on the encoder output",
     "threshold_start": "a start pointer fires when its probability is above this",
     "threshold_end": "an end pointer fires when its probability is above this",
     "eval_mode": "dev F1 used for model selection: exact (full entity strings) or partial (last words)",
-    "precision": "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)",
-    "strategy": "default (one device) or mirrored (tf.distribute.MirroredStrategy)",
-    "patience": "stop after this many epochs without a better dev F1 (0: never)",
     "seed": "random seed (shuffling, subject sampling, initialisation)",
     "format": "data format: auto, casrel, duie",
-    "max_train_examples": "use only the first N training examples (0: all)",
-    "max_dev_examples": "use only the first N dev examples (0: all)",
-    "backup_every_steps": "also back up for --resume every N steps (0: each epoch)",
-    "jit_compile": "compile training steps with XLA",
-    "resume": "continue an interrupted run in OUTPUT",
 }
 
 
 @dataclasses.dataclass
-class TriplesTrainConfig:
-    checkpoint: str = ""
-    train: str = ""
-    dev: str = ""
-    output: str = ""
-    schema: str = ""
+class TriplesTrainConfig(TrainSettings):
     epochs: int = 10
     batch_size: int = 16
-    max_length: int = 128
-    learning_rate: float = 5e-5
-    head_learning_rate: float = 1e-3
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
+    schema: str = ""
     threshold_start: float = 0.5
     threshold_end: float = 0.5
     eval_mode: str = "exact"
-    precision: str = "float32"
-    strategy: str = "default"
-    patience: int = 0
-    seed: int = 42
-    format: str = "auto"
-    max_train_examples: int = 0
-    max_dev_examples: int = 0
-    backup_every_steps: int = 0
-    jit_compile: bool = False
-    resume: bool = False
 
     def check(self):
-        require(self, "checkpoint", "train", "dev", "output")
-        check_choice(self, "precision", PRECISIONS)
-        check_choice(self, "strategy", STRATEGIES)
+        super().check()
         check_choice(self, "eval_mode", EVAL_MODES)
         check_choice(self, "format", FORMATS)
-        if self.max_length < 8:
-            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         for key in ("threshold_start", "threshold_end"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")

@@ -1,0 +1,120 @@
+"""Triple extraction with the MiniLM checkpoint: WebNLG*, WebNLG (exact), CMeIE.
+
+Figures, not a test. For each dataset: train on its train split, select on its
+dev split, score the test split in exact-match and CasRel's partial-match
+mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
+partial-match with BERT-base-cased), plus training tokens/s (epochs after the
+first) and inference sentences/s. Each dataset runs in its own subprocess.
+
+CMeIE ships only its official dev set here: it is split 80/20 in file order
+(first 80% train, last 20% test), and the test part also serves as dev
+(stated in the output; no target).
+
+    python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+DATASETS = {
+    "webnlg_star": ("webnlg_casrel_star", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
+    "webnlg_exact": ("webnlg_exact", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
+}
+
+
+def cmeie_split(workdir):
+    """Write CMeIE's dev set as 80% train / 20% test JSONL files (file order)."""
+    sys.path.insert(0, str(ROOT))
+    from apps.triples.data import read_triples_file
+    from apps.triples.data import write_jsonl
+
+    examples = read_triples_file(SHARED / "cmeie" / "val_triples.json.gz").examples
+    cut = int(0.8 * len(examples))
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(examples[:cut], workdir / "cmeie_train.jsonl")
+    write_jsonl(examples[cut:], workdir / "cmeie_test.jsonl")
+    print(f"CMeIE: {len(examples)} sentences -> {cut} train / {len(examples) - cut} test (file order; test also used as dev)")
+    return workdir / "cmeie_train.jsonl", workdir / "cmeie_test.jsonl", workdir / "cmeie_test.jsonl"
+
+
+def child(args):
+    sys.path.insert(0, str(ROOT))
+    from apps.triples.data import read_triples_file
+    from apps.triples.evaluate import score
+    from apps.triples.extractor import Extractor
+    from apps.triples.train import TriplesTrainConfig
+    from apps.triples.train import train
+
+    workdir = Path(args.workdir)
+    if args.child == "cmeie":
+        train_path, dev_path, test_path = cmeie_split(workdir / "data")
+    else:
+        folder, tr, dv, te = DATASETS[args.child]
+        train_path, dev_path, test_path = (SHARED / folder / f for f in (tr, dv, te))
+    out = workdir / args.child
+    config = TriplesTrainConfig(
+        checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
+        epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
+        eval_mode="partial" if args.child == "webnlg_star" else "exact",
+    )
+    metrics = train(config)
+    extractor = Extractor.load(out / "model")
+    test = read_triples_file(test_path).examples
+    start = time.perf_counter()
+    predictions = extractor.predict([e.text for e in test], batch_size=32)
+    seconds = time.perf_counter() - start
+    scores = score(test, predictions)
+    result = {
+        "dataset": args.child, "dev_f1": metrics["dev"]["f1"],
+        "test_exact_f1": scores["exact"]["f1"], "test_partial_f1": scores["partial"]["f1"],
+        "by_overlap": {k: v["f1"] for k, v in scores["by_overlap"].items()},
+        "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],
+        "infer_sentences_per_s": len(test) / seconds,
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", default="webnlg_star,webnlg_exact,cmeie")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--checkpoint", default=str(MINILM))
+    parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(f"MiniLM (6 layers, H=384), {args.epochs} epochs, batch 16, max length {args.max_length}\n", flush=True)
+    results = []
+    for name in args.datasets.split(","):
+        command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
+                   "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir]
+        run = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        lines = [l for l in run.stdout.splitlines() if l.startswith(("RESULT ", "CMeIE:"))]
+        if run.returncode or not any(l.startswith("RESULT ") for l in lines):
+            print(f"{name}: FAILED\n{run.stderr[-2000:]}")
+            continue
+        print("\n".join(lines), flush=True)
+        results.append(json.loads(lines[-1][7:]))
+    print("\n| dataset | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        o = r["by_overlap"]
+        print(f"| {r['dataset']} | {r['dev_f1'] * 100:.1f} | {r['test_exact_f1'] * 100:.1f} | {r['test_partial_f1'] * 100:.1f} |"
+              f" {o['normal'] * 100:.1f} / {o['SEO'] * 100:.1f} / {o['EPO'] * 100:.1f} | {r['train_tokens_per_s'] or 0:.0f} |"
+              f" {r['infer_sentences_per_s']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
