@@ -106,3 +106,26 @@ def json_records(path, text: str):
                 path, number, f"invalid JSON: {err.msg} (column {err.colno}); one object per line expected"
             ) from err
     return records
+
+
+def records_flavour(path, records, detect, given="auto"):
+    """The one flavour all ``records`` (``(line, object)`` pairs) agree on.
+
+    ``detect(record)`` names the flavour a record shows, or None when it shows
+    none. ``given`` (not ``"auto"``) is the flavour the caller insists on.
+    Returns the flavour, or None when no record shows one. A non-object record
+    or one of another flavour raises :class:`InputDataError` naming its line.
+    """
+    flavour, flavour_line = (None, None) if given == "auto" else (given, None)
+    for line, record in records:
+        if not isinstance(record, dict):
+            raise InputDataError(path, line, f"expected a JSON object, found {type(record).__name__}")
+        shown = detect(record)
+        if shown is None:
+            continue
+        if flavour is None:
+            flavour, flavour_line = shown, line
+        elif shown != flavour:
+            since = "the format given" if flavour_line is None else f"line {flavour_line}"
+            raise InputDataError(path, line, f"record looks like {shown} but {since} says {flavour}")
+    return flavour

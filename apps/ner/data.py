@@ -107,6 +107,7 @@ from pathlib import Path
 
 from kerasbert.datafiles import json_records as _json_records
 from kerasbert.datafiles import read_text as _read_text
+from kerasbert.datafiles import records_flavour
 from kerasbert.datafiles import split_lines as _lines
 from kerasbert.errors import InputDataError
 
@@ -865,18 +866,7 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text") -> ReadResult
     if format != "auto" and format not in JSON_FLAVOURS:
         raise InputDataError(path, None, f"unknown JSON format {format!r}: use auto or one of {', '.join(JSON_FLAVOURS)}")
     records = _json_records(path, _read_text(path))
-    flavour, flavour_line = (None, None) if format == "auto" else (format, None)
-    for line, record in records:
-        if not isinstance(record, dict):
-            raise InputDataError(path, line, f"expected a JSON object, found {type(record).__name__}")
-        shown = _record_flavour(record)
-        if shown is None:
-            continue
-        if flavour is None:
-            flavour, flavour_line = shown, line
-        elif shown != flavour:
-            since = "the format given" if flavour_line is None else f"line {flavour_line}"
-            raise InputDataError(path, line, f"record looks like {shown} but {since} says {flavour}")
+    flavour = records_flavour(path, records, _record_flavour, format)
     report = ReadReport(str(path), format=flavour or "jsonl")
     if flavour is None:  # text-only records (or empty annotations): any flavour reads them alike
         report.notes.append("no record has entity annotations")

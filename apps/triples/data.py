@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 # line, and JSON lines / JSON arrays with line numbers for every record.
 from kerasbert.datafiles import json_records as _json_records
 from kerasbert.datafiles import read_text as _read_text
+from kerasbert.datafiles import records_flavour
 from kerasbert.errors import InputDataError
 
 __all__ = [
@@ -384,18 +385,7 @@ def read_triples_file(path, format: str = "auto", text_key: str = "text") -> Tri
     if format not in ("auto",) + FORMATS:
         raise InputDataError(path, None, f"unknown triple format {format!r}: use auto, casrel or duie")
     records = _json_records(path, _read_text(path))
-    flavour, flavour_line = (None, None) if format == "auto" else (format, None)
-    for line, record in records:
-        if not isinstance(record, dict):
-            raise InputDataError(path, line, f"expected a JSON object, found {type(record).__name__}")
-        shown = _detect(record)
-        if shown is None:
-            continue
-        if flavour is None:
-            flavour, flavour_line = shown, line
-        elif shown != flavour:
-            since = "the format given" if flavour_line is None else f"line {flavour_line}"
-            raise InputDataError(path, line, f"record looks like {shown} but {since} says {flavour}")
+    flavour = records_flavour(path, records, _detect, format)
     report = TripleReadReport(str(path), format=flavour or "casrel")
     if flavour is None:
         report.notes.append("no record has a triple_list or spo_list")
