@@ -142,6 +142,33 @@ def write_scores(scores, data_path, output=None):
     return out
 
 
+def add_export_options(parser):
+    """The options ``ner export`` and ``triples export`` share."""
+    parser.add_argument("--model", required=True, help="the model folder written by train (OUTPUT/model)")
+    parser.add_argument("--output", required=True, metavar="EXPORT_BASE",
+                        help="export base folder; the SavedModel goes to EXPORT_BASE/N/")
+    parser.add_argument("--version", type=int, help="version number N (default: the next free integer)")
+    parser.add_argument("--input", choices=("text", "ids"), default="text",
+                        help="text: raw strings in, tokenization in the graph (needs TF-Text ops, which TF Serving "
+                        "links); ids: token_ids/segment_ids/padding_mask in, core TensorFlow ops only")
+
+
+def print_export(path):
+    """Summarise an export written by ``ner export`` / ``triples export``."""
+    from kerasbert.export import describe
+
+    info = describe(path)
+    print(f"SavedModel: {path}")
+    for kind in ("inputs", "outputs"):
+        items = ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in sorted(info[kind].items()))
+        print(f"  {kind}: {items}")
+    print(f"  ops: {len(info['ops'])} types, all core TensorFlow" + (" or TF-Text ops TF Serving links" if info["input_mode"] == "text" else ""))
+    print(f"  warmup: {path}/assets.extra/tf_serving_warmup_requests")
+    print(f"  serve: docker run -p 8501:8501 -v {os.path.abspath(os.path.dirname(path))}:/models/kerasbert "
+          "-e MODEL_NAME=kerasbert tensorflow/serving")
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kerasbert",

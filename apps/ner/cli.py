@@ -3,6 +3,8 @@
 Registered through the ``kerasbert.commands`` entry point (see pyproject.toml).
 """
 
+from kerasbert.cli import add_export_options
+from kerasbert.cli import print_export
 from kerasbert.cli import print_predictions
 from kerasbert.cli import write_scores
 from kerasbert.settings import add_settings_options
@@ -10,7 +12,7 @@ from kerasbert.settings import settings_from_args
 
 
 def register(subparsers):
-    ner = subparsers.add_parser("ner", help="named-entity recognition: train, evaluate, predict",
+    ner = subparsers.add_parser("ner", help="named-entity recognition: train, evaluate, predict, export",
                                 description="BERT -> BiLSTM -> CRF named-entity recognition.")
     commands = ner.add_subparsers(dest="ner_command", metavar="COMMAND")
     ner.set_defaults(func=lambda args: ner.print_help() or 2)
@@ -41,6 +43,14 @@ def register(subparsers):
     predict.add_argument("--batch-size", type=int, default=32)
     predict.set_defaults(func=cmd_predict)
 
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving (raw text in, entities with offsets out)",
+        description="Write EXPORT_BASE/N/ (TF Serving's versioned layout), atomically; N defaults to the next "
+        "free integer and an existing version is never overwritten.",
+    )
+    add_export_options(export)
+    export.set_defaults(func=cmd_export)
+
 
 def cmd_train(args):
     from apps.ner.train import NerTrainConfig
@@ -70,3 +80,11 @@ def cmd_predict(args):
     from apps.ner.tagger import Tagger
 
     return print_predictions(Tagger.load(args.model).predict, args.input, args.batch_size)
+
+
+def cmd_export(args):
+    from apps.ner.export import export_tagger
+    from apps.ner.tagger import Tagger
+
+    path = export_tagger(Tagger.load(args.model), args.output, version=args.version, input=args.input)
+    return print_export(path)

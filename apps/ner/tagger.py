@@ -152,20 +152,20 @@ class Tagger:
             raise TypeError("pass a list of texts")
         pieces = self._pieces(list(texts))
         # Flatten every window of every text into one list of sequences.
-        jobs = []  # (text index, token start, token end)
+        jobs = []  # (text index, token start, token end, window index in the text)
         for i, (ids, _) in enumerate(pieces):
-            for start, end in self._window_ranges(len(ids)):
-                jobs.append((i, start, end))
+            for k, (start, end) in enumerate(self._window_ranges(len(ids))):
+                jobs.append((i, start, end, k))
         tag_rows = [np.zeros(len(ids), np.int32) for ids, _ in pieces]
         prob_rows = [np.zeros(len(ids), np.float32) for ids, _ in pieces]
-        best_margin = [np.full(len(ids), -1, np.int32) for ids, _ in pieces]
+        best_key = [np.full(len(ids), np.iinfo(np.int64).min, np.int64) for ids, _ in pieces]
         order = sorted(range(len(jobs)), key=lambda j: jobs[j][2] - jobs[j][1])
         for b in range(0, len(order), batch_size):
             chunk = [jobs[j] for j in order[b : b + batch_size]]
-            width = max(end - start for _, start, end in chunk) + 2
+            width = max(end - start for _, start, end, _ in chunk) + 2
             token_ids = np.zeros((len(chunk), width), np.int32)
             mask = np.zeros((len(chunk), width), np.int32)
-            for r, (i, start, end) in enumerate(chunk):
+            for r, (i, start, end, k) in enumerate(chunk):
                 n = end - start
                 token_ids[r, : n + 2] = np.concatenate([[self.tokenizer.cls_id], pieces[i][0][start:end], [self.tokenizer.sep_id]])
                 mask[r, : n + 2] = 1
@@ -176,20 +176,21 @@ class Tagger:
             potentials = np.asarray(out["potentials"], dtype=np.float32)
             probs = np.exp(potentials - potentials.max(-1, keepdims=True))
             probs /= probs.sum(-1, keepdims=True)
-            for r, (i, start, end) in enumerate(chunk):
+            for r, (i, start, end, k) in enumerate(chunk):
                 n = end - start
                 positions = np.arange(n)
                 # Distance to the nearest edge that cuts the text (the text's own
-                # start and end are not cuts); the most central window wins.
+                # start and end are not cuts); the most central window wins,
+                # on a tie the earlier one (the export's graph does the same).
                 left = positions if start > 0 else np.full(n, n)
                 right = n - 1 - positions if end < len(pieces[i][0]) else np.full(n, n)
-                margin = np.minimum(left, right)
-                take = margin > best_margin[i][start:end]
+                key = np.minimum(left, right).astype(np.int64) * (1 << 32) - k
+                take = key > best_key[i][start:end]
                 window_tags = tags[r, 1 : n + 1]
                 window_probs = probs[r, 1 : n + 1][positions, window_tags]
                 tag_rows[i][start:end][take] = window_tags[take]
                 prob_rows[i][start:end][take] = window_probs[take]
-                best_margin[i][start:end][take] = margin[take]
+                best_key[i][start:end][take] = key[take]
         results = []
         for text, (ids, offsets), tags, probs in zip(texts, pieces, tag_rows, prob_rows):
             results.append({"text": text, "entities": self.decode(text, offsets, tags, probs)})

@@ -1,0 +1,232 @@
+"""Writing SavedModels for TensorFlow Serving: versioned, atomic, warmed up.
+
+What every kerasbert export shares (the apps add the serving graph itself:
+``apps/ner/export.py``, ``apps/triples/export.py``):
+
+* **layout** -- TF Serving's: ``EXPORT_BASE/N/saved_model.pb``,
+  ``variables/``, ``assets.extra/``. ``N`` defaults to the next free integer
+  (1 for an empty base); an existing version is never overwritten.
+* **atomic** -- the SavedModel is written into a hidden temporary folder in
+  ``EXPORT_BASE`` (TF Serving ignores names that are not integers) and renamed
+  to ``N`` only when complete, so a server polling the base never loads a
+  half-written version, and an interrupted export leaves no version behind.
+* **warmup** -- ``assets.extra/tf_serving_warmup_requests``: a TFRecord file of
+  ``PredictionLog`` records (tensorflow-serving-api protos), which TF Serving
+  replays at load so the first real request does not pay for graph
+  initialisation.
+* **description** -- ``assets.extra/kerasbert.json``: what the model is
+  (task, labels, tokenizer settings, signature inputs/outputs, the kerasbert
+  and TensorFlow versions that wrote it) and ``assets.extra/vocab.txt``, so a
+  client of an ``ids`` export can tokenize on its side.
+* **ops** -- the text signature may use core TensorFlow ops and the TF-Text
+  ops TF Serving links (:data:`kerasbert.graph_tokenizer.ALLOWED_TF_TEXT_OPS`);
+  :func:`check_ops` refuses anything else before the version is published.
+
+Exports need the TensorFlow backend (the SavedModel is a TensorFlow graph).
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from kerasbert.errors import KerasbertError
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+DESCRIPTION_FILE = "kerasbert.json"
+SIGNATURE = "serving_default"
+INPUT_MODES = ("text", "ids")
+
+#: The oldest TensorFlow Serving release whose op set covers a text export
+#: (FastWordpieceTokenizeWithOffsets, from TF-Text >= 2.7, linked since the
+#: Serving builds that pin TF-Text 2.7+). See the README's serving section.
+MIN_TF_SERVING = "2.8.0"
+
+
+def require_tensorflow_backend():
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise KerasbertError(
+            f"exporting a SavedModel needs the TensorFlow backend (KERAS_BACKEND={keras.backend.backend()}); "
+            "run the export with KERAS_BACKEND=tensorflow"
+        )
+
+
+def versions(base):
+    """The integer version folders in ``base``, sorted."""
+    base = Path(base)
+    if not base.is_dir():
+        return []
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name))
+
+
+def next_version(base):
+    """The next free version number in ``base`` (1 when there is none)."""
+    found = versions(base)
+    return (found[-1] + 1) if found else 1
+
+
+def write_version(base, version, write):
+    """Publish ``base/version`` atomically: ``write(tmp_dir)`` fills a hidden
+    temporary folder in ``base``, which is then renamed. Refuses an existing
+    version. Returns the version's path."""
+    base = Path(base)
+    if base.exists() and not base.is_dir():
+        raise KerasbertError(f"{base}: export base exists and is not a folder")
+    version = next_version(base) if version is None else int(version)
+    if version < 0:
+        raise KerasbertError(f"version must be a non-negative integer, got {version}")
+    target = base / str(version)
+    if target.exists():
+        raise KerasbertError(f"{target} already exists; TF Serving versions are never overwritten (pick another --version)")
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=base))
+    try:
+        write(staging)
+        if target.exists():  # another export took the number meanwhile
+            raise KerasbertError(f"{target} appeared during the export; nothing was overwritten")
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+# ----------------------------------------------------------------- requests
+def _tensor_proto(values, dtype):
+    import tensorflow as tf
+
+    return tf.make_tensor_proto(values, dtype=dtype)
+
+
+def predict_request(inputs, model_name="model", signature_name=SIGNATURE):
+    """A TF Serving ``PredictRequest`` (gRPC) for a dict of input arrays,
+    e.g. ``{"text": ["Alice lives in Paris."]}``."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature_name
+    for name, value in inputs.items():
+        array = np.asarray(value)
+        dtype = tf.string if array.dtype.kind in "USO" else tf.as_dtype(array.dtype)
+        if dtype == tf.string:
+            array = np.asarray([str(v).encode("utf-8") for v in array.reshape(-1)], dtype=object).reshape(array.shape)
+        request.inputs[name].CopyFrom(_tensor_proto(array, dtype))
+    return request
+
+
+def rest_body(texts, signature_name=SIGNATURE):
+    """The TF Serving REST body (row format) for a text export:
+    ``{"signature_name": ..., "instances": [{"text": ...}, ...]}``."""
+    return {"signature_name": signature_name, "instances": [{"text": t} for t in texts]}
+
+
+def write_warmup(directory, inputs_list, model_name="model", signature_name=SIGNATURE):
+    """Write ``assets.extra/tf_serving_warmup_requests`` in a SavedModel folder:
+    one ``PredictionLog`` record per dict of inputs. Returns the file path."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = Path(directory) / "assets.extra" / WARMUP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for inputs in inputs_list:
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=predict_request(inputs, model_name, signature_name))
+            )
+            writer.write(log.SerializeToString())
+    return path
+
+
+def read_warmup(directory):
+    """The ``PredictRequest`` of each warmup record of a SavedModel folder."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    for record in tf.data.TFRecordDataset(str(Path(directory) / "assets.extra" / WARMUP_FILE)):
+        log = prediction_log_pb2.PredictionLog()
+        log.ParseFromString(record.numpy())
+        requests.append(log.predict_log.request)
+    return requests
+
+
+# -------------------------------------------------------------------- write
+def check_ops(directory, input_mode):
+    """Refuse a SavedModel with ops TF Serving may not have: for ``text``
+    exports, anything but core TensorFlow and the allowed TF-Text ops; for
+    ``ids`` exports, anything but core TensorFlow. Returns the op list."""
+    from kerasbert.graph_tokenizer import disallowed_ops
+    from kerasbert.graph_tokenizer import list_ops
+    from kerasbert.graph_tokenizer import non_core_ops
+
+    ops = list_ops(directory)
+    bad = disallowed_ops(ops) if input_mode == "text" else non_core_ops(ops)
+    if bad:
+        raise KerasbertError(f"the exported graph uses ops TF Serving may not have: {', '.join(bad)}")
+    return sorted(ops)
+
+
+def export_saved_model(base, version, endpoint, input_signature, trackables, description, warmup_inputs,
+                       vocab, input_mode):
+    """Trace ``endpoint`` (a function of the signature's tensors returning a
+    dict of output tensors) into ``base/version`` with everything above.
+
+    Args:
+        trackables: Keras models / ``tf.Module`` objects the endpoint uses.
+        description: dict for ``assets.extra/kerasbert.json`` (signature
+            details are added).
+        warmup_inputs: list of input dicts for the warmup records.
+        vocab: the tokenizer's vocabulary (written to ``assets.extra``).
+    """
+    require_tensorflow_backend()
+    import keras
+    import tensorflow as tf
+
+    if input_mode not in INPUT_MODES:
+        raise KerasbertError(f"--input must be one of {', '.join(INPUT_MODES)}, got {input_mode!r}")
+
+    def write(directory):
+        archive = keras.export.ExportArchive()
+        for trackable in trackables:
+            archive.track(trackable)
+        archive.add_endpoint(SIGNATURE, endpoint, input_signature=input_signature)
+        archive.write_out(str(directory), verbose=False)
+        ops = check_ops(directory, input_mode)
+        function = tf.saved_model.load(str(directory)).signatures[SIGNATURE]
+        details = dict(description)
+        details.update(
+            signature=SIGNATURE,
+            input_mode=input_mode,
+            inputs={k: _spec(v) for k, v in function.structured_input_signature[1].items()},
+            outputs={k: _spec(v) for k, v in function.structured_outputs.items()},
+            ops=ops,
+            tensorflow=tf.__version__,
+            min_tf_serving=MIN_TF_SERVING if input_mode == "text" else "any with TensorFlow's core ops",
+        )
+        extra = Path(directory) / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        (extra / DESCRIPTION_FILE).write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (extra / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+        write_warmup(directory, warmup_inputs, model_name=Path(base).name or "model")
+
+    return write_version(base, version, write)
+
+
+def _spec(spec):
+    shape = [None if d is None else int(d) for d in spec.shape.as_list()] if spec.shape.rank is not None else None
+    return {"dtype": spec.dtype.name, "shape": shape}
+
+
+def describe(directory):
+    """The ``assets.extra/kerasbert.json`` of an export."""
+    path = Path(directory) / "assets.extra" / DESCRIPTION_FILE
+    if not path.exists():
+        raise KerasbertError(f"{directory}: not a kerasbert export (no assets.extra/{DESCRIPTION_FILE})")
+    return json.loads(path.read_text(encoding="utf-8"))

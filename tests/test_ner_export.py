@@ -1,0 +1,228 @@
+"""NER export for TF Serving: the SavedModel gives what ``kerasbert ner predict``
+gives, in a process that never imports kerasbert.
+
+The tagger is a small random network on MiniLM's vocabulary with emission
+biases pushed towards entity tags, so it predicts many entities of every
+kind (``I-X`` without ``B-X``, adjacent entities, entities across windows):
+a stricter check of the in-graph decoding than a trained model that mostly
+says ``O``. ``max_length=16`` makes every longer sentence go through the
+window merge.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasbert
+from apps.ner.data import read_ner_file
+from apps.ner.export import export_tagger
+from apps.ner.model import NerModel
+from apps.ner.tagger import Tagger
+from apps.ner.tagger import bio_tags
+from kerasbert.cli import main as cli_main
+from kerasbert.encoder import BertEncoder
+from kerasbert.errors import KerasbertError
+from kerasbert.export import describe
+from kerasbert.export import next_version
+from kerasbert.export import predict_request
+from kerasbert.export import read_warmup
+from kerasbert.export import rest_body
+from kerasbert.export import write_version
+from kerasbert.graph_tokenizer import disallowed_ops
+from kerasbert.graph_tokenizer import list_ops
+from kerasbert.graph_tokenizer import non_core_ops
+from conftest import require_shared
+
+LONG_TEXT = " ".join(f"Peter{i} met Acme in Paris, day {i * 7 % 31}." for i in range(400))[:10_000]
+EDGE_CASES = ["", "   \t\n ", "😀🎉🚀", LONG_TEXT, "李白在北京", "Ｆｕｌｌｗｉｄｔｈ Ｔｏｋｙｏ"]
+
+
+@pytest.fixture(scope="module")
+def tagger(minilm_dir):
+    tokenizer = kerasbert.load_tokenizer(minilm_dir)
+    keras.utils.set_random_seed(7)
+    encoder = BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
+                          intermediate_dim=32, max_sequence_length=64)
+    tags = bio_tags(["LOC", "ORG", "PER"])
+    model = NerModel(encoder, len(tags), lstm_units=8)
+    kernel, bias = model.emissions.get_weights()
+    rng = np.random.default_rng(0)
+    model.emissions.set_weights([rng.normal(0, 2.0, kernel.shape), bias + np.array([-1.0] + [0.5] * (len(tags) - 1))])
+    return Tagger(model, tokenizer, tags, max_length=16)
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    conll = read_ner_file(require_shared("data", "conll2003", "eng.testb"))
+    texts = [e.text for e in conll.examples[:200]]
+    cluener = require_shared("data", "cluener2020", "dev.json")
+    with open(cluener, encoding="utf-8") as f:
+        texts += [json.loads(line)["text"] for line in list(f)[:20]]
+    return texts + EDGE_CASES
+
+
+@pytest.fixture(scope="module")
+def exported(tagger, tmp_path_factory):
+    base = tmp_path_factory.mktemp("exports") / "ner"
+    text = export_tagger(tagger, base)
+    ids = export_tagger(tagger, base, input="ids")
+    return base, text, ids
+
+
+FRESH_PROCESS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF-Text op, as TF Serving links it)
+texts = json.load(open(sys.argv[2], encoding="utf-8"))
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = {}
+for b in range(0, len(texts), 64):
+    got = serve(text=tf.constant(texts[b:b + 64], tf.string))
+    for i in range(len(texts[b:b + 64])):
+        n = int(got["count"][i])
+        out[b + i] = [
+            {"start": int(got["start"][i, k]), "end": int(got["end"][i, k]), "type": got["type"][i, k].numpy().decode(),
+             "text": got["mention"][i, k].numpy().decode(), "score": float(got["score"][i, k])}
+            for k in range(n)
+        ]
+assert not any(m.split(".")[0] in ("kerasbert", "apps") for m in sys.modules), "imported more than TF and TF-Text"
+json.dump([out[i] for i in range(len(texts))], open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
+"""
+
+
+def _run_fresh(saved_model, texts, tmp_path):
+    (tmp_path / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
+    script = tmp_path / "serve.py"
+    script.write_text(FRESH_PROCESS, encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run([sys.executable, str(script), str(saved_model), str(tmp_path / "texts.json"), str(tmp_path / "out.json")],
+                   check=True, env=env, cwd=tmp_path)
+    return json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+
+
+def test_fresh_process_gives_what_ner_predict_gives(tagger, sentences, exported, tmp_path, capsys):
+    _, text_export, _ = exported
+    served = _run_fresh(text_export, sentences, tmp_path)
+
+    model_dir = tmp_path / "model"
+    tagger.save(model_dir)
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in sentences), encoding="utf-8")
+    capsys.readouterr()
+    assert cli_main(["ner", "predict", "--model", str(model_dir), str(inputs)]) == 0
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(predicted) == len(served) == len(sentences)
+    total = 0
+    for text, ours, theirs in zip(sentences, predicted, served):
+        assert [(e["start"], e["end"], e["type"], e["text"]) for e in ours["entities"]] == [
+            (e["start"], e["end"], e["type"], e["text"]) for e in theirs
+        ], text[:80]
+        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
+        for e in theirs:
+            assert text[e["start"]:e["end"]] == e["text"]
+        total += len(theirs)
+    assert total > 1000  # the random tagger really does produce entities to compare
+    long_text = sentences.index(EDGE_CASES[3])
+    assert len(LONG_TEXT) == 10_000 and len(served[long_text]) > 50  # decoded across hundreds of windows
+
+
+def test_op_list_is_core_tensorflow_plus_allowed_tf_text(exported):
+    _, text_export, ids_export = exported
+    text_ops = list_ops(text_export)
+    assert disallowed_ops(text_ops) == []
+    assert non_core_ops(text_ops) == ["FastWordpieceTokenizeWithOffsets"]
+    assert {"UnicodeDecodeWithOffsets", "UnicodeDecode"} & set(text_ops)
+    assert non_core_ops(list_ops(ids_export)) == []
+    assert describe(text_export)["ops"] == sorted(text_ops)
+
+
+def test_edge_cases_return_well_formed_outputs(exported):
+    _, text_export, _ = exported
+    serve = tf.saved_model.load(str(text_export)).signatures["serving_default"]
+    out = serve(text=tf.constant(EDGE_CASES))
+    count = out["count"].numpy()
+    width = out["start"].shape[1]
+    assert count.shape == (len(EDGE_CASES),) and width == count.max()
+    for name in ("start", "end", "type", "mention", "score"):
+        assert out[name].shape == (len(EDGE_CASES), width)
+    assert count[0] == 0 and count[1] == 0  # empty and whitespace-only
+    for i, n in enumerate(count):
+        assert (out["start"][i, n:].numpy() == -1).all() and (out["type"][i, n:].numpy() == b"").all()
+        assert (out["start"][i, :n].numpy() < out["end"][i, :n].numpy()).all()
+        assert (out["end"][i, :n].numpy() <= len(EDGE_CASES[i])).all()
+    empty = serve(text=tf.constant([], tf.string))
+    assert empty["count"].shape == (0,) and empty["start"].shape[0] == 0 and empty["type"].dtype == tf.string
+
+
+def test_saved_model_cli_shows_the_signature(exported):
+    _, text_export, _ = exported
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", str(text_export), "--all"], capture_output=True, text=True,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), check=True).stdout
+    assert "signature_def['serving_default']" in shown
+    for name in ("inputs['text']", "outputs['start']", "outputs['end']", "outputs['type']", "outputs['score']",
+                 "outputs['count']", "outputs['mention']"):
+        assert name in shown
+
+
+def test_rest_body_grpc_request_and_warmup_match_the_signature(exported):
+    _, text_export, ids_export = exported
+    serve = tf.saved_model.load(str(text_export)).signatures["serving_default"]
+    spec = serve.structured_input_signature[1]
+    texts = ["Alice lives in Paris.", "李白在北京"]
+
+    body = json.loads(json.dumps(rest_body(texts)))
+    assert body["signature_name"] == "serving_default"
+    assert all(set(instance) == set(spec) for instance in body["instances"])
+    from_rest = serve(text=tf.constant([instance["text"] for instance in body["instances"]]))
+
+    request = predict_request({"text": texts})
+    assert set(request.inputs) == set(spec)
+    for name, proto in request.inputs.items():
+        assert tf.dtypes.as_dtype(proto.dtype) == spec[name].dtype
+        assert spec[name].shape.is_compatible_with([d.size for d in proto.tensor_shape.dim])
+    from_grpc = serve(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+    for name in from_rest:
+        np.testing.assert_array_equal(from_rest[name].numpy(), from_grpc[name].numpy())
+
+    for export in (text_export, ids_export):
+        function = tf.saved_model.load(str(export)).signatures["serving_default"]
+        signature = function.structured_input_signature[1]
+        warmup = read_warmup(export)
+        assert len(warmup) >= 3
+        for request in warmup:
+            assert request.model_spec.signature_name == "serving_default"
+            assert set(request.inputs) == set(signature)
+            function(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+
+
+def test_ids_export_gives_the_models_tags(tagger, exported):
+    _, _, ids_export = exported
+    serve = tf.saved_model.load(str(ids_export)).signatures["serving_default"]
+    batch = tagger.tokenizer(["Alice lives in Paris.", "Bob"], max_length=16)
+    got = serve(**{k: tf.constant(v) for k, v in batch.inputs.items()})
+    want = tagger.model.predict_on_batch(batch.inputs)
+    mask = batch.padding_mask.astype(bool)
+    np.testing.assert_array_equal(got["tags"].numpy()[mask], np.asarray(want["tags"])[mask])
+    assert describe(ids_export)["tags"] == tagger.tags
+
+
+def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):
+    base, text_export, ids_export = exported
+    assert (text_export.name, ids_export.name) == ("1", "2") and next_version(base) == 3
+    with pytest.raises(KerasbertError, match="never overwritten"):
+        write_version(base, 1, lambda d: None)
+
+    def interrupted(directory):
+        (directory / "saved_model.pb").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_version(base, None, interrupted)
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no version 3, no leftovers
