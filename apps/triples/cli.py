@@ -3,6 +3,8 @@
 Registered through the ``kerasbert.commands`` entry point (see pyproject.toml).
 """
 
+from kerasbert.cli import add_export_options
+from kerasbert.cli import print_export
 from kerasbert.cli import print_predictions
 from kerasbert.cli import write_scores
 from kerasbert.settings import add_settings_options
@@ -11,7 +13,7 @@ from kerasbert.settings import settings_from_args
 
 def register(subparsers):
     triples = subparsers.add_parser(
-        "triples", help="relation-triple extraction: train, evaluate, predict",
+        "triples", help="relation-triple extraction: train, evaluate, predict, export",
         description="CasRel-style span-pointer (subject, predicate, object) extraction on a BERT encoder.",
     )
     commands = triples.add_subparsers(dest="triples_command", metavar="COMMAND")
@@ -48,6 +50,15 @@ def register(subparsers):
     predict.add_argument("--batch-size", type=int, default=32)
     _threshold_options(predict)
     predict.set_defaults(func=cmd_predict)
+
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving (raw text in, triples with offsets out)",
+        description="Write EXPORT_BASE/N/ (TF Serving's versioned layout), atomically; N defaults to the next "
+        "free integer and an existing version is never overwritten. Thresholds are baked into the graph.",
+    )
+    add_export_options(export)
+    _threshold_options(export)
+    export.set_defaults(func=cmd_export)
 
 
 def _threshold_options(parser):
@@ -94,3 +105,10 @@ def cmd_evaluate(args):
 
 def cmd_predict(args):
     return print_predictions(_load(args).predict, args.input, args.batch_size)
+
+
+def cmd_export(args):
+    from apps.triples.export import export_extractor
+
+    path = export_extractor(_load(args), args.output, version=args.version, input=args.input)
+    return print_export(path)
