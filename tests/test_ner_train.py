@@ -57,6 +57,7 @@ def test_training_learns_and_writes_artifacts(trained):
     for name in ("model.keras", "vocab.txt", "tagger.json", "dev_scores.json"):
         assert (trained / "model" / name).exists()
     assert not (trained / "backup").exists()  # removed after a finished run
+    assert (trained / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the CLI's training plot
     assert json.loads((trained / "config.json").read_text())["epochs"] == 3
     assert list((trained / "logs").iterdir())  # TensorBoard
 
@@ -208,3 +209,13 @@ def test_no_traceback_in_a_real_process(tmp_path):
                          capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=REPO_ROOT)
     assert run.returncode == 2
     assert "bad.conll, line 2" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_training_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):
+    from kerasbert.training import plot_history
+
+    (tmp_path / "history.jsonl").write_text('{"epoch": 1, "loss": 2.0, "val_f1": 0.5}\n')
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    assert plot_history(tmp_path / "history.jsonl", tmp_path / "history.png") is None
+    assert "pip install 'kerasbert[plots]'" in capsys.readouterr().out
+    assert not (tmp_path / "history.png").exists()

