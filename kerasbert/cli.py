@@ -164,8 +164,10 @@ def print_export(path):
         print(f"  {kind}: {items}")
     print(f"  ops: {len(info['ops'])} types, all core TensorFlow" + (" or TF-Text ops TF Serving links" if info["input_mode"] == "text" else ""))
     print(f"  warmup: {path}/assets.extra/tf_serving_warmup_requests")
-    print(f"  serve: docker run -p 8501:8501 -v {os.path.abspath(os.path.dirname(path))}:/models/kerasbert "
-          "-e MODEL_NAME=kerasbert tensorflow/serving")
+    base = os.path.abspath(os.path.dirname(path))
+    name = os.path.basename(base)
+    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {base}:/models/{name} -e MODEL_NAME={name} tensorflow/serving")
+    print(f"  then:  curl -X POST localhost:8501/v1/models/{name}:predict -d '{{\"instances\": [{{\"text\": \"...\"}}]}}'")
     return 0
 
 

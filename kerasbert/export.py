@@ -121,6 +121,25 @@ def predict_request(inputs, model_name="model", signature_name=SIGNATURE):
     return request
 
 
+def unpad(outputs):
+    """The padded outputs of a text signature (a dict of tensors or arrays with
+    a ``count`` per text) -> one dict per text of plain Python lists, padding
+    dropped and strings decoded: ``[{"start": [...], "type": [...], ...}]``."""
+    import numpy as np
+
+    arrays = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in outputs.items()}
+    rows = []
+    for i, n in enumerate(arrays["count"].tolist()):
+        row = {}
+        for name, values in arrays.items():
+            if name == "count":
+                continue
+            items = values[i, :n].tolist()
+            row[name] = [v.decode("utf-8") if isinstance(v, bytes) else v for v in items]
+        rows.append(row)
+    return rows
+
+
 def rest_body(texts, signature_name=SIGNATURE):
     """The TF Serving REST body (row format) for a text export:
     ``{"signature_name": ..., "instances": [{"text": ...}, ...]}``."""
@@ -174,7 +193,7 @@ def check_ops(directory, input_mode):
 
 
 def export_saved_model(base, version, endpoint, input_signature, trackables, description, warmup_inputs,
-                       vocab, input_mode):
+                       vocab, input_mode, model_name=None):
     """Trace ``endpoint`` (a function of the signature's tensors returning a
     dict of output tensors) into ``base/version`` with everything above.
 
@@ -184,6 +203,9 @@ def export_saved_model(base, version, endpoint, input_signature, trackables, des
             details are added).
         warmup_inputs: list of input dicts for the warmup records.
         vocab: the tokenizer's vocabulary (written to ``assets.extra``).
+        model_name: the model name in the warmup requests (default: the
+            export base's folder name, which is what TF Serving's
+            ``--model_base_path`` usually ends with).
     """
     require_tensorflow_backend()
     import keras
@@ -214,7 +236,7 @@ def export_saved_model(base, version, endpoint, input_signature, trackables, des
         extra.mkdir(exist_ok=True)
         (extra / DESCRIPTION_FILE).write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (extra / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
-        write_warmup(directory, warmup_inputs, model_name=Path(base).name or "model")
+        write_warmup(directory, warmup_inputs, model_name=model_name or Path(base).resolve().name or "model")
 
     return write_version(base, version, write)
 

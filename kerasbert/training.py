@@ -347,10 +347,8 @@ def plot_history(history_path, png_path, metric="f1"):
     """Write a PNG of training loss and dev ``metric`` per epoch. Returns the
     path, or None (with a message) when matplotlib is not installed."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError:
         print("note: no training plot (matplotlib is not installed: pip install 'kerasbert[plots]')")
         return None
@@ -358,7 +356,10 @@ def plot_history(history_path, png_path, metric="f1"):
     if not records:
         return None
     epochs = [r["epoch"] for r in records]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    # A Figure of its own (no pyplot): the global backend of a notebook is left alone.
+    fig = Figure(figsize=(9, 3.2))
+    FigureCanvasAgg(fig)
+    a, b = fig.subplots(1, 2)
     a.plot(epochs, [r.get("loss") for r in records], marker="o")
     a.set_title("training loss")
     a.set_xlabel("epoch")
@@ -368,7 +369,6 @@ def plot_history(history_path, png_path, metric="f1"):
     fig.tight_layout()
     png_path = Path(png_path)
     fig.savefig(png_path, dpi=100)
-    plt.close(fig)
     return png_path
 
 

@@ -33,6 +33,7 @@ from kerasbert.export import next_version
 from kerasbert.export import predict_request
 from kerasbert.export import read_warmup
 from kerasbert.export import rest_body
+from kerasbert.export import unpad
 from kerasbert.export import write_version
 from kerasbert.graph_tokenizer import disallowed_ops
 from kerasbert.graph_tokenizer import list_ops
@@ -156,6 +157,10 @@ def test_edge_cases_return_well_formed_outputs(exported):
         assert (out["start"][i, n:].numpy() == -1).all() and (out["type"][i, n:].numpy() == b"").all()
         assert (out["start"][i, :n].numpy() < out["end"][i, :n].numpy()).all()
         assert (out["end"][i, :n].numpy() <= len(EDGE_CASES[i])).all()
+    rows = unpad(out)
+    assert [len(r["start"]) for r in rows] == count.tolist()
+    assert all(isinstance(t, str) for r in rows for t in r["type"])
+    assert all(EDGE_CASES[i][s:e] == m for i, r in enumerate(rows) for s, e, m in zip(r["start"], r["end"], r["mention"]))
     empty = serve(text=tf.constant([], tf.string))
     assert empty["count"].shape == (0,) and empty["start"].shape[0] == 0 and empty["type"].dtype == tf.string
 

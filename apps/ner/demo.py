@@ -52,6 +52,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     from apps.ner.tagger import Tagger
     from apps.ner.train import train
     from kerasbert.export import next_version
+    from kerasbert.export import unpad
     from kerasbert.training import atomic_write_text
 
     output = Path(output)
@@ -79,11 +80,9 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     path = export_tagger(tagger, export_base, version=next_version(export_base))
     import tensorflow as tf
 
-    served = tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant([example]))
-    n = int(served["count"][0])
-    print(f"SavedModel {path}: {n} entities from the graph: "
-          + ", ".join(f"{served['mention'][0, k].numpy().decode()} [{served['type'][0, k].numpy().decode()}]"
-                      for k in range(n)))
+    served = unpad(tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant([example])))[0]
+    print(f"SavedModel {path}: {len(served['mention'])} entities from the graph: "
+          + ", ".join(f"{m} [{t}]" for m, t in zip(served["mention"], served["type"])))
     elapsed = time.perf_counter() - began
 
     f1 = scores["f1"]

