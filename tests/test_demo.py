@@ -35,7 +35,7 @@ def test_starter_demo_trains_evaluates_predicts_and_exports(tmp_path):
         assert str(Path("kerasbert-demo") / Path(artifact).parts[0]) in out or artifact.startswith("run/model/")
     scores = json.loads((demo / "test_scores.json").read_text())
     assert scores["f1"] >= 0.6, scores["f1"]  # real learning: measured 0.87 on 2 cores (an untrained head gets ~0)
-    f1_printed = float(re.search(r"Test F1 ([0-9.]+)", out).group(1))
+    f1_printed = float(re.search(r"Test F1 ([0-9]+\.[0-9]+)", out).group(1))
     assert abs(f1_printed - scores["f1"]) < 1e-3
     prediction = json.loads(out[out.index("== 3/4 predict") :].splitlines()[1])
     assert prediction["entities"] and all(prediction["text"][e["start"]:e["end"]] == e["text"] for e in prediction["entities"])

@@ -215,7 +215,8 @@ def test_training_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypat
     from kerasbert.training import plot_history
 
     (tmp_path / "history.jsonl").write_text('{"epoch": 1, "loss": 2.0, "val_f1": 0.5}\n')
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # import -> ImportError, even if imported before
     assert plot_history(tmp_path / "history.jsonl", tmp_path / "history.png") is None
     assert "pip install 'kerasbert[plots]'" in capsys.readouterr().out
     assert not (tmp_path / "history.png").exists()
