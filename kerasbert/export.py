@@ -95,6 +95,42 @@ def write_version(base, version, write):
     return target
 
 
+# -------------------------------------------------------------- graph parts
+def by_length(fn, inputs, rows_per_call=16):
+    """Call ``fn`` on rows of similar length: inside a serving graph, the rows
+    of ``inputs`` (a dict of ``[rows, len]`` tensors with a ``padding_mask``)
+    are sorted by length and cut into groups of ``rows_per_call``, each trimmed
+    to its own longest row, so one long text in a batch does not make every
+    short one pay for its padding. ``fn`` maps such a dict to a dict of
+    ``[n, width]`` or ``[n, width, k]`` tensors; the results are padded back to
+    ``len`` and returned in the original row order. Core TensorFlow ops only
+    (a ``While`` loop)."""
+    import tensorflow as tf
+
+    lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)
+    n_rows = tf.shape(lengths)[0]
+    full = tf.shape(inputs["padding_mask"])[1]
+    order = tf.argsort(lengths, stable=True)
+    n_calls = (n_rows + rows_per_call - 1) // rows_per_call
+    probe = {k: v[:1, :1] for k, v in inputs.items()}
+    specs = {k: (v.dtype, v.shape.rank) for k, v in fn(probe).items()}  # traced once for the output structure
+    arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}
+
+    def body(i, arrays):
+        rows = order[i * rows_per_call : tf.minimum((i + 1) * rows_per_call, n_rows)]
+        width = tf.reduce_max(tf.gather(lengths, rows))
+        out = fn({k: tf.gather(v, rows)[:, :width] for k, v in inputs.items()})
+        written = {}
+        for k, (_, rank) in specs.items():
+            pad = [[0, 0], [0, full - tf.shape(out[k])[1]]] + [[0, 0]] * (rank - 2)
+            written[k] = arrays[k].write(i, tf.pad(out[k], pad))
+        return i + 1, written
+
+    _, arrays = tf.while_loop(lambda i, _: i < n_calls, body, (0, arrays))
+    inverse = tf.argsort(order)
+    return {k: tf.gather(a.concat(), inverse) for k, a in arrays.items()}
+
+
 # ----------------------------------------------------------------- requests
 def _tensor_proto(values, dtype):
     import tensorflow as tf

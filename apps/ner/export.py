@@ -8,7 +8,9 @@ does on the host -- following one batch of strings:
 1. :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`: WordPiece ids
    with code-point offsets, long texts cut into the Tagger's windows;
 2. the :class:`~apps.ner.model.NerModel` (encoder, BiLSTM, CRF Viterbi) on
-   all windows at once -- tags and emission scores per token;
+   the windows, sorted by length and run in groups of 16 each trimmed to its
+   longest row (:func:`kerasbert.export.by_length`) -- tags and emission
+   scores per token;
 3. merge: each token takes its tag from the window where it sits furthest
    from a cut edge (ties: the earlier window), exactly the Tagger's rule;
 4. BIO decoding: an entity starts at ``B-X``, or at an ``I-X`` that does not
@@ -36,6 +38,7 @@ tokenizes (``assets.extra/vocab.txt``) and decodes.
 
 import numpy as np
 
+from kerasbert.export import by_length
 from kerasbert.export import export_saved_model
 
 #: Example texts replayed by TF Serving at load (one per warmup record).
@@ -85,10 +88,15 @@ def text_endpoint(tagger):
             "segment_ids": padded(w["segment_ids"], [0, 0]),
             "padding_mask": padded(w["padding_mask"], [1, 1]),
         }
-        out = model(inputs, training=False)
-        row_tags = tf.cast(out["tags"][:n_rows], tf.int32)
-        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
-        row_probs = tf.gather(tf.nn.softmax(potentials, axis=-1), row_tags, batch_dims=2)
+
+        def tag(rows):
+            out = model(rows, training=False)
+            tags = tf.cast(out["tags"], tf.int32)
+            probs = tf.nn.softmax(tf.cast(out["potentials"], tf.float32), axis=-1)
+            return {"tags": tags, "probs": tf.gather(probs, tags, batch_dims=2)}
+
+        out = by_length(tag, inputs)
+        row_tags, row_probs = out["tags"][:n_rows], out["probs"][:n_rows]
 
         # --- merge windows: (row, position) -> text token, best window wins.
         text_index, token_start, token_end = w["text_index"], w["token_start"], w["token_end"]
