@@ -96,6 +96,41 @@ def write_version(base, version, write):
 
 
 # -------------------------------------------------------------- graph parts
+def with_extra_row(x, width, value):
+    """``x`` [rows, len] padded to ``width`` columns plus one last row whose
+    first two columns are ``value`` (e.g. ``[CLS, SEP]``): the row that keeps a
+    serving graph's model calls from ever seeing an empty batch."""
+    import tensorflow as tf
+
+    rows = tf.shape(x)[0]
+    x = tf.pad(x, [[0, 1], [0, width - tf.shape(x)[1]]])
+    return tf.tensor_scatter_nd_update(x, [[rows, 0], [rows, 1]], value)
+
+
+def encoder_inputs_with_extra_row(inputs, cls_id, sep_id):
+    """The encoder inputs (dict of ``[rows, len]``) with :func:`with_extra_row`
+    (a ``[CLS] [SEP]`` row) and at least two columns."""
+    import tensorflow as tf
+
+    width = tf.maximum(tf.shape(inputs["token_ids"])[1], 2)
+    return {
+        "token_ids": with_extra_row(inputs["token_ids"], width, [cls_id, sep_id]),
+        "segment_ids": with_extra_row(inputs["segment_ids"], width, [0, 0]),
+        "padding_mask": with_extra_row(inputs["padding_mask"], width, [1, 1]),
+    }
+
+
+def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
+    """``(input_signature, warmup input dicts)`` for a ``text`` or ``ids`` export."""
+    import tensorflow as tf
+
+    if input_mode == "ids":
+        ids = tokenizer(warmup_texts, max_length=max_length)
+        spec = tf.TensorSpec([None, None], tf.int32)
+        return [spec, spec, spec], [{k: v[i : i + 1] for k, v in ids.inputs.items()} for i in range(len(warmup_texts))]
+    return [tf.TensorSpec([None], tf.string, name="text")], [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
+
+
 def by_length(fn, inputs, rows_per_call=16):
     """Call ``fn`` on rows of similar length: inside a serving graph, the rows
     of ``inputs`` (a dict of ``[rows, len]`` tensors with a ``padding_mask``)

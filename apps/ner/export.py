@@ -39,7 +39,9 @@ tokenizes (``assets.extra/vocab.txt``) and decodes.
 import numpy as np
 
 from kerasbert.export import by_length
+from kerasbert.export import encoder_inputs_with_extra_row
 from kerasbert.export import export_saved_model
+from kerasbert.export import signature_and_warmup
 
 #: Example texts replayed by TF Serving at load (one per warmup record).
 WARMUP_TEXTS = [
@@ -77,17 +79,7 @@ def text_endpoint(tagger):
         w = graph_tokenizer.windows(texts, max_length=max_length, overlap=overlap)
         n_rows = tf.shape(w["token_ids"])[0]
         # One [CLS] [SEP] row more: the model never sees an empty batch.
-        width = tf.maximum(tf.shape(w["token_ids"])[1], 2)
-
-        def padded(x, extra_row):
-            x = tf.pad(x, [[0, 1], [0, width - tf.shape(x)[1]]])
-            return tf.tensor_scatter_nd_update(x, [[n_rows, 0], [n_rows, 1]], extra_row)
-
-        inputs = {
-            "token_ids": padded(w["token_ids"], [graph_tokenizer.cls_id, graph_tokenizer.sep_id]),
-            "segment_ids": padded(w["segment_ids"], [0, 0]),
-            "padding_mask": padded(w["padding_mask"], [1, 1]),
-        }
+        inputs = encoder_inputs_with_extra_row(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
 
         def tag(rows):
             out = model(rows, training=False)
@@ -193,19 +185,9 @@ def export_tagger(tagger, base, version=None, input="text", warmup_texts=None, m
     docstring); returns the version folder. ``model_name`` goes into the
     warmup requests (default: the base folder's name). ``version`` defaults to the next
     free integer; ``input`` is ``"text"`` or ``"ids"``."""
-    import tensorflow as tf
-
     warmup_texts = list(WARMUP_TEXTS if warmup_texts is None else warmup_texts)
-    if input == "ids":
-        endpoint, trackables = ids_endpoint(tagger)
-        ids = tagger.tokenizer(warmup_texts, max_length=tagger.max_length)
-        spec = tf.TensorSpec([None, None], tf.int32)
-        signature = [spec, spec, spec]
-        warmup = [{k: v[i : i + 1] for k, v in ids.inputs.items()} for i in range(len(warmup_texts))]
-    else:
-        endpoint, trackables = text_endpoint(tagger)
-        signature = [tf.TensorSpec([None], tf.string, name="text")]
-        warmup = [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
+    endpoint, trackables = (ids_endpoint if input == "ids" else text_endpoint)(tagger)
+    signature, warmup = signature_and_warmup(tagger.tokenizer, tagger.max_length, input, warmup_texts)
     description = {
         "task": "ner",
         "tags": tagger.tags,

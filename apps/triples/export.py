@@ -38,7 +38,9 @@ outputs without the strings ``subject``/``object``, with TOKEN positions
 core TensorFlow ops only.
 """
 
+from kerasbert.export import encoder_inputs_with_extra_row
 from kerasbert.export import export_saved_model
+from kerasbert.export import signature_and_warmup
 
 WARMUP_TEXTS = [
     "Alice Martin, born in Lyon, works for the United Nations in New York.",
@@ -170,16 +172,6 @@ def _per_text(fields, n_texts, predicates, texts=None):
     return outputs
 
 
-def _with_extra_row(x, width, value):
-    """``x`` [rows, len] padded to ``width`` columns plus one row ``value``
-    (first two columns) -- the row that keeps sub-model batches non-empty."""
-    import tensorflow as tf
-
-    rows = tf.shape(x)[0]
-    x = tf.pad(x, [[0, 1], [0, width - tf.shape(x)[1]]])
-    return tf.tensor_scatter_nd_update(x, [[rows, 0], [rows, 1]], value)
-
-
 def text_endpoint(extractor):
     """``(function, trackables)`` for the ``text`` signature."""
     import tensorflow as tf
@@ -193,12 +185,7 @@ def text_endpoint(extractor):
         texts = tf.reshape(text, [-1])
         w = graph_tokenizer.windows(texts, max_length=max_length, overlap=overlap)
         n_rows = tf.shape(w["token_ids"])[0]
-        width = tf.maximum(tf.shape(w["token_ids"])[1], 2)
-        inputs = {
-            "token_ids": _with_extra_row(w["token_ids"], width, [graph_tokenizer.cls_id, graph_tokenizer.sep_id]),
-            "segment_ids": _with_extra_row(w["segment_ids"], width, [0, 0]),
-            "padding_mask": _with_extra_row(w["padding_mask"], width, [1, 1]),
-        }
+        inputs = encoder_inputs_with_extra_row(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
         length = tf.shape(w["token_ids"])[1]
         n = w["token_end"] - w["token_start"]
         positions = tf.range(length)[None, :]
@@ -216,13 +203,10 @@ def ids_endpoint(extractor):
 
     def serve(token_ids, segment_ids, padding_mask):
         n_rows = tf.shape(token_ids)[0]
-        width = tf.maximum(tf.shape(token_ids)[1], 2)
-        cls_id, sep_id = extractor.tokenizer.cls_id, extractor.tokenizer.sep_id
-        inputs = {
-            "token_ids": _with_extra_row(token_ids, width, [cls_id, sep_id]),
-            "segment_ids": _with_extra_row(segment_ids, width, [0, 0]),
-            "padding_mask": _with_extra_row(padding_mask, width, [1, 1]),
-        }
+        inputs = encoder_inputs_with_extra_row(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+            extractor.tokenizer.cls_id, extractor.tokenizer.sep_id,
+        )
         length = tf.shape(token_ids)[1]
         positions = tf.range(length)
         n = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)  # [CLS] + tokens + [SEP]
@@ -238,19 +222,9 @@ def export_extractor(extractor, base, version=None, input="text", warmup_texts=N
     """Write ``extractor`` as ``base/<version>`` for TF Serving (see the module
     docstring); returns the version folder. ``model_name`` goes into the
     warmup requests (default: the base folder's name)."""
-    import tensorflow as tf
-
     warmup_texts = list(WARMUP_TEXTS if warmup_texts is None else warmup_texts)
-    if input == "ids":
-        endpoint, trackables = ids_endpoint(extractor)
-        ids = extractor.tokenizer(warmup_texts, max_length=extractor.max_length)
-        spec = tf.TensorSpec([None, None], tf.int32)
-        signature = [spec, spec, spec]
-        warmup = [{k: v[i : i + 1] for k, v in ids.inputs.items()} for i in range(len(warmup_texts))]
-    else:
-        endpoint, trackables = text_endpoint(extractor)
-        signature = [tf.TensorSpec([None], tf.string, name="text")]
-        warmup = [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
+    endpoint, trackables = (ids_endpoint if input == "ids" else text_endpoint)(extractor)
+    signature, warmup = signature_and_warmup(extractor.tokenizer, extractor.max_length, input, warmup_texts)
     description = {
         "task": "triples",
         "predicates": extractor.predicates,
