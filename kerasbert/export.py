@@ -148,7 +148,7 @@ def by_length(fn, inputs, rows_per_call=16):
     order = tf.argsort(lengths, stable=True)
     n_calls = (n_rows + rows_per_call - 1) // rows_per_call
     probe = {k: v[:1, :1] for k, v in inputs.items()}
-    specs = {k: (v.dtype, v.shape.rank) for k, v in fn(probe).items()}  # traced once for the output structure
+    specs = {k: (v.dtype, v.shape) for k, v in fn(probe).items()}  # traced once for the output structure
     arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}
 
     def body(i, arrays):
@@ -156,14 +156,18 @@ def by_length(fn, inputs, rows_per_call=16):
         width = tf.reduce_max(tf.gather(lengths, rows))
         out = fn({k: tf.gather(v, rows)[:, :width] for k, v in inputs.items()})
         written = {}
-        for k, (_, rank) in specs.items():
-            pad = [[0, 0], [0, full - tf.shape(out[k])[1]]] + [[0, 0]] * (rank - 2)
+        for k, (_, shape) in specs.items():
+            pad = [[0, 0], [0, full - tf.shape(out[k])[1]]] + [[0, 0]] * (shape.rank - 2)
             written[k] = arrays[k].write(i, tf.pad(out[k], pad))
         return i + 1, written
 
     _, arrays = tf.while_loop(lambda i, _: i < n_calls, body, (0, arrays))
     inverse = tf.argsort(order)
-    return {k: tf.gather(a.concat(), inverse) for k, a in arrays.items()}
+    results = {}
+    for k, array in arrays.items():
+        results[k] = tf.gather(array.concat(), inverse)
+        results[k].set_shape([None, None] + specs[k][1].as_list()[2:])  # concat forgets the rank
+    return results
 
 
 # ----------------------------------------------------------------- requests

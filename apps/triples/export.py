@@ -7,7 +7,8 @@ as a SavedModel for TF Serving (layout, atomicity, warmup:
 
 1. :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows` -- WordPiece ids
    with code-point offsets, long texts cut into the Extractor's windows;
-2. the ``encode`` sub-model on all windows: sequence vectors and subject
+2. the ``encode`` sub-model on the windows (length-sorted groups of 16,
+   :func:`kerasbert.export.by_length`): sequence vectors and subject
    start/end probabilities;
 3. subject spans by the Extractor's rule (:func:`apps.triples.extractor.decode_spans`:
    a pointer fires when its probability is > its threshold, on a real token;
@@ -38,6 +39,7 @@ outputs without the strings ``subject``/``object``, with TOKEN positions
 core TensorFlow ops only.
 """
 
+from kerasbert.export import by_length
 from kerasbert.export import encoder_inputs_with_extra_row
 from kerasbert.export import export_saved_model
 from kerasbert.export import signature_and_warmup
@@ -92,7 +94,7 @@ def _triples(extractor, inputs, n_rows, row_text, offsets, allowed):
     encode, objects = extractor.model.decoders()
     th = extractor.thresholds
     n_predicates = len(extractor.predicates)
-    encoded = encode(inputs, training=False)
+    encoded = by_length(lambda rows: encode(rows, training=False), inputs)  # length-sorted groups of 16
     sequence = encoded["sequence"]
     length = tf.shape(allowed)[1]  # the inputs may be wider (the extra row is at least 2 wide)
     s_row, s_start, s_end, s_score = _spans(
