@@ -23,6 +23,9 @@ import numbers
 import operator
 import zlib
 
+from kerasbert.display import HTML  # noqa: F401  (re-exported)
+from kerasbert.display import field as _get
+
 __all__ = [
     "HTML",
     "DEFAULT_COLORS",
@@ -69,19 +72,6 @@ _MARK_STYLE = ("background: {color}; padding: 0.25em 0.4em; margin: 0 0.15em; li
                "border-radius: 0.35em; box-decoration-break: clone; -webkit-box-decoration-break: clone")
 _LABEL_STYLE = ("font-size: 0.7em; font-weight: bold; line-height: 1; border-radius: 0.35em; "
                 "text-transform: uppercase; vertical-align: middle; margin-left: 0.4em")
-
-
-class HTML(str):
-    """A string of HTML that Jupyter displays as HTML (``_repr_html_``)."""
-
-    def _repr_html_(self):
-        return str(self)
-
-
-def _get(item, key, default=None):
-    if isinstance(item, dict):
-        return item.get(key, default)
-    return getattr(item, key, default)
 
 
 def color_of(kind, colors=None):

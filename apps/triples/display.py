@@ -17,24 +17,14 @@ import math
 import numbers
 import textwrap
 
+from kerasbert.display import HTML  # noqa: F401  (re-exported)
+from kerasbert.display import field as _get
+
 __all__ = ["HTML", "triples_html", "draw_triples", "as_triples", "circle_layout",
            "NODE_GID", "EDGE_GID", "EDGE_LABEL_GID"]
 
 #: ``gid`` of the artists :func:`draw_triples` adds, for finding them again.
 NODE_GID, EDGE_GID, EDGE_LABEL_GID = "triple-node", "triple-edge", "triple-edge-label"
-
-
-class HTML(str):
-    """A string of HTML that Jupyter displays as HTML (``_repr_html_``)."""
-
-    def _repr_html_(self):
-        return str(self)
-
-
-def _get(item, key, default=None):
-    if isinstance(item, dict):
-        return item.get(key, default)
-    return getattr(item, key, default)
 
 
 def _entity_text(entity):
