@@ -5,7 +5,7 @@ when a model is first built.
 
 * :func:`load_encoder`, :func:`load_tokenizer`, :func:`load_masked_lm`,
   :func:`save_encoder`, :func:`inspect_checkpoint` -- :mod:`kerasbert.loader`
-* :class:`BertEncoder` -- :mod:`kerasbert.encoder`
+* :class:`BertEncoder`, :class:`AlbertEncoder`, :class:`ElectraEncoder` -- :mod:`kerasbert.encoder`
 * :class:`BertTokenizer` -- :mod:`kerasbert.tokenizer`
 * :class:`EncoderConfig` -- :mod:`kerasbert.config`
 * CRF: :func:`crf_log_likelihood`, :func:`crf_decode`, :class:`CRF` -- :mod:`kerasbert.crf`
@@ -31,6 +31,8 @@ __version__ = "0.1.0"
 # Names whose modules import Keras: loaded on first use.
 _LAZY = {
     "BertEncoder": "kerasbert.encoder",
+    "AlbertEncoder": "kerasbert.encoder",
+    "ElectraEncoder": "kerasbert.encoder",
     "BertMaskedLM": "kerasbert.masked_lm",
     "fill_mask": "kerasbert.masked_lm",
     "CRF": "kerasbert.crf",
@@ -48,11 +50,13 @@ def __getattr__(name):
 
 
 __all__ = [
+    "AlbertEncoder",
     "BertEncoder",
     "BertMaskedLM",
     "BertTokenizer",
     "CRF",
     "CheckpointError",
+    "ElectraEncoder",
     "EncoderConfig",
     "InputDataError",
     "KerasbertError",

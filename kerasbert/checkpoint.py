@@ -1,20 +1,31 @@
 """Checkpoint folders on disk: find them, read their variables, write them.
 
-Two layouts are recognised:
+Two layouts are recognised, for each encoder family (BERT, ALBERT, ELECTRA;
+see :mod:`kerasbert.config`):
 
-* **official** (google-research/bert, ymcui's Chinese BERT-wwm / RoBERTa-wwm-ext):
-  ``bert_config.json``, ``vocab.txt`` and a TF name-based checkpoint
+* **official** (google-research/bert, ymcui's Chinese BERT-wwm / RoBERTa-wwm-ext
+  / RBT3 and Chinese-ELECTRA, Google's ALBERT and ELECTRA, brightmart's
+  albert_zh): a config file (``bert_config.json``, ``albert_config*.json`` or
+  ``*discriminator_config.json``; Google's ELECTRA ships none and its config is
+  inferred from the shapes), ``vocab.txt`` and a TF name-based checkpoint
   ``<prefix>.index`` + ``<prefix>.data-*``. The prefix is whatever the
-  ``checkpoint`` file names, or the single ``*.index`` in the folder.
-* **huggingface**: ``config.json``, ``vocab.txt`` and ``model.safetensors``
-  (or a sharded ``model.safetensors.index.json``), names with or without the
-  ``bert.`` prefix. A folder with only ``pytorch_model.bin`` is refused: that
-  file is a pickle, and loading a pickle runs arbitrary code.
+  ``checkpoint`` file names, or the single ``*.index`` in the folder. The
+  family is read from the variable names (``electra/...``,
+  ``.../embedding_hidden_mapping_in``, ``.../layer_shared``), never from the
+  file name, since users rename configs.
+* **huggingface**: ``config.json`` (its ``model_type`` gives the family),
+  ``vocab.txt`` and ``model.safetensors`` (or a sharded
+  ``model.safetensors.index.json``), names with or without the ``bert.`` /
+  ``albert.`` / ``electra.`` prefix. A folder with only ``pytorch_model.bin``
+  is refused: that file is a pickle, and loading a pickle runs arbitrary code.
 
 Whatever the layout, variables are exposed under their **official names**
 (``bert/encoder/layer_0/attention/self/query/kernel``), with Hugging Face
 ``Linear`` weights transposed to TF's ``[in, out]``. This module knows files;
 which Keras weight each name feeds is :mod:`kerasbert.weight_map`.
+
+Only WordPiece vocabularies (``vocab.txt``) are supported: Google's English
+ALBERT and other SentencePiece models are refused with the reason.
 """
 
 import json
@@ -28,7 +39,8 @@ import numpy as np
 from kerasbert.config import EncoderConfig
 from kerasbert.errors import CheckpointError
 
-OFFICIAL_CONFIG_NAMES = ("bert_config.json",)
+# Official config file names, as globs; the first family of names that matches wins.
+OFFICIAL_CONFIG_NAMES = ("bert_config.json", "albert_config*.json", "*discriminator_config.json")
 HF_CONFIG_NAME = "config.json"
 VOCAB_NAME = "vocab.txt"
 
@@ -56,7 +68,8 @@ class CheckpointFolder:
         directory: the folder.
         layout: ``"official"`` or ``"huggingface"``.
         config_path, vocab_path, weights_path: the files found (``weights_path``
-            is the checkpoint prefix for the official layout).
+            is the checkpoint prefix for the official layout; ``config_path``
+            is None for a Google ELECTRA folder, whose config is inferred).
         config: the :class:`~kerasbert.config.EncoderConfig`.
         shapes: official variable name -> shape, for every model variable.
         ignored: names present in the files but not model variables (optimizer
@@ -84,19 +97,25 @@ class CheckpointFolder:
             self._open_official(directory, path)
         self.vocab_path = directory / VOCAB_NAME
         if not self.vocab_path.exists():
+            sentencepiece = sorted(p.name for p in directory.glob("*.model"))
+            if sentencepiece:
+                raise CheckpointError(
+                    f"{directory}: this model uses a SentencePiece vocabulary ({', '.join(sentencepiece)}) "
+                    f"and has no {VOCAB_NAME}; kerasbert tokenizes with WordPiece only (host-side with "
+                    f"offsets, and in-graph for TF Serving), so Google's English ALBERT and other "
+                    f"SentencePiece models are not supported. ALBERT-zh (brightmart, vocab.txt) is."
+                )
             raise CheckpointError(f"{directory}: no {VOCAB_NAME} (the WordPiece vocabulary)")
 
     # --- official ------------------------------------------------------------
     def _open_official(self, directory, given):
         config_path = _official_config(directory)
-        if config_path is None:
+        if config_path is None and not list(directory.glob("*.index")):
             raise CheckpointError(
-                f"{directory}: no checkpoint found (expected bert_config.json + "
+                f"{directory}: no checkpoint found (expected bert_config.json / albert_config.json + "
                 f"bert_model.ckpt.index/.data-*, or config.json + model.safetensors); "
                 f"files here: {_listing(directory)}"
             )
-        self.config_path = config_path
-        self.config = EncoderConfig.from_json_file(config_path, "official")
         prefix = find_checkpoint_prefix(directory, given)
         self.weights_path = prefix
         import tensorflow as tf
@@ -113,11 +132,30 @@ class CheckpointFolder:
             else:
                 self.shapes[name] = tuple(shape)
         self.data_files = sorted(directory.glob(prefix.name + ".data-*"))
+        family = official_family(self.shapes)
+        self.config_path = config_path
+        if config_path is not None:
+            self.config = EncoderConfig.from_json_file(config_path, "official", family)
+        elif family == "electra":
+            self.config = EncoderConfig.infer_electra(self.shapes, f"{prefix}.index")
+        else:
+            raise CheckpointError(
+                f"{directory}: a {family} checkpoint ({prefix.name}) but no config file "
+                f"(expected one of {', '.join(OFFICIAL_CONFIG_NAMES)}); files here: {_listing(directory)}"
+            )
+
+    @property
+    def config_source(self):
+        """The config file, or how the config was obtained when there is none."""
+        if self.config_path is None:
+            return f"(no config file: inferred from the variable shapes in {self.weights_path}.index)"
+        return str(self.config_path)
 
     # --- Hugging Face --------------------------------------------------------
     def _open_hf(self, directory):
         self.config_path = directory / HF_CONFIG_NAME
         self.config = EncoderConfig.from_json_file(self.config_path, "huggingface")
+        family = self.config.family
         single = directory / "model.safetensors"
         index = directory / "model.safetensors.index.json"
         if single.exists():
@@ -156,7 +194,7 @@ class CheckpointFolder:
             except Exception as e:
                 raise CheckpointError(f"{file}: not a readable safetensors file ({e})")
             for key in keys:
-                official, transpose, why = official_name_from_hf(key)
+                official, transpose, why = official_name_from_hf(key, family)
                 if official is None:
                     self.ignored[key] = why
                     continue
@@ -202,10 +240,29 @@ class CheckpointFolder:
 
 
 def _official_config(directory):
-    for name in OFFICIAL_CONFIG_NAMES:
-        if (directory / name).exists():
-            return directory / name
+    for pattern in OFFICIAL_CONFIG_NAMES:
+        found = sorted(directory.glob(pattern))
+        if len(found) > 1:
+            raise CheckpointError(
+                f"{directory}: several config files ({', '.join(p.name for p in found)}); "
+                f"keep the one that belongs to this checkpoint"
+            )
+        if found:
+            return found[0]
     return None
+
+
+def official_family(names):
+    """The encoder family of an official-layout checkpoint, from its variable names."""
+    if any(name.startswith("electra/") for name in names):
+        return "electra"
+    if "bert/encoder/embedding_hidden_mapping_in/kernel" in names:
+        return "albert"
+    if "bert/embeddings/word_embeddings_2" in names or any(
+        name.startswith("bert/encoder/layer_shared/") for name in names
+    ):
+        return "albert_brightmart"
+    return "bert"
 
 
 def _listing(directory, limit=12):
@@ -297,25 +354,73 @@ _HF_IGNORED = {
 }
 
 
-def official_name_from_hf(key):
-    """Map a Hugging Face BERT tensor name to ``(official_name, transpose, why_ignored)``.
+_HF_FAMILY_IGNORED = {
+    "albert": {
+        "predictions.": "ALBERT masked-LM head (not used)",
+        "sop_classifier.": "ALBERT sentence-order head (not used)",
+    },
+    "electra": {
+        "discriminator_predictions.": "ELECTRA replaced-token head (not used)",
+        "generator_predictions.": "ELECTRA generator head (not used)",
+        "generator_lm_head.": "ELECTRA generator head (not used)",
+    },
+}
+# Hugging Face AlbertLayer sub-module -> Google ALBERT name inside inner_group_N/.
+_HF_ALBERT_LAYER = {
+    "attention.query": "attention_1/self/query",
+    "attention.key": "attention_1/self/key",
+    "attention.value": "attention_1/self/value",
+    "attention.dense": "attention_1/output/dense",
+    "attention.LayerNorm": "LayerNorm",
+    "ffn": "ffn_1/intermediate/dense",
+    "ffn_output": "ffn_1/intermediate/output/dense",
+    "full_layer_layer_norm": "LayerNorm_1",
+}
+_ALBERT_GROUP = re.compile(r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)\.(weight|bias)$")
 
-    ``official_name`` is None (and ``why_ignored`` says why) for tensors that are
-    not model variables. ``transpose`` is True for ``Linear`` weights, which
-    PyTorch stores ``[out, in]`` and TF ``[in, out]``.
+
+def official_name_from_hf(key, family="bert"):
+    """Map a Hugging Face tensor name to ``(official_name, transpose, why_ignored)``.
+
+    ``family`` is ``"bert"``, ``"albert"`` or ``"electra"`` (the config's
+    ``model_type``). ``official_name`` is None (and ``why_ignored`` says why)
+    for tensors that are not encoder variables. ``transpose`` is True for
+    ``Linear`` weights, which PyTorch stores ``[out, in]`` and TF ``[in, out]``.
     """
-    name = key[5:] if key.startswith("bert.") else key
+    scope = "electra" if family == "electra" else "bert"
+    name = key
+    for prefix in ("bert.", "albert.", "electra."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
     if name in _HF_IGNORED:
         return None, False, _HF_IGNORED[name]
+    for prefix, why in _HF_FAMILY_IGNORED.get(family, {}).items():
+        if name.startswith(prefix):
+            return None, False, why
+    if family == "albert":
+        match = _ALBERT_GROUP.match(name)
+        if match:
+            group, inner, module, kind = match.groups()
+            if module not in _HF_ALBERT_LAYER:
+                return None, False, "not an ALBERT encoder tensor"
+            target = _HF_ALBERT_LAYER[module]
+            is_norm = target.startswith("LayerNorm")
+            leaf = {"weight": "gamma" if is_norm else "kernel", "bias": "beta" if is_norm else "bias"}[kind]
+            official = f"bert/encoder/transformer/group_{group}/inner_group_{inner}/{target}/{leaf}"
+            return official, kind == "weight" and not is_norm, None
+        if name in ("pooler.weight", "pooler.bias"):  # AlbertModel.pooler is a bare Linear
+            leaf = "kernel" if name.endswith("weight") else "bias"
+            return f"bert/pooler/dense/{leaf}", leaf == "kernel", None
     if name.startswith("cls.seq_relationship."):
         leaf = "output_weights" if name.endswith("weight") else "output_bias"
         return f"cls/seq_relationship/{leaf}", False, None
     if name == "cls.predictions.bias":
         return "cls/predictions/output_bias", False, None
     parts = name.split(".")
-    if parts[0] not in ("embeddings", "encoder", "pooler", "cls"):
-        return None, False, "not a BERT encoder tensor"
-    parts = [p for p in parts]
+    known = ("embeddings", "encoder", "pooler", "cls") + (("embeddings_project",) if family == "electra" else ())
+    if parts[0] not in known:
+        return None, False, f"not a {family.upper()} encoder tensor"
     path = []
     i = 0
     while i < len(parts) - 1:
@@ -333,7 +438,7 @@ def official_name_from_hf(key):
         leaf = None  # embedding tables keep their [vocab, hidden] layout
     elif leaf == "weight":
         leaf, transpose = "kernel", True
-    prefix = [] if path[0] == "cls" else ["bert"]
+    prefix = [] if path[0] == "cls" else [scope]
     official = "/".join(prefix + path + ([leaf] if leaf else []))
     return official, transpose, None
 
@@ -342,10 +447,19 @@ def official_name_from_hf(key):
 # Writing
 # =============================================================================
 
+# The config file each family's official release names (matched by OFFICIAL_CONFIG_NAMES).
+OFFICIAL_CONFIG_FILE = {
+    "bert": "bert_config.json",
+    "albert": "albert_config.json",
+    "albert_brightmart": "albert_config.json",
+    "electra": "discriminator_config.json",
+}
+
 
 def write_official_checkpoint(directory, variables, config, vocab, prefix_name="bert_model.ckpt"):
-    """Write an official-layout folder: ``bert_config.json``, ``vocab.txt``,
-    ``checkpoint`` and ``<prefix_name>.index/.data-00000-of-00001``.
+    """Write an official-layout folder: the family's config file
+    (:data:`OFFICIAL_CONFIG_FILE`), ``vocab.txt``, ``checkpoint`` and
+    ``<prefix_name>.index/.data-00000-of-00001``.
 
     ``variables`` maps official names to numpy arrays. Atomic: everything is
     written into a temporary folder beside ``directory`` and then moved into
@@ -365,7 +479,7 @@ def write_official_checkpoint(directory, variables, config, vocab, prefix_name="
             shape_and_slices=[""] * len(names),
             tensors=[tf.constant(variables[n]) for n in names],
         )
-        (staging / "bert_config.json").write_text(
+        (staging / OFFICIAL_CONFIG_FILE[config.family]).write_text(
             json.dumps(config.to_official_dict(), indent=2) + "\n", encoding="utf-8"
         )
         (staging / VOCAB_NAME).write_text("".join(t + "\n" for t in vocab), encoding="utf-8")

@@ -36,6 +36,26 @@ def cmd_inspect(args):
     return 1 if info["problems"] else 0
 
 
+FAMILY_NAMES = {
+    "bert": "BERT",
+    "albert": "ALBERT (Google layout)",
+    "albert_brightmart": "ALBERT (brightmart albert_zh layout)",
+    "electra": "ELECTRA discriminator",
+}
+
+
+def describe_factorization(config):
+    parts = []
+    if config["embedding_size"] != config["hidden_size"]:
+        parts.append(f"embeddings {config['embedding_size']}")
+    if config["family"].startswith("albert"):
+        parts.append(
+            f"{config['num_hidden_groups'] * config['inner_group_num']} shared layer(s) "
+            f"called {config['num_layers']} times"
+        )
+    return "".join(", " + p for p in parts)
+
+
 def format_inspection(info, verbose=False):
     lines = [f"checkpoint: {info['path']}"]
     if "layout" in info:
@@ -45,9 +65,12 @@ def format_inspection(info, verbose=False):
             f"config:     {info['config_file']}",
             f"weights:    {info['weights']}",
             f"vocab:      {info['vocab_file']}",
-            "model:      BERT, {num_layers} layers, hidden {hidden_size}, {num_heads} heads, "
+            "model:      {family_name}, {num_layers} layers, hidden {hidden_size}, {num_heads} heads, "
             "intermediate {intermediate_size}, vocab {vocab_size}, max positions "
-            "{max_position_embeddings}, activation {hidden_act}".format(**config),
+            "{max_position_embeddings}, activation {hidden_act}".format(
+                **config, family_name=FAMILY_NAMES[config["family"]]
+            )
+            + describe_factorization(config),
             f"parameters: {info['parameters']:,} (encoder"
             + (" + masked-LM head)" if info["masked_lm_head"] else ")"),
             f"mapped:     {len(info['mapping'])} variables",

@@ -1,4 +1,19 @@
-"""Encoder configuration: one dataclass read from either checkpoint layout.
+"""Encoder configuration: one dataclass read from either checkpoint layout,
+for every encoder family kerasbert loads.
+
+Families (``EncoderConfig.family``):
+
+* ``"bert"`` -- BERT, and ymcui's Chinese BERT-wwm / RoBERTa-wwm-ext / RBT3
+  (a BERT despite the name: same variables, same config);
+* ``"albert"`` -- ALBERT in Google's layout (factorized embeddings projected
+  after the embedding LayerNorm, layers shared within groups); also brightmart's
+  ``albert_*_zh_google`` releases and Hugging Face ``AlbertModel``;
+* ``"albert_brightmart"`` -- brightmart's own albert_zh layout
+  (``word_embeddings_2``, ``layer_shared``): only the *token* embeddings are
+  factorized, positions and segments are full width, one shared layer;
+* ``"electra"`` -- an ELECTRA discriminator (Google / ymcui names under
+  ``electra/``, or Hugging Face ``ElectraModel``): a BERT whose embeddings may
+  be narrower than the hidden size (``embeddings_project``) and with no pooler.
 
 The same key means different things in the two layouts, and getting it wrong
 costs accuracy silently:
@@ -50,12 +65,23 @@ _REQUIRED = {
 }
 
 
+FAMILIES = ("bert", "albert", "albert_brightmart", "electra")
+# Hugging Face ``model_type`` -> family. RoBERTa proper (byte-level BPE,
+# positions offset by 2) is a different model; ymcui's Chinese RoBERTa-wwm-ext
+# is published as ``model_type: bert`` and loads as BERT.
+HF_MODEL_TYPES = {"bert": "bert", "albert": "albert", "electra": "electra"}
+
+
 @dataclasses.dataclass
 class EncoderConfig:
-    """Architecture of a BERT encoder.
+    """Architecture of a BERT-family encoder.
 
     ``hidden_act`` is the meaning: ``"gelu_tanh"``, ``"gelu_erf"``, ``"relu"``,
-    ``"tanh"`` or ``"linear"``.
+    ``"tanh"`` or ``"linear"``. ``family`` is one of :data:`FAMILIES`;
+    ``embedding_size`` is the factorized embedding width (ALBERT, ELECTRA;
+    equal to ``hidden_size`` when not factorized); ``num_hidden_groups`` and
+    ``inner_group_num`` are ALBERT's layer sharing (1 and 1 for every released
+    ALBERT: one layer shared by all ``num_layers`` calls).
     """
 
     vocab_size: int
@@ -69,12 +95,30 @@ class EncoderConfig:
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
     layer_norm_epsilon: float = 1e-12
+    family: str = "bert"
+    embedding_size: int = None
+    num_hidden_groups: int = 1
+    inner_group_num: int = 1
 
     def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise CheckpointError(f"unknown encoder family {self.family!r} (known: {', '.join(FAMILIES)})")
+        if self.embedding_size is None:
+            self.embedding_size = self.hidden_size
         if self.hidden_size % self.num_heads:
             raise CheckpointError(
                 f"hidden_size {self.hidden_size} is not divisible by "
                 f"num_attention_heads {self.num_heads}"
+            )
+        if self.family == "bert" and self.embedding_size != self.hidden_size:
+            raise CheckpointError(
+                f"embedding_size {self.embedding_size} differs from hidden_size {self.hidden_size}, "
+                f"which BERT does not support (ALBERT and ELECTRA do)"
+            )
+        if self.num_layers % self.num_hidden_groups:
+            raise CheckpointError(
+                f"num_hidden_layers {self.num_layers} is not divisible by "
+                f"num_hidden_groups {self.num_hidden_groups}"
             )
 
     @property
@@ -83,9 +127,11 @@ class EncoderConfig:
 
     # --- reading -------------------------------------------------------------
     @classmethod
-    def from_json_file(cls, path, layout):
-        """Read ``bert_config.json`` (layout ``"official"``) or ``config.json``
-        (layout ``"huggingface"``)."""
+    def from_json_file(cls, path, layout, family=None):
+        """Read ``bert_config.json`` / ``albert_config*.json`` /
+        ``*discriminator_config.json`` (layout ``"official"``) or ``config.json``
+        (layout ``"huggingface"``). ``family`` comes from the variable names
+        for the official layout; for Hugging Face it is read from ``model_type``."""
         path = Path(path)
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
@@ -95,10 +141,30 @@ class EncoderConfig:
             raise CheckpointError(f"{path}, line {e.lineno}: invalid JSON: {e.msg}")
         if not isinstance(raw, dict):
             raise CheckpointError(f"{path}: expected a JSON object")
-        return cls.from_dict(raw, layout, source=str(path))
+        return cls.from_dict(raw, layout, source=str(path), family=family)
 
     @classmethod
-    def from_dict(cls, raw, layout, source="config"):
+    def from_dict(cls, raw, layout, source="config", family=None):
+        if layout == "huggingface":
+            model_type = raw.get("model_type", "bert")
+            if model_type not in HF_MODEL_TYPES:
+                hint = (
+                    " (RoBERTa proper uses byte-level BPE and offset positions; ymcui's "
+                    "Chinese RoBERTa-wwm-ext is model_type 'bert' and loads)"
+                    if model_type in ("roberta", "xlm-roberta")
+                    else ""
+                )
+                raise CheckpointError(
+                    f"{source}: model_type {model_type!r} is not supported{hint}; "
+                    f"kerasbert loads {', '.join(sorted(HF_MODEL_TYPES))}"
+                )
+            family = HF_MODEL_TYPES[model_type]
+        family = family or "bert"
+        if raw.get("ln_type", "postln") != "postln":
+            raise CheckpointError(
+                f"{source}: ln_type {raw['ln_type']!r} (pre-LayerNorm) is not supported; "
+                f"only post-LayerNorm encoders (BERT, ALBERT, ELECTRA) are"
+            )
         missing = [key for key in _REQUIRED if key not in raw]
         if missing:
             raise CheckpointError(f"{source}: missing key(s) {', '.join(missing)}")
@@ -118,11 +184,26 @@ class EncoderConfig:
             hidden_dropout=float(raw.get("hidden_dropout_prob", 0.1)),
             attention_dropout=float(raw.get("attention_probs_dropout_prob", 0.1)),
             layer_norm_epsilon=float(raw.get("layer_norm_eps", 1e-12)),
+            family=family,
+            embedding_size=int(raw["embedding_size"]) if family != "bert" and "embedding_size" in raw else None,
+            num_hidden_groups=int(raw.get("num_hidden_groups", 1)) if family == "albert" else 1,
+            inner_group_num=int(raw.get("inner_group_num", 1)) if family == "albert" else 1,
         )
 
     # --- writing -------------------------------------------------------------
+    def _family_keys(self):
+        keys = {}
+        if self.family != "bert":
+            keys["embedding_size"] = self.embedding_size
+        if self.family == "albert":
+            keys["num_hidden_groups"] = self.num_hidden_groups
+            keys["inner_group_num"] = self.inner_group_num
+        return keys
+
     def to_official_dict(self):
-        """``bert_config.json`` contents, with official activation semantics."""
+        """The official config file's contents (``bert_config.json``,
+        ``albert_config.json`` or ``discriminator_config.json``), with official
+        activation semantics."""
         return {
             "attention_probs_dropout_prob": self.attention_dropout,
             "hidden_act": _OFFICIAL_NAMES.get(self.hidden_act, self.hidden_act),
@@ -135,13 +216,22 @@ class EncoderConfig:
             "num_hidden_layers": self.num_layers,
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
+            **self._family_keys(),
         }
 
     def to_hf_dict(self):
-        """``config.json`` contents, with Hugging Face activation semantics."""
+        """``config.json`` contents, with Hugging Face activation semantics.
+
+        brightmart's albert_zh layout has no Hugging Face model class."""
+        if self.family == "albert_brightmart":
+            raise CheckpointError(
+                "brightmart's albert_zh layout has no Hugging Face model class "
+                "(its albert_*_zh_google releases, in Google's layout, do: AlbertModel)"
+            )
+        model_type = self.family
         return {
-            "architectures": ["BertModel"],
-            "model_type": "bert",
+            "architectures": [{"bert": "BertModel", "albert": "AlbertModel", "electra": "ElectraModel"}[model_type]],
+            "model_type": model_type,
             "attention_probs_dropout_prob": self.attention_dropout,
             "hidden_act": _HF_NAMES.get(self.hidden_act, self.hidden_act),
             "hidden_dropout_prob": self.hidden_dropout,
@@ -153,11 +243,23 @@ class EncoderConfig:
             "num_hidden_layers": self.num_layers,
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
+            **self._family_keys(),
         }
 
-    def encoder_kwargs(self):
-        """Constructor arguments of :class:`kerasbert.encoder.BertEncoder`."""
+    def encoder_class(self):
+        """The Keras class for this family (:mod:`kerasbert.encoder`)."""
+        from kerasbert import encoder
+
         return {
+            "bert": encoder.BertEncoder,
+            "albert": encoder.AlbertEncoder,
+            "albert_brightmart": encoder.AlbertEncoder,
+            "electra": encoder.ElectraEncoder,
+        }[self.family]
+
+    def encoder_kwargs(self):
+        """Constructor arguments of :meth:`encoder_class`."""
+        kwargs = {
             "vocabulary_size": self.vocab_size,
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
@@ -169,10 +271,18 @@ class EncoderConfig:
             "num_segments": self.type_vocab_size,
             "layer_norm_epsilon": self.layer_norm_epsilon,
         }
+        if self.family != "bert":
+            kwargs["embedding_dim"] = self.embedding_size
+        if self.family.startswith("albert"):
+            kwargs["num_groups"] = self.num_hidden_groups
+            kwargs["num_inner_repetitions"] = self.inner_group_num
+            kwargs["factorization"] = "tokens" if self.family == "albert_brightmart" else "embeddings"
+        return kwargs
 
     @classmethod
     def from_encoder(cls, encoder):
-        """The config of a built :class:`~kerasbert.encoder.BertEncoder`."""
+        """The config of a built encoder (:mod:`kerasbert.encoder`)."""
+        family = encoder.family
         return cls(
             vocab_size=encoder.vocabulary_size,
             hidden_size=encoder.hidden_dim,
@@ -185,4 +295,40 @@ class EncoderConfig:
             hidden_dropout=encoder.dropout,
             attention_dropout=encoder.dropout,
             layer_norm_epsilon=encoder.layer_norm_epsilon,
+            family=family,
+            embedding_size=getattr(encoder, "embedding_dim", None),
+            num_hidden_groups=getattr(encoder, "num_groups", 1),
+            inner_group_num=getattr(encoder, "num_inner_repetitions", 1),
+        )
+
+    @classmethod
+    def infer_electra(cls, shapes, source):
+        """An ELECTRA discriminator config from variable shapes alone.
+
+        Google's ELECTRA release ships no config file (the sizes live in its
+        ``configure_pretraining.py``). Everything but the number of heads is in
+        the shapes; the heads are ``hidden_size // 64``, true of every Google
+        ELECTRA (small 256/4, base 768/12, large 1024/16). Put a
+        ``discriminator_config.json`` beside the checkpoint to override."""
+        try:
+            V, E = shapes["electra/embeddings/word_embeddings"]
+            P = shapes["electra/embeddings/position_embeddings"][0]
+            S = shapes["electra/embeddings/token_type_embeddings"][0]
+            H, I = shapes["electra/encoder/layer_0/intermediate/dense/kernel"]
+        except KeyError as e:
+            raise CheckpointError(f"{source}: no config file and no variable {e.args[0]} to infer one from")
+        layers = 1 + max(
+            int(name.split("/")[2][len("layer_"):])
+            for name in shapes
+            if name.startswith("electra/encoder/layer_")
+        )
+        if H % 64:
+            raise CheckpointError(
+                f"{source}: no config file, and hidden size {H} is not a multiple of 64, so the "
+                f"number of attention heads cannot be inferred; add a discriminator_config.json"
+            )
+        return cls(
+            vocab_size=V, hidden_size=H, num_layers=layers, num_heads=H // 64,
+            intermediate_size=I, hidden_act="gelu_tanh", max_position_embeddings=P,
+            type_vocab_size=S, family="electra", embedding_size=E,
         )

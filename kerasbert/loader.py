@@ -20,7 +20,7 @@ from kerasbert.checkpoint import CheckpointFolder
 from kerasbert.checkpoint import write_official_checkpoint
 from kerasbert.config import EncoderConfig
 from kerasbert.errors import CheckpointError
-from kerasbert.weight_map import bert_weight_map
+from kerasbert.weight_map import weight_map as build_weight_map
 from kerasbert.weight_map import check_mapping
 from kerasbert.weight_map import collect_variables
 from kerasbert.weight_map import load_weights
@@ -58,14 +58,17 @@ def open_checkpoint(path):
     vocab = folder.read_vocab()
     if len(vocab) != folder.config.vocab_size:
         raise CheckpointError(
-            f"{folder.config_path}: vocab_size is {folder.config.vocab_size} but "
+            f"{folder.config_source}: vocab_size is {folder.config.vocab_size} but "
             f"{folder.vocab_path} has {len(vocab)} tokens; the two must belong to the same model"
         )
     return folder
 
 
 def load_encoder(path, trainable=True, dtype=None, output_hidden_states=False, dropout=None):
-    """A :class:`~kerasbert.encoder.BertEncoder` with the checkpoint's weights.
+    """The checkpoint's encoder, weights loaded: a
+    :class:`~kerasbert.encoder.BertEncoder`, :class:`~kerasbert.encoder.AlbertEncoder`
+    or :class:`~kerasbert.encoder.ElectraEncoder`, whichever family the
+    checkpoint holds (all take the same inputs and give the same outputs).
 
     Args:
         path: checkpoint folder (official or Hugging Face layout) or prefix.
@@ -75,14 +78,12 @@ def load_encoder(path, trainable=True, dtype=None, output_hidden_states=False, d
         output_hidden_states: also output every layer's hidden states.
         dropout: override the config's dropout rate.
     """
-    from kerasbert.encoder import BertEncoder
-
     folder = open_checkpoint(path)
     kwargs = folder.config.encoder_kwargs()
     if dropout is not None:
         kwargs["dropout"] = float(dropout)
-    encoder = BertEncoder(**kwargs, output_hidden_states=output_hidden_states, dtype=dtype)
-    load_weights(encoder, folder, bert_weight_map(folder.config))
+    encoder = folder.config.encoder_class()(**kwargs, output_hidden_states=output_hidden_states, dtype=dtype)
+    load_weights(encoder, folder, build_weight_map(folder.config))
     encoder.trainable = trainable
     return encoder
 
@@ -96,6 +97,11 @@ def load_masked_lm(path, dtype=None):
     from kerasbert.masked_lm import BertMaskedLM
 
     folder = open_checkpoint(path)
+    if folder.config.family != "bert":
+        raise CheckpointError(
+            f"{folder.weights_path}: load_masked_lm supports BERT checkpoints only; this one is "
+            f"{folder.config.family} (use load_encoder)"
+        )
     if not any(name.startswith("cls/predictions/") for name in folder.shapes):
         raise CheckpointError(
             f"{folder.weights_path}: no masked-LM head (cls/predictions/*) in this checkpoint; "
@@ -103,7 +109,7 @@ def load_masked_lm(path, dtype=None):
         )
     encoder = BertEncoder(**folder.config.encoder_kwargs(), dtype=dtype)
     model = BertMaskedLM(encoder)
-    load_weights(model, folder, bert_weight_map(folder.config, masked_lm_head=True))
+    load_weights(model, folder, build_weight_map(folder.config, masked_lm_head=True))
     return model
 
 
@@ -125,10 +131,11 @@ def load_tokenizer(path, lowercase=None, max_length=None):
 
 
 def save_encoder(model, directory, tokenizer_or_vocab):
-    """Write ``model`` in the official layout (``bert_config.json``,
-    ``vocab.txt``, ``bert_model.ckpt.*``), atomically.
+    """Write ``model`` in its family's official layout (``bert_config.json``,
+    ``albert_config.json`` or ``discriminator_config.json``; ``vocab.txt``;
+    ``bert_model.ckpt.*`` under the family's original variable names), atomically.
 
-    ``model`` is a :class:`~kerasbert.encoder.BertEncoder` or a
+    ``model`` is an encoder from :mod:`kerasbert.encoder` or a
     :class:`~kerasbert.masked_lm.BertMaskedLM` (then the head is written too).
     Returns the checkpoint prefix.
     """
@@ -141,7 +148,7 @@ def save_encoder(model, directory, tokenizer_or_vocab):
         raise CheckpointError(
             f"the vocabulary has {len(vocab)} tokens but the encoder has {config.vocab_size} token embeddings"
         )
-    weight_map = bert_weight_map(config, masked_lm_head=isinstance(model, BertMaskedLM))
+    weight_map = build_weight_map(config, masked_lm_head=isinstance(model, BertMaskedLM))
     variables = collect_variables(model, weight_map)
     return write_official_checkpoint(directory, variables, config, vocab)
 
@@ -161,13 +168,13 @@ def inspect_checkpoint(path):
         vocab_size = len(folder.read_vocab())
         if vocab_size != config.vocab_size:
             problems.append(
-                f"{folder.config_path}: vocab_size is {config.vocab_size} but "
+                f"{folder.config_source}: vocab_size is {config.vocab_size} but "
                 f"{folder.vocab_path} has {vocab_size} tokens"
             )
     except CheckpointError as e:
         problems.append(str(e))
-    has_head = any(name.startswith("cls/predictions/") for name in folder.shapes)
-    weight_map = bert_weight_map(config, masked_lm_head=has_head)
+    has_head = config.family == "bert" and any(name.startswith("cls/predictions/") for name in folder.shapes)
+    weight_map = build_weight_map(config, masked_lm_head=has_head)
     report = check_mapping(folder, weight_map)
     problems.extend(line.strip() for line in report.problems())
     if report.ok:
@@ -181,7 +188,8 @@ def inspect_checkpoint(path):
     return {
         "path": str(folder.directory),
         "layout": folder.layout,
-        "config_file": str(folder.config_path),
+        "family": config.family,
+        "config_file": folder.config_source,
         "weights": str(folder.weights_path),
         "vocab_file": str(folder.vocab_path),
         "config": vars(config),

@@ -18,7 +18,7 @@ from kerasbert.checkpoint import official_name_from_hf
 from kerasbert.checkpoint import write_official_checkpoint
 from kerasbert.config import EncoderConfig
 from kerasbert.errors import CheckpointError
-from kerasbert.weight_map import bert_weight_map
+from kerasbert.weight_map import weight_map as bert_weight_map
 from kerasbert.weight_map import check_mapping
 from conftest import require_shared
 

@@ -17,7 +17,7 @@ own learning rate (:class:`kerasbert.training.GroupedAdamW`).
 import keras
 from keras import ops
 
-import kerasbert.encoder  # noqa: F401  (registers BertEncoder for loading saved models)
+import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from kerasbert.crf import CRF
 from kerasbert.training import scale_loss_for_distribution
 
@@ -29,8 +29,8 @@ class NerModel(keras.Model):
     """BERT(-BiLSTM)-CRF tagger.
 
     Args:
-        encoder: a :class:`kerasbert.encoder.BertEncoder` (or any model with the
-            same inputs and a ``"sequence_output"``).
+        encoder: an encoder from :mod:`kerasbert.encoder` (BERT, ALBERT or
+            ELECTRA; or any model with the same inputs and a ``"sequence_output"``).
         num_tags: number of tags (``O`` first).
         use_lstm: put a BiLSTM between the encoder and the tag scores.
         lstm_units: units per direction.

@@ -64,7 +64,7 @@ import math
 import keras
 from keras import ops
 
-import kerasbert.encoder  # noqa: F401  (registers BertEncoder for loading saved models)
+import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from kerasbert.training import scale_loss_for_distribution
 
 HEAD_PREFIX = "triples_head_"
@@ -135,8 +135,8 @@ class TripleModel(keras.Model):
     """Span-pointer triple extractor (see the module docstring).
 
     Args:
-        encoder: a :class:`kerasbert.encoder.BertEncoder` (or any model with
-            the same inputs and a ``"sequence_output"``).
+        encoder: an encoder from :mod:`kerasbert.encoder` (BERT, ALBERT or
+            ELECTRA; or any model with the same inputs and a ``"sequence_output"``).
         num_predicates: number of predicates ``P``.
         dropout: dropout on the encoder output.
     """
