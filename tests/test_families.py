@@ -416,10 +416,10 @@ def test_new_encoders_save_and_load_as_keras_files(tmp_path):
 
 
 def require_torch():
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError:
+    """torch, or skip (locally) / fail (CI) when the bench extra is missing."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(name) for name in ("torch", "transformers")):
         message = "needs torch and transformers: pip install -e '.[bench]'"
         if os.environ.get("CI"):
             pytest.fail(message + " (CI installs them)", pytrace=False)

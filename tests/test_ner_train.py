@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -16,6 +15,7 @@ from apps.ner.train import train
 from kerasbert.cli import main
 from conftest import REPO_ROOT
 from conftest import require_shared
+from conftest import train_on_two_logical_cpus
 
 
 def conll_slice(tmp_path, name, start, count):
@@ -137,30 +137,14 @@ def test_mixed_precision_trains(tmp_path, data, precision):
     assert metrics["best_epoch"] in (1, 2)
 
 
-MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, sys, tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from apps.ner.train import NerTrainConfig, train
-    config = NerTrainConfig(**json.loads(sys.argv[1]))
-    train(config)
-    print("RESULT", open(config.output + "/history.jsonl").read().replace("\\n", "|"))
-""")
-
-
 def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
-    results = {}
-    for strategy in ("default", "mirrored"):
-        config = _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-        run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, json.dumps(vars(config))],
-                             capture_output=True, text=True, env=env, cwd=REPO_ROOT)
-        assert run.returncode == 0, run.stderr[-3000:]
-        line = next(l for l in run.stdout.splitlines() if l.startswith("RESULT"))
-        results[strategy] = [json.loads(r) for r in line[len("RESULT "):].split("|") if r.strip()]
-        if strategy == "mirrored":
-            assert "MirroredStrategy over 2 devices" in run.stdout
-    one, two = results["default"], results["mirrored"]
+    """The same run in a process with two logical CPUs under MirroredStrategy
+    and in this process on one device."""
+    configs = {strategy: _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0)
+               for strategy in ("default", "mirrored")}
+    two = train_on_two_logical_cpus(configs["mirrored"], "apps.ner.train")
+    train(configs["default"])
+    one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 2
     # Not bit-equal: a batch that does not split evenly over the replicas is
     # averaged as a mean of per-replica means, and reductions run in another

@@ -5,9 +5,6 @@ resume, and bad input at the CLI."""
 import gzip
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -18,8 +15,8 @@ from apps.triples.evaluate import score
 from apps.triples.extractor import Extractor
 from apps.triples.train import TriplesTrainConfig
 from apps.triples.train import train
-from conftest import REPO_ROOT
 from conftest import require_shared
+from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
 
 
@@ -162,29 +159,13 @@ def test_resume_continues_an_interrupted_run(tmp_path, data):
     assert not (tmp_path / "run" / "backup").exists()
 
 
-MIRRORED_SCRIPT = textwrap.dedent("""
-    import json, sys, tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from apps.triples.train import TriplesTrainConfig, train
-    config = TriplesTrainConfig(**json.loads(sys.argv[1]))
-    train(config)
-    print("RESULT", open(config.output + "/history.jsonl").read().replace("\\n", "|"))
-""")
-
-
 def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
     """The same run in this process (one device) and in a process with two
     logical CPUs under MirroredStrategy (devices must be set before TensorFlow starts)."""
     configs = {strategy: _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0,
                                      epochs=2)
                for strategy in ("default", "mirrored")}
-    run = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, json.dumps(vars(configs["mirrored"]))],
-                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=REPO_ROOT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "MirroredStrategy over 2 devices" in run.stdout
-    line = next(l for l in run.stdout.splitlines() if l.startswith("RESULT"))
-    two = [json.loads(r) for r in line[len("RESULT "):].split("|") if r.strip()]
+    two = train_on_two_logical_cpus(configs["mirrored"], "apps.triples.train")
     train(configs["default"])
     one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 2
