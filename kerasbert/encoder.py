@@ -14,8 +14,6 @@ GELU), ``output_hidden_states``, brightmart's token-only factorization, and, for
 ELECTRA, no untrained pooler (``ElectraBackbone`` adds a randomly initialized
 one; ELECTRA has none).
 
-BertEncoder:
-
 ``BertEncoder`` is keras-hub's ``BertBackbone`` with two things that backbone
 cannot express, and nothing else changed:
 
@@ -36,8 +34,8 @@ Outputs: ``{"sequence_output": [batch, len, hidden], "pooled_output":
 [batch, hidden]}`` plus ``"hidden_states"`` (a list of ``num_layers + 1``
 tensors) when ``output_hidden_states=True``.
 
-Use :func:`load_encoder` to get one with pretrained weights from a checkpoint
-folder (official Google layout or Hugging Face layout).
+Use :func:`load_encoder` to get the right one, with pretrained weights, from a
+checkpoint folder (official layout or Hugging Face layout).
 """
 
 import keras
