@@ -203,7 +203,8 @@ def build_parser():
     inspect = subparsers.add_parser(
         "inspect",
         help="describe a checkpoint folder and check that it loads",
-        description="Detect the layout (official Google or Hugging Face), read the config, "
+        description="Detect the layout (official or Hugging Face) and the family (BERT / "
+        "RoBERTa-wwm, ALBERT in Google's or brightmart's layout, ELECTRA), read the config, "
         "count parameters, show which checkpoint variable feeds which Keras weight and what "
         "is ignored. Exit status 1 if anything is wrong.",
     )
