@@ -295,10 +295,13 @@ class AlbertEncoder(_Encoder):
             the LayerNorm are ``hidden_dim`` wide).
     """
 
-    family = "albert"
     _config_keys = _Encoder._config_keys + (
         "embedding_dim", "num_groups", "num_inner_repetitions", "factorization",
     )
+
+    @property
+    def family(self):
+        return "albert_brightmart" if self.factorization == "tokens" else "albert"
 
     def __init__(
         self,
@@ -360,7 +363,6 @@ class AlbertEncoder(_Encoder):
             max_sequence_length=max_sequence_length, num_segments=num_segments,
             layer_norm_epsilon=layer_norm_epsilon, output_hidden_states=output_hidden_states,
         )
-        self.family = "albert_brightmart" if brightmart else "albert"
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
