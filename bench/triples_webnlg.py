@@ -11,6 +11,10 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
 (stated in the output; no target).
 
     python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
+                                   [--learning-rate 1e-4] [--max-train-examples N]
+
+Each child's full training log goes to WORKDIR/<dataset>.log (follow it with
+``tail -f``); the summary table is printed at the end.
 """
 
 import argparse
@@ -64,6 +68,7 @@ def child(args):
     config = TriplesTrainConfig(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
         epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
+        learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
         eval_mode="partial" if args.child == "webnlg_star" else "exact",
     )
     metrics = train(config)
@@ -88,6 +93,8 @@ def main():
     parser.add_argument("--datasets", default="webnlg_star,webnlg_exact,cmeie")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak encoder learning rate")
+    parser.add_argument("--max-train-examples", type=int, default=0, help="first N training sentences (0: all)")
     parser.add_argument("--checkpoint", default=str(MINILM))
     parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -95,15 +102,22 @@ def main():
     if args.child:
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
-    print(f"MiniLM (6 layers, H=384), {args.epochs} epochs, batch 16, max length {args.max_length}\n", flush=True)
+    print(f"MiniLM (6 layers, H=384), {args.epochs} epochs, batch 16, max length {args.max_length}, "
+          f"encoder learning rate {args.learning_rate:g}\n", flush=True)
     results = []
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
         command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
-                   "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir]
-        run = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-        lines = [l for l in run.stdout.splitlines() if l.startswith(("RESULT ", "CMeIE:"))]
+                   "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir,
+                   "--learning-rate", str(args.learning_rate), "--max-train-examples", str(args.max_train_examples)]
+        log = Path(args.workdir) / f"{name}.log"
+        print(f"{name}: training, log in {log}", flush=True)
+        with open(log, "w") as handle:
+            run = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1"))
+        lines = [l for l in log.read_text().splitlines() if l.startswith(("RESULT ", "CMeIE:"))]
         if run.returncode or not any(l.startswith("RESULT ") for l in lines):
-            print(f"{name}: FAILED\n{run.stderr[-2000:]}")
+            print(f"{name}: FAILED (exit {run.returncode}); last lines of {log}:\n{log.read_text()[-2000:]}")
             continue
         print("\n".join(lines), flush=True)
         results.append(json.loads(lines[-1][7:]))
