@@ -21,6 +21,7 @@ and padding). Truncation is reported in ``truncated`` and logged, never silent.
 
 import dataclasses
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,13 @@ class BertTokenizer:
         encoding = self._tokenizer.encode(text, add_special_tokens=False)
         return encoding.ids, encoding.offsets
 
+    def pieces(self, texts):
+        """Per text, whole (never cut) and without special tokens: ``(token_ids
+        int32 [n], offsets int32 [n, 2])``. Unpadded, so one long document
+        costs memory for itself only; the apps cut these into windows."""
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [(np.asarray(e.ids, np.int32), np.asarray(e.offsets, np.int32).reshape(-1, 2)) for e in encodings]
+
     # --- batches -------------------------------------------------------------------
     def __call__(self, texts, pairs=None, max_length=None, padding="longest", is_split_into_words=False):
         """Tokenize a batch.
@@ -256,6 +264,14 @@ def guess_lowercase(directory, vocab):
     words = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
     upper = sum(1 for t in words if any(c.isupper() for c in t))
     return upper <= 0.01 * max(len(words), 1)
+
+
+def padded_length(n, multiple=8, cap=None):
+    """``n`` rounded up to a multiple of ``multiple``, but never beyond ``cap``
+    (and never below ``n``). Every batch is padded this way, so a model's
+    compiled step sees few distinct shapes and is traced a few times only."""
+    rounded = int(math.ceil(n / multiple) * multiple)
+    return max(int(n), min(rounded, cap)) if cap else rounded
 
 
 def token_windows(n_tokens, size, stride):

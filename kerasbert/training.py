@@ -27,6 +27,7 @@ import numpy as np
 from keras import ops
 
 from kerasbert.errors import KerasbertError
+from kerasbert.tokenizer import padded_length
 
 
 # =============================================================================
@@ -178,9 +179,7 @@ class BucketedBatches(keras.utils.PyDataset):
         return [batches[i] for i in front] + [b for i, b in enumerate(batches) if i not in front]
 
     def _width(self, rows):
-        width = int(self.lengths[rows].max())
-        rounded = int(math.ceil(width / self.pad_to_multiple) * self.pad_to_multiple)
-        return max(width, min(rounded, self.max_width or rounded))
+        return padded_length(int(self.lengths[rows].max()), self.pad_to_multiple, self.max_width)
 
     def __len__(self):
         return len(self.batches)

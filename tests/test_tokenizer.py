@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 import kerasbert
 from kerasbert.tokenizer import BertTokenizer
 from kerasbert.tokenizer import guess_lowercase
+from kerasbert.tokenizer import padded_length
+from kerasbert.tokenizer import token_windows
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,32 @@ def test_padding_to_max_length(tokenizer):
     batch = tokenizer(["a"], max_length=16, padding="max_length")
     assert batch.token_ids.shape == (1, 16)
     assert batch.padding_mask.sum() == 3
+
+
+def test_pieces_are_the_whole_texts_unpadded_without_specials(tokenizer):
+    texts = ["Hello, World!", "", "naïve café " * 400]
+    batch = tokenizer(texts, max_length=100000)
+    pieces = tokenizer.pieces(texts)
+    assert len(pieces) == 3
+    for i, (ids, offsets) in enumerate(pieces):
+        n = int(batch.padding_mask[i].sum())
+        assert ids.dtype == np.int32 and offsets.dtype == np.int32 and offsets.shape == (len(ids), 2)
+        np.testing.assert_array_equal(ids, batch.token_ids[i, 1 : n - 1])
+        np.testing.assert_array_equal(offsets, batch.offsets[i, 1 : n - 1])
+    assert len(pieces[1][0]) == 0 and len(pieces[2][0]) == 800  # nothing cut at max_length (512)
+
+
+@pytest.mark.parametrize("n, cap, expected", [(1, None, 8), (8, None, 8), (9, None, 16), (9, 12, 12), (13, 12, 13), (120, 128, 120), (121, 128, 128)])
+def test_padded_length_rounds_to_multiples_of_8_within_the_cap(n, cap, expected):
+    assert padded_length(n, 8, cap) == expected
+
+
+def test_token_windows_cover_every_token_with_the_given_overlap():
+    assert token_windows(5, 8, 6) == [(0, 5)]
+    windows = token_windows(20, 8, 6)
+    assert windows == [(0, 8), (6, 14), (12, 20)]
+    covered = set().union(*(range(s, e) for s, e in windows))
+    assert covered == set(range(20))
 
 
 def _check_offsets(tokenizer, text):

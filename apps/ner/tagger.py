@@ -30,6 +30,7 @@ import numpy as np
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import save_pipeline
+from kerasbert.tokenizer import padded_length
 from kerasbert.tokenizer import token_windows as windows
 
 TAGGER_CONFIG = "tagger.json"
@@ -90,15 +91,6 @@ class Tagger:
         self.types = sorted({t[2:] for t in self.tags if t != "O"})
 
     # ------------------------------------------------------------------ tokens
-    def _pieces(self, texts):
-        """Per text: (token ids, offsets) of the whole text, no specials, no cut."""
-        batch = self.tokenizer(texts, max_length=1_000_000)
-        out = []
-        for i in range(len(texts)):
-            n = int(batch.padding_mask[i].sum())
-            out.append((batch.token_ids[i, 1 : n - 1], batch.offsets[i, 1 : n - 1]))
-        return out
-
     def _window_ranges(self, n):
         inner = self.max_length - 2
         return windows(n, inner, inner - self.overlap)
@@ -112,7 +104,7 @@ class Tagger:
         """
         report = report or FeatureReport()
         feats = {"token_ids": [], "segment_ids": [], "padding_mask": [], "tags": []}
-        pieces = self._pieces([e.text for e in examples])
+        pieces = self.tokenizer.pieces([e.text for e in examples])
         for example, (ids, offsets) in zip(examples, pieces):
             report.examples += 1
             tags = np.zeros(len(ids), dtype=np.int32)
@@ -150,7 +142,7 @@ class Tagger:
         "end", "type", "text", "score"}]}``, offsets into the original text."""
         if isinstance(texts, str):
             raise TypeError("pass a list of texts")
-        pieces = self._pieces(list(texts))
+        pieces = self.tokenizer.pieces(list(texts))
         # Flatten every window of every text into one list of sequences.
         jobs = []  # (text index, token start, token end, window index in the text)
         for i, (ids, _) in enumerate(pieces):
@@ -164,8 +156,7 @@ class Tagger:
             chunk = [jobs[j] for j in order[b : b + batch_size]]
             # Widths rounded up to a multiple of 8 (at most max_length): few distinct
             # shapes, so the model's predict function is traced a few times only.
-            width = max(end - start for _, start, end, _ in chunk) + 2
-            width = max(width, min(-(-width // 8) * 8, self.max_length))
+            width = padded_length(max(end - start for _, start, end, _ in chunk) + 2, 8, self.max_length)
             token_ids = np.zeros((len(chunk), width), np.int32)
             mask = np.zeros((len(chunk), width), np.int32)
             for r, (i, start, end, k) in enumerate(chunk):

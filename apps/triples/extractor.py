@@ -54,6 +54,7 @@ import math
 
 import numpy as np
 
+from kerasbert.tokenizer import padded_length
 from kerasbert.tokenizer import token_windows as windows
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
@@ -165,18 +166,6 @@ class FeatureReport:
         return "\n".join(lines)
 
 
-def _pieces(tokenizer, texts):
-    """Per text: (token ids, offsets) of the whole text, no specials, no cut."""
-    if not texts:
-        return []
-    batch = tokenizer(list(texts), max_length=1_000_000)
-    out = []
-    for i in range(len(texts)):
-        n = int(batch.padding_mask[i].sum())
-        out.append((batch.token_ids[i, 1 : n - 1], batch.offsets[i, 1 : n - 1]))
-    return out
-
-
 def _align(starts, ends, span):
     """(first token, last token, aligned) of a character span, or None."""
     inside = np.nonzero((ends > span.start) & (starts < span.end))[0]
@@ -242,7 +231,7 @@ class Extractor:
         report = report or FeatureReport()
         names = ("token_ids", "segment_ids", "padding_mask", "subject_start", "subject_end", "subjects")
         feats = {name: [] for name in names}
-        pieces = _pieces(self.tokenizer, [e.text for e in examples])
+        pieces = self.tokenizer.pieces([e.text for e in examples])
         for example, (ids, offsets) in zip(examples, pieces):
             report.examples += 1
             starts, ends = offsets[:, 0], offsets[:, 1]
@@ -302,7 +291,7 @@ class Extractor:
         if isinstance(texts, str):
             raise TypeError("pass a list of texts")
         texts = list(texts)
-        pieces = _pieces(self.tokenizer, texts)
+        pieces = self.tokenizer.pieces(texts)
         jobs = []  # (text index, token start, token end)
         for i, (ids, _) in enumerate(pieces):
             for start, end in self._window_ranges(len(ids)):
@@ -313,7 +302,9 @@ class Extractor:
         th = self.thresholds
         for b in range(0, len(order), batch_size):
             chunk = [jobs[j] for j in order[b : b + batch_size]]
-            width = _round_up(max(end - start for _, start, end in chunk) + 2, 8, self.max_length)
+            # Widths rounded up to a multiple of 8 (see padded_length) and the
+            # subject rows below to a power of two: few distinct shapes, few traces.
+            width = padded_length(max(end - start for _, start, end in chunk) + 2, 8, self.max_length)
             token_ids = np.zeros((len(chunk), width), np.int32)
             mask = np.zeros((len(chunk), width), np.int32)
             candidates = np.zeros((len(chunk), width), bool)  # real tokens: not [CLS]/[SEP]/padding
@@ -337,7 +328,7 @@ class Extractor:
             step = 4 * batch_size
             for c in range(0, len(rows), step):
                 c_rows, c_spans = rows[c : c + step], spans[c : c + step]
-                padded = _round_up(len(c_rows), 8, None)
+                padded = max(8, 1 << (len(c_rows) - 1).bit_length())
                 seq_rows = np.zeros((padded,) + sequence.shape[1:], sequence.dtype)
                 seq_rows[: len(c_rows)] = sequence[c_rows]
                 span_rows = np.zeros((padded, 2), np.int32)
@@ -389,6 +380,3 @@ class Extractor:
                    thresholds if thresholds is not None else settings["thresholds"], settings["overlap"])
 
 
-def _round_up(n, multiple, cap):
-    rounded = int(math.ceil(n / multiple) * multiple)
-    return max(n, min(rounded, cap)) if cap else rounded
