@@ -290,8 +290,10 @@ class EpochEvaluator(keras.callbacks.Callback):
         self.history_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.history_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+        # Keras's progress bar is still on its line (it redraws with "\r" and
+        # ends the line after the callbacks): start a new one.
         print(
-            f"epoch {epoch + 1}: dev {self.metric} {value:.4f}"
+            f"\nepoch {epoch + 1}: dev {self.metric} {value:.4f}"
             + (" (best, saved to " + str(self.best_dir) + ")" if improved else f" (best {self.best:.4f} at epoch {self.best_epoch})")
         )
         if self.patience is not None and self.best_epoch is not None and epoch + 1 - self.best_epoch >= self.patience:
