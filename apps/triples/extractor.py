@@ -378,5 +378,3 @@ class Extractor:
         model, tokenizer, settings = load_pipeline(directory, EXTRACTOR_CONFIG, "triples model")
         return cls(model, tokenizer, settings["predicates"], settings["max_length"],
                    thresholds if thresholds is not None else settings["thresholds"], settings["overlap"])
-
-
