@@ -366,7 +366,7 @@ class GraphTokenizer(tf.Module):
             ``(token_ids, starts, ends)``: RaggedTensors [batch, (tokens)];
             ``token_ids`` int32, ``starts``/``ends`` int64 code-point offsets
             into the original strings (end exclusive) -- what
-            ``BertTokenizer.encode_pieces`` returns.
+            ``BertTokenizer.pieces`` returns per text.
         """
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)

@@ -167,9 +167,8 @@ class BertTokenizer:
         return self._tokenizer.encode(text, add_special_tokens=False).tokens
 
     def encode_pieces(self, text):
-        """(token ids, offsets) of ``text`` without special tokens."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        return encoding.ids, encoding.offsets
+        """(token ids, offsets) of one ``text`` without special tokens (see :meth:`pieces`)."""
+        return self.pieces([text])[0]
 
     def pieces(self, texts):
         """Per text, whole (never cut) and without special tokens: ``(token_ids
@@ -206,7 +205,7 @@ class BertTokenizer:
         try:
             encodings = self._tokenizer.encode_batch(batch, is_pretokenized=is_split_into_words)
         finally:
-            self._tokenizer.no_truncation()  # tokenize() and encode_pieces() never cut
+            self._tokenizer.no_truncation()  # tokenize() and pieces() never cut
         lengths = [len(e.ids) for e in encodings]
         width = max_length if padding == "max_length" else max(lengths, default=0)
         n = len(encodings)
