@@ -96,28 +96,82 @@ def write_version(base, version, write):
 
 
 # -------------------------------------------------------------- graph parts
-def with_extra_row(x, width, value):
-    """``x`` [rows, len] padded to ``width`` columns plus one last row whose
-    first two columns are ``value`` (e.g. ``[CLS, SEP]``): the row that keeps a
-    serving graph's model calls from ever seeing an empty batch."""
+def nonempty(x, width, value):
+    """``x`` [rows, len] padded to ``width`` columns and, only when it has no
+    rows, given one row whose first two columns are ``value`` (e.g. ``[CLS,
+    SEP]``): a serving graph's model calls never see an empty batch, and a
+    non-empty batch is not made any bigger."""
     import tensorflow as tf
 
-    rows = tf.shape(x)[0]
-    x = tf.pad(x, [[0, 1], [0, width - tf.shape(x)[1]]])
-    return tf.tensor_scatter_nd_update(x, [[rows, 0], [rows, 1]], value)
+    extra = tf.cast(tf.equal(tf.shape(x)[0], 0), tf.int32)
+    x = tf.pad(x, [[0, extra], [0, width - tf.shape(x)[1]]])
+    return tf.tensor_scatter_nd_update(x, tf.constant([[0, 0], [0, 1]])[: 2 * extra], tf.constant(value, x.dtype)[: 2 * extra])
 
 
-def encoder_inputs_with_extra_row(inputs, cls_id, sep_id):
-    """The encoder inputs (dict of ``[rows, len]``) with :func:`with_extra_row`
-    (a ``[CLS] [SEP]`` row) and at least two columns."""
+def nonempty_encoder_inputs(inputs, cls_id, sep_id):
+    """The encoder inputs (dict of ``[rows, len]``) with at least two columns
+    and, for an empty batch, one ``[CLS] [SEP]`` row (:func:`nonempty`): row
+    ``i < rows`` is input row ``i``, and row 0 always exists."""
     import tensorflow as tf
 
     width = tf.maximum(tf.shape(inputs["token_ids"])[1], 2)
     return {
-        "token_ids": with_extra_row(inputs["token_ids"], width, [cls_id, sep_id]),
-        "segment_ids": with_extra_row(inputs["segment_ids"], width, [0, 0]),
-        "padding_mask": with_extra_row(inputs["padding_mask"], width, [1, 1]),
+        "token_ids": nonempty(inputs["token_ids"], width, [cls_id, sep_id]),
+        "segment_ids": nonempty(inputs["segment_ids"], width, [0, 0]),
+        "padding_mask": nonempty(inputs["padding_mask"], width, [1, 1]),
     }
+
+
+def fused_bilstm(layer):
+    """A function ``(x, mask) -> y`` that computes ``layer`` -- a Keras
+    ``Bidirectional(LSTM(..., return_sequences=True))``, ``merge_mode="concat"``
+    -- on ``x`` [batch, time, features] with a right-padded boolean ``mask``,
+    using TensorFlow's fused ``BlockLSTMV2`` kernel (a core op) and the
+    layer's own weights instead of Keras's step-by-step loop: the same numbers
+    at the unmasked positions (padded positions are zero), about half the time
+    for a short sentence on a CPU. The backward direction runs over each row
+    reversed within its own length (``ReverseSequence``), which is what
+    Keras's masked backward LSTM computes.
+
+    ``None`` when the layer is not one this covers (other activations, no
+    bias, another merge mode, a compute dtype other than float32): the caller
+    then calls the layer itself."""
+    import keras
+
+    directions = (getattr(layer, "forward_layer", None), getattr(layer, "backward_layer", None))
+    for lstm in directions:
+        cell = getattr(lstm, "cell", None)
+        if not (isinstance(lstm, keras.layers.LSTM) and lstm.return_sequences and cell.use_bias
+                and cell.activation is keras.activations.tanh and cell.recurrent_activation is keras.activations.sigmoid
+                and lstm.compute_dtype == "float32"):
+            return None
+    if layer.merge_mode != "concat" or not directions[1].go_backwards:
+        return None
+
+    def call(x, mask):
+        import tensorflow as tf
+
+        x = tf.cast(x, tf.float32)
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+
+        def run(x, cell):  # [batch, time, features] -> [batch, time, units]
+            zeros = tf.zeros([tf.shape(x)[0], cell.units])
+            no_peephole = tf.zeros([cell.units])
+            out = tf.raw_ops.BlockLSTMV2(  # gate order i, f, c, o: Keras's
+                seq_len_max=tf.cast(tf.shape(x)[1], tf.int64), x=tf.transpose(x, [1, 0, 2]),
+                cs_prev=zeros, h_prev=zeros, w=tf.concat([cell.kernel, cell.recurrent_kernel], 0),
+                wci=no_peephole, wcf=no_peephole, wco=no_peephole, b=cell.bias, cell_clip=0.0, use_peephole=False,
+            )
+            return tf.transpose(out[6], [1, 0, 2])
+
+        def reverse(x):
+            return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
+
+        forward = run(x, directions[0].cell)
+        backward = reverse(run(reverse(x), directions[1].cell))
+        return tf.concat([forward, backward], -1) * tf.cast(mask, tf.float32)[:, :, None]
+
+    return call
 
 
 def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
@@ -147,8 +201,11 @@ def by_length(fn, inputs, rows_per_call=16):
     full = tf.shape(inputs["padding_mask"])[1]
     order = tf.argsort(lengths, stable=True)
     n_calls = (n_rows + rows_per_call - 1) // rows_per_call
-    probe = {k: v[:1, :1] for k, v in inputs.items()}
-    specs = {k: (v.dtype, v.shape) for k, v in fn(probe).items()}  # traced once for the output structure
+    # The output structure, from a trace of ``fn`` in a graph of its own (a
+    # call here would run the model once more on every request).
+    input_specs = {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()}
+    traced = tf.function(fn).get_concrete_function(input_specs).structured_outputs
+    specs = {k: (v.dtype, v.shape) for k, v in traced.items()}
     arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}
 
     def body(i, arrays):

@@ -29,6 +29,7 @@ from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
 from kerasbert.export import describe
+from kerasbert.export import fused_bilstm
 from kerasbert.export import next_version
 from kerasbert.export import predict_request
 from kerasbert.export import read_warmup
@@ -215,7 +216,27 @@ def test_ids_export_gives_the_models_tags(tagger, exported):
     want = tagger.model.predict_on_batch(batch.inputs)
     mask = batch.padding_mask.astype(bool)
     np.testing.assert_array_equal(got["tags"].numpy()[mask], np.asarray(want["tags"])[mask])
+    np.testing.assert_allclose(got["potentials"].numpy()[mask], np.asarray(want["potentials"])[mask], atol=1e-5)
     assert describe(ids_export)["tags"] == tagger.tags
+    assert "BlockLSTMV2" in list_ops(ids_export)  # the BiLSTM runs as the fused kernel
+
+
+def test_fused_bilstm_computes_the_keras_layer():
+    keras.utils.set_random_seed(3)
+    layer = keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True))
+    x = np.random.default_rng(1).normal(size=(4, 9, 5)).astype("float32")
+    lengths = np.array([9, 4, 1, 6])
+    mask = np.arange(9)[None, :] < lengths[:, None]
+    want = np.asarray(layer(x, mask=mask))
+    got = fused_bilstm(layer)(tf.constant(x), tf.constant(mask)).numpy()
+    np.testing.assert_allclose(got[mask], want[mask], atol=1e-5)
+    assert not got[~mask].any()
+    # Layers it does not cover are left to Keras.
+    assert fused_bilstm(keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True), merge_mode="sum")) is None
+    assert fused_bilstm(keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True, activation="relu"))) is None
+    assert fused_bilstm(keras.layers.Bidirectional(keras.layers.GRU(6, return_sequences=True))) is None
+    mixed = keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True, dtype="mixed_bfloat16"))
+    assert fused_bilstm(mixed) is None
 
 
 def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):

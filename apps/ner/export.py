@@ -10,7 +10,8 @@ does on the host -- following one batch of strings:
 2. the :class:`~apps.ner.model.NerModel` (encoder, BiLSTM, CRF Viterbi) on
    the windows, sorted by length and run in groups of 16 each trimmed to its
    longest row (:func:`kerasbert.export.by_length`) -- tags and emission
-   scores per token;
+   scores per token; the BiLSTM runs as TensorFlow's fused ``BlockLSTMV2``
+   kernel with the layer's weights (:func:`model_call`);
 3. merge: each token takes its tag from the window where it sits furthest
    from a cut edge (ties: the earlier window), exactly the Tagger's rule;
 4. BIO decoding: an entity starts at ``B-X``, or at an ``I-X`` that does not
@@ -39,8 +40,9 @@ tokenizes (``assets.extra/vocab.txt``) and decodes.
 import numpy as np
 
 from kerasbert.export import by_length
-from kerasbert.export import encoder_inputs_with_extra_row
+from kerasbert.export import nonempty_encoder_inputs
 from kerasbert.export import export_saved_model
+from kerasbert.export import fused_bilstm
 from kerasbert.export import signature_and_warmup
 
 #: Example texts replayed by TF Serving at load (one per warmup record).
@@ -62,6 +64,23 @@ def tag_tables(tags):
     return np.array(prefix, np.int32), np.array(type_index, np.int32), types
 
 
+def model_call(model):
+    """``rows -> {"tags": int32, "potentials": float32}``: the
+    :class:`~apps.ner.model.NerModel` in a serving graph, its BiLSTM run by
+    TensorFlow's fused kernel when the layer allows
+    (:func:`kerasbert.export.fused_bilstm`), else by the layer itself."""
+    import tensorflow as tf
+
+    bilstm = fused_bilstm(model.lstm) if model.lstm is not None else None
+
+    def call(rows):
+        sequence = model.encoder(rows, training=False)["sequence_output"]
+        potentials, tags = model.head(sequence, rows["padding_mask"], bilstm=bilstm, training=False)
+        return {"tags": tf.cast(tags, tf.int32), "potentials": tf.cast(potentials, tf.float32)}
+
+    return call
+
+
 def text_endpoint(tagger):
     """``(function, trackables)``: the ``text`` signature's function for a
     :class:`~apps.ner.tagger.Tagger` (TensorFlow backend)."""
@@ -73,19 +92,19 @@ def text_endpoint(tagger):
     model = tagger.model
     prefix_table, type_table, types = tag_tables(tagger.tags)
     max_length, overlap = tagger.max_length, tagger.overlap
+    run_model = model_call(model)
 
     def serve(text):
         texts = tf.reshape(text, [-1])
         w = graph_tokenizer.windows(texts, max_length=max_length, overlap=overlap)
         n_rows = tf.shape(w["token_ids"])[0]
-        # One [CLS] [SEP] row more: the model never sees an empty batch.
-        inputs = encoder_inputs_with_extra_row(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
+        # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
+        inputs = nonempty_encoder_inputs(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
 
         def tag(rows):
-            out = model(rows, training=False)
-            tags = tf.cast(out["tags"], tf.int32)
-            probs = tf.nn.softmax(tf.cast(out["potentials"], tf.float32), axis=-1)
-            return {"tags": tags, "probs": tf.gather(probs, tags, batch_dims=2)}
+            out = run_model(rows)
+            probs = tf.nn.softmax(out["potentials"], axis=-1)
+            return {"tags": out["tags"], "probs": tf.gather(probs, out["tags"], batch_dims=2)}
 
         out = by_length(tag, inputs)
         row_tags, row_probs = out["tags"][:n_rows], out["probs"][:n_rows]
@@ -169,13 +188,11 @@ def text_endpoint(tagger):
 
 def ids_endpoint(tagger):
     """``(function, trackables)`` for the ``ids`` signature (core ops only)."""
-    import tensorflow as tf
-
     model = tagger.model
+    run_model = model_call(model)
 
     def serve(token_ids, segment_ids, padding_mask):
-        out = model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}, training=False)
-        return {"tags": tf.cast(out["tags"], tf.int32), "potentials": tf.cast(out["potentials"], tf.float32)}
+        return run_model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
 
     return serve, [model]
 

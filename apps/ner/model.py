@@ -60,16 +60,7 @@ class NerModel(keras.Model):
             name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("token_ids", "segment_ids", "padding_mask")
         }
-        x = encoder(inputs)["sequence_output"]
-        x = self.head_dropout(x)
-        mask = ops.cast(inputs["padding_mask"], "bool")
-        if self.lstm is not None:
-            x = self.lstm(x, mask=mask)
-        potentials = self.emissions(x)
-        if self.crf is not None:
-            tags = self.crf(potentials, mask=mask)
-        else:
-            tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
+        potentials, tags = self.head(encoder(inputs)["sequence_output"], inputs["padding_mask"])
         super().__init__(inputs=inputs, outputs={"potentials": potentials, "tags": tags}, **kwargs)
 
         # === Config ===
@@ -80,6 +71,23 @@ class NerModel(keras.Model):
         self.dropout = dropout
         self.allowed = allowed
         self.allowed_start = allowed_start
+
+    def head(self, sequence_output, padding_mask, bilstm=None, training=None):
+        """The encoder's output -> ``(potentials, tags)``: dropout, BiLSTM,
+        emission scores, CRF Viterbi (or argmax). The functional model is
+        built from it; the serving graph (``apps/ner/export.py``) calls it
+        with ``bilstm``, a function ``(x, mask) -> x`` that replaces the
+        BiLSTM layer's call (a fused TensorFlow kernel with the same weights)."""
+        x = self.head_dropout(sequence_output, training=training)
+        mask = ops.cast(padding_mask, "bool")
+        if self.lstm is not None:
+            x = bilstm(x, mask) if bilstm is not None else self.lstm(x, mask=mask, training=training)
+        potentials = self.emissions(x)
+        if self.crf is not None:
+            tags = self.crf(potentials, mask=mask)
+        else:
+            tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
+        return potentials, tags
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         potentials = ops.cast(y_pred["potentials"], "float32")

@@ -40,7 +40,7 @@ core TensorFlow ops only.
 """
 
 from kerasbert.export import by_length
-from kerasbert.export import encoder_inputs_with_extra_row
+from kerasbert.export import nonempty_encoder_inputs
 from kerasbert.export import export_saved_model
 from kerasbert.export import signature_and_warmup
 
@@ -80,8 +80,9 @@ def _triples(extractor, inputs, n_rows, row_text, offsets, allowed):
     """Triples of a batch of windows as flat tensors, deduplicated and sorted.
 
     Args:
-        inputs: the encoder inputs, with ONE extra row at index ``n_rows`` (so
-            no sub-model ever sees an empty batch).
+        inputs: the encoder inputs: the ``n_rows`` windows, or one ``[CLS]
+            [SEP]`` row when there is none (so no sub-model ever sees an
+            empty batch); row 0 always exists.
         row_text: int32 [n_rows], the text of each row.
         offsets: int32 [n_rows, len, 2], start/end reported for each position.
         allowed: bool [n_rows, len], the real tokens.
@@ -96,15 +97,15 @@ def _triples(extractor, inputs, n_rows, row_text, offsets, allowed):
     n_predicates = len(extractor.predicates)
     encoded = by_length(lambda rows: encode(rows, training=False), inputs)  # length-sorted groups of 16
     sequence = encoded["sequence"]
-    length = tf.shape(allowed)[1]  # the inputs may be wider (the extra row is at least 2 wide)
+    length = tf.shape(allowed)[1]  # the inputs may be wider (they are at least 2 wide)
     s_row, s_start, s_end, s_score = _spans(
         tf.cast(encoded["subject_start"][:n_rows, :length], tf.float32),
         tf.cast(encoded["subject_end"][:n_rows, :length], tf.float32),
         th["subject_start"], th["subject_end"], allowed,
     )
     n_subjects = tf.size(s_row)
-    # Object pointers for every subject at once (+ one dummy row: the extra row, span (0, 0)).
-    rows = tf.concat([s_row, [n_rows]], 0)
+    # Object pointers for every subject at once (+ one dummy row: row 0, span (0, 0)).
+    rows = tf.concat([s_row, [0]], 0)
     spans = tf.concat([tf.stack([s_start, s_end], 1), [[0, 0]]], 0)
     out = objects({"sequence": tf.gather(sequence, rows), "subject_span": spans}, training=False)
 
@@ -187,7 +188,7 @@ def text_endpoint(extractor):
         texts = tf.reshape(text, [-1])
         w = graph_tokenizer.windows(texts, max_length=max_length, overlap=overlap)
         n_rows = tf.shape(w["token_ids"])[0]
-        inputs = encoder_inputs_with_extra_row(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
+        inputs = nonempty_encoder_inputs(w, graph_tokenizer.cls_id, graph_tokenizer.sep_id)
         length = tf.shape(w["token_ids"])[1]
         n = w["token_end"] - w["token_start"]
         positions = tf.range(length)[None, :]
@@ -205,7 +206,7 @@ def ids_endpoint(extractor):
 
     def serve(token_ids, segment_ids, padding_mask):
         n_rows = tf.shape(token_ids)[0]
-        inputs = encoder_inputs_with_extra_row(
+        inputs = nonempty_encoder_inputs(
             {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
             extractor.tokenizer.cls_id, extractor.tokenizer.sep_id,
         )
