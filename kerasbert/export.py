@@ -185,7 +185,7 @@ def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
     return [tf.TensorSpec([None], tf.string, name="text")], [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
 
 
-def by_length(fn, inputs, rows_per_call=16):
+def by_length(fn, inputs, rows_per_call=8):
     """Call ``fn`` on rows of similar length: inside a serving graph, the rows
     of ``inputs`` (a dict of ``[rows, len]`` tensors with a ``padding_mask``)
     are sorted by length and cut into groups of ``rows_per_call``, each trimmed
@@ -193,7 +193,12 @@ def by_length(fn, inputs, rows_per_call=16):
     short one pay for its padding. ``fn`` maps such a dict to a dict of
     ``[n, width]`` or ``[n, width, k]`` tensors; the results are padded back to
     ``len`` and returned in the original row order. Core TensorFlow ops only
-    (a ``While`` loop)."""
+    (a ``While`` loop).
+
+    Groups of 8 measured best for the MiniLM NER export on 2 CPU cores
+    (batch of 64 sentences: 4 rows 124, 8 rows 139-154, 16 rows 107-126, 32
+    rows 85 sentences/s; 2 rows 96). Smaller groups pad less; below 8 the
+    per-group overhead wins."""
     import tensorflow as tf
 
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)

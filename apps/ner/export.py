@@ -8,7 +8,7 @@ does on the host -- following one batch of strings:
 1. :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`: WordPiece ids
    with code-point offsets, long texts cut into the Tagger's windows;
 2. the :class:`~apps.ner.model.NerModel` (encoder, BiLSTM, CRF Viterbi) on
-   the windows, sorted by length and run in groups of 16 each trimmed to its
+   the windows, sorted by length and run in groups of 8 each trimmed to its
    longest row (:func:`kerasbert.export.by_length`) -- tags and emission
    scores per token; the BiLSTM runs as TensorFlow's fused ``BlockLSTMV2``
    kernel with the layer's weights (:func:`model_call`);

@@ -7,7 +7,7 @@ as a SavedModel for TF Serving (layout, atomicity, warmup:
 
 1. :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows` -- WordPiece ids
    with code-point offsets, long texts cut into the Extractor's windows;
-2. the ``encode`` sub-model on the windows (length-sorted groups of 16,
+2. the ``encode`` sub-model on the windows (length-sorted groups of 8,
    :func:`kerasbert.export.by_length`): sequence vectors and subject
    start/end probabilities;
 3. subject spans by the Extractor's rule (:func:`apps.triples.extractor.decode_spans`:
@@ -95,7 +95,7 @@ def _triples(extractor, inputs, n_rows, row_text, offsets, allowed):
     encode, objects = extractor.model.decoders()
     th = extractor.thresholds
     n_predicates = len(extractor.predicates)
-    encoded = by_length(lambda rows: encode(rows, training=False), inputs)  # length-sorted groups of 16
+    encoded = by_length(lambda rows: encode(rows, training=False), inputs)  # length-sorted groups of 8
     sequence = encoded["sequence"]
     length = tf.shape(allowed)[1]  # the inputs may be wider (they are at least 2 wide)
     s_row, s_start, s_end, s_score = _spans(
