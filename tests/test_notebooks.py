@@ -33,7 +33,12 @@ def require_starter():
         pytest.skip(message)
 
 
-def execute(name, tmp_path, monkeypatch):
+#: The NER model notebook 01 trained in this session (notebook 03 reuses it
+#: through its KERASBERT_NER_MODEL parameter instead of training another).
+TRAINED = {}
+
+
+def execute(name, tmp_path, monkeypatch, ner_model=None):
     """Run ``notebooks/<name>.ipynb`` in SMALL mode; returns the executed notebook."""
     require_starter()
     monkeypatch.setenv("KERASBERT_NOTEBOOK_SMALL", "1")
@@ -42,6 +47,8 @@ def execute(name, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     for variable in ("KERASBERT_CHECKPOINT", "KERASBERT_NER_MODEL"):
         monkeypatch.delenv(variable, raising=False)  # only the shipped samples and the starter encoder
+    if ner_model is not None:
+        monkeypatch.setenv("KERASBERT_NER_MODEL", str(ner_model))
     workdir = tmp_path / "cwd"
     workdir.mkdir()
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -102,6 +109,8 @@ def test_01_ner_custom_data(tmp_path, monkeypatch):
     assert 'class="kerasbert-errors"' in html
     for fmt in ("conll", "doccano", "labelstudio"):
         assert f"[{fmt}]" in text
+    (model,) = tmp_path.glob("kerasbert-notebook-*/01_ner_custom_data/run/model")
+    TRAINED["ner"] = model
 
 
 @pytest.mark.slow
@@ -118,8 +127,12 @@ def test_02_triple_extraction(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_03_serving(tmp_path, monkeypatch):
-    nb = execute("03_serving", tmp_path, monkeypatch)
+    """Exports notebook 01's model when 01 ran before in this session (its
+    ``KERASBERT_NER_MODEL`` path); run alone, it trains its own."""
+    reused = TRAINED.get("ner")
+    nb = execute("03_serving", tmp_path, monkeypatch, ner_model=reused)
     text = text_of(nb)
+    assert (f"reusing {reused}" in text) if reused else ("epoch 1: dev f1" in text)
     assert '"instances"' in text and '"signature_name": "serving_default"' in text  # the REST body
     assert "same entities as Tagger.predict on the host: True" in text
     assert "text 1 (0 characters): 0 entities" in text  # the empty string
