@@ -145,7 +145,7 @@ def fused_bilstm(layer):
                 and cell.activation is keras.activations.tanh and cell.recurrent_activation is keras.activations.sigmoid
                 and lstm.compute_dtype == "float32"):
             return None
-    if layer.merge_mode != "concat" or not directions[1].go_backwards:
+    if layer.merge_mode != "concat" or directions[0].go_backwards or not directions[1].go_backwards:
         return None
 
     def call(x, mask):
