@@ -2,8 +2,9 @@
 
 Each notebook is executed with nbclient in a fresh ``python3`` kernel, in a
 temporary working directory, with ``KERASBERT_NOTEBOOK_SMALL=1`` (one short
-epoch on a slice of the shipped samples, starter encoder); any cell error
-fails the test. Then the executed outputs are checked for what each notebook
+epoch on a slice of the shipped samples, starter encoder; notebook 03 exports
+the model notebook 01 trained when 01 ran first); any cell error fails the
+test. Then the executed outputs are checked for what each notebook
 is meant to show. The notebooks are shipped without outputs.
 """
 
