@@ -29,9 +29,7 @@ ALBERT and other SentencePiece models are refused with the reason.
 """
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -461,17 +459,17 @@ def write_official_checkpoint(directory, variables, config, vocab, prefix_name="
     (:data:`OFFICIAL_CONFIG_FILE`), ``vocab.txt``, ``checkpoint`` and
     ``<prefix_name>.index/.data-00000-of-00001``.
 
-    ``variables`` maps official names to numpy arrays. Atomic: everything is
-    written into a temporary folder beside ``directory`` and then moved into
-    place file by file, the ``.index`` (what readers open first) last, so an
-    interrupted write never leaves a readable half-checkpoint.
+    ``variables`` maps official names to numpy arrays. Atomic
+    (:func:`kerasbert.files.atomic_write_dir`, ``exists="merge"``): everything
+    is written into a staging folder and then moved into place file by file,
+    the ``.index`` (what readers open first) last, so an interrupted write
+    never leaves a readable half-checkpoint.
     """
     import tensorflow as tf
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".kerasbert-", dir=directory))
-    try:
+    from kerasbert.files import atomic_write_dir
+
+    def write(staging):
         names = sorted(variables)
         tf.raw_ops.SaveV2(
             prefix=str(staging / prefix_name),
@@ -488,11 +486,7 @@ def write_official_checkpoint(directory, variables, config, vocab, prefix_name="
             f'all_model_checkpoint_paths: "{prefix_name}"\n',
             encoding="utf-8",
         )
-        files = sorted(staging.iterdir(), key=lambda p: (p.suffix == ".index", p.name))
-        for file in files:
-            os.replace(file, directory / file.name)
-    finally:
-        for leftover in staging.iterdir():
-            leftover.unlink()
-        staging.rmdir()
+
+    directory = Path(directory)
+    atomic_write_dir(directory, write, exists="merge", last=(".index",))
     return directory / prefix_name

@@ -8,8 +8,10 @@ A pipeline folder holds everything needed to predict, nothing to train:
 * ``<name>.json`` -- the app's settings (labels, max length, thresholds...)
   and the tokenizer's settings under ``"tokenizer"``.
 
-Write it through :func:`kerasbert.training.atomic_write_dir` to replace a
-previous version atomically.
+Write it through :func:`kerasbert.files.atomic_write_dir` to replace a
+previous version atomically. A training run keeps its best pipeline in
+``OUTPUT/model`` (:data:`MODEL_DIR`); :func:`resolve_model_dir` accepts
+either folder.
 """
 
 import json
@@ -19,6 +21,25 @@ from kerasbert.errors import KerasbertError
 
 MODEL_FILE = "model.keras"
 VOCAB_FILE = "vocab.txt"
+#: Where a training run (``OUTPUT``) keeps its best pipeline.
+MODEL_DIR = "model"
+
+
+def resolve_model_dir(directory, settings_name, what):
+    """The pipeline folder meant by ``directory``: the folder itself when it
+    holds ``settings_name``, else its ``model/`` (a training run's output
+    folder) when that does; otherwise a clear error."""
+    directory = Path(directory)
+    if (directory / settings_name).exists():
+        return directory
+    if (directory / MODEL_DIR / settings_name).exists():
+        return directory / MODEL_DIR
+    if not directory.exists():
+        raise KerasbertError(f"{directory}: no such folder")
+    raise KerasbertError(
+        f"{directory}: not a kerasbert {what} folder (no {settings_name}), nor a training output folder "
+        f"with {MODEL_DIR}/{settings_name}"
+    )
 
 
 def save_pipeline(directory, model, tokenizer, settings, settings_name):
