@@ -79,37 +79,6 @@ def _check_activation(hidden_act):
         raise ValueError(f"hidden_act must be one of {sorted(ACTIVATIONS)}, got {hidden_act!r}")
 
 
-def _embedding_layers(self, vocabulary_size, token_dim, other_dim, max_sequence_length,
-                      num_segments, layer_norm_epsilon, dropout, dtype):
-    """Token embeddings ``token_dim`` wide; position and segment embeddings and
-    the LayerNorm ``other_dim`` wide (the two differ only for brightmart)."""
-    self.token_embedding = ReversibleEmbedding(
-        input_dim=vocabulary_size,
-        output_dim=token_dim,
-        embeddings_initializer=_initializer(),
-        dtype=dtype,
-        name="token_embedding",
-    )
-    self.position_embedding = PositionEmbedding(
-        initializer=_initializer(),
-        sequence_length=max_sequence_length,
-        dtype=dtype,
-        name="position_embedding",
-    )
-    self.segment_embedding = keras.layers.Embedding(
-        input_dim=num_segments,
-        output_dim=other_dim,
-        embeddings_initializer=_initializer(),
-        dtype=dtype,
-        name="segment_embedding",
-    )
-    self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
-    self.embeddings_layer_norm = keras.layers.LayerNormalization(
-        axis=-1, epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
-    )
-    self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
-
-
 def _transformer_layer(name, num_heads, intermediate_dim, hidden_act, dropout, layer_norm_epsilon, dtype):
     return TransformerEncoder(
         num_heads=num_heads,
@@ -141,23 +110,6 @@ def _inputs():
     }
 
 
-def _embed(self, inputs, project_tokens=None, project_sum=None):
-    """The embeddings block; ``project_tokens`` (brightmart) maps token
-    embeddings to the hidden width before the sum, ``project_sum`` (ALBERT,
-    ELECTRA) maps the normalized sum."""
-    tokens = self.token_embedding(inputs["token_ids"])
-    if project_tokens is not None:
-        tokens = project_tokens(tokens)
-    positions = self.position_embedding(tokens)
-    segments = self.segment_embedding(inputs["segment_ids"])
-    x = self.embeddings_add((tokens, positions, segments))
-    x = self.embeddings_layer_norm(x)
-    x = self.embeddings_dropout(x)
-    if project_sum is not None:
-        x = project_sum(x)
-    return x
-
-
 def _encode(x, schedule, padding_mask, pooled_dense, output_hidden_states):
     """Run the transformer layers in ``schedule`` order (a shared layer appears
     several times) and build the outputs dict."""
@@ -182,7 +134,8 @@ def _pooler(hidden_dim, dtype):
 
 
 class _Encoder(Backbone):
-    """What every family shares: its config attributes and ``get_config``."""
+    """What every family shares: the embeddings block, the config attributes
+    and ``get_config``."""
 
     family = None
     _config_keys = (
@@ -190,6 +143,52 @@ class _Encoder(Backbone):
         "hidden_act", "dropout", "max_sequence_length", "num_segments",
         "layer_norm_epsilon", "output_hidden_states",
     )
+
+    def _build_embeddings(self, vocabulary_size, token_dim, other_dim, max_sequence_length,
+                          num_segments, layer_norm_epsilon, dropout, dtype):
+        """Token embeddings ``token_dim`` wide; position and segment embeddings and
+        the LayerNorm ``other_dim`` wide (the two differ only for brightmart)."""
+        self.token_embedding = ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=token_dim,
+            embeddings_initializer=_initializer(),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            initializer=_initializer(),
+            sequence_length=max_sequence_length,
+            dtype=dtype,
+            name="position_embedding",
+        )
+        self.segment_embedding = keras.layers.Embedding(
+            input_dim=num_segments,
+            output_dim=other_dim,
+            embeddings_initializer=_initializer(),
+            dtype=dtype,
+            name="segment_embedding",
+        )
+        self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
+        self.embeddings_layer_norm = keras.layers.LayerNormalization(
+            axis=-1, epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
+        self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
+
+    def _embed(self, inputs, project_tokens=None, project_sum=None):
+        """The embeddings block; ``project_tokens`` (brightmart) maps token
+        embeddings to the hidden width before the sum, ``project_sum`` (ALBERT,
+        ELECTRA) maps the normalized sum."""
+        tokens = self.token_embedding(inputs["token_ids"])
+        if project_tokens is not None:
+            tokens = project_tokens(tokens)
+        positions = self.position_embedding(tokens)
+        segments = self.segment_embedding(inputs["segment_ids"])
+        x = self.embeddings_add((tokens, positions, segments))
+        x = self.embeddings_layer_norm(x)
+        x = self.embeddings_dropout(x)
+        if project_sum is not None:
+            x = project_sum(x)
+        return x
 
     def _set_config(self, **config):
         for key, value in config.items():
@@ -243,8 +242,8 @@ class BertEncoder(_Encoder):
     ):
         _check_activation(hidden_act)
         # === Layers ===
-        _embedding_layers(self, vocabulary_size, hidden_dim, hidden_dim, max_sequence_length,
-                          num_segments, layer_norm_epsilon, dropout, dtype)
+        self._build_embeddings(vocabulary_size, hidden_dim, hidden_dim, max_sequence_length,
+                               num_segments, layer_norm_epsilon, dropout, dtype)
         self.transformer_layers = [
             _transformer_layer(f"transformer_layer_{i}", num_heads, intermediate_dim, hidden_act,
                                dropout, layer_norm_epsilon, dtype)
@@ -254,7 +253,7 @@ class BertEncoder(_Encoder):
 
         # === Functional Model ===
         inputs = _inputs()
-        x = _embed(self, inputs)
+        x = self._embed(inputs)
         outputs = _encode(x, self.transformer_layers, inputs["padding_mask"], self.pooled_dense,
                           output_hidden_states)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
@@ -330,8 +329,8 @@ class AlbertEncoder(_Encoder):
             raise ValueError(f"factorization must be 'embeddings' or 'tokens', got {factorization!r}")
         brightmart = factorization == "tokens"
         # === Layers ===
-        _embedding_layers(self, vocabulary_size, embedding_dim, hidden_dim if brightmart else embedding_dim,
-                          max_sequence_length, num_segments, layer_norm_epsilon, dropout, dtype)
+        self._build_embeddings(vocabulary_size, embedding_dim, hidden_dim if brightmart else embedding_dim,
+                               max_sequence_length, num_segments, layer_norm_epsilon, dropout, dtype)
         self.embeddings_projection = _projection(hidden_dim, use_bias=not brightmart, dtype=dtype)
         self.transformer_layers = [
             [
@@ -346,9 +345,9 @@ class AlbertEncoder(_Encoder):
         # === Functional Model ===
         inputs = _inputs()
         if brightmart:
-            x = _embed(self, inputs, project_tokens=self.embeddings_projection)
+            x = self._embed(inputs, project_tokens=self.embeddings_projection)
         else:
-            x = _embed(self, inputs, project_sum=self.embeddings_projection)
+            x = self._embed(inputs, project_sum=self.embeddings_projection)
         calls_per_group = num_layers // num_groups
         schedule = [layer for group in self.transformer_layers for _ in range(calls_per_group) for layer in group]
         outputs = _encode(x, schedule, inputs["padding_mask"], self.pooled_dense, output_hidden_states)
@@ -401,8 +400,8 @@ class ElectraEncoder(_Encoder):
     ):
         _check_activation(hidden_act)
         # === Layers ===
-        _embedding_layers(self, vocabulary_size, embedding_dim, embedding_dim, max_sequence_length,
-                          num_segments, layer_norm_epsilon, dropout, dtype)
+        self._build_embeddings(vocabulary_size, embedding_dim, embedding_dim, max_sequence_length,
+                               num_segments, layer_norm_epsilon, dropout, dtype)
         self.embeddings_projection = (
             _projection(hidden_dim, use_bias=True, dtype=dtype) if embedding_dim != hidden_dim else None
         )
@@ -414,7 +413,7 @@ class ElectraEncoder(_Encoder):
 
         # === Functional Model ===
         inputs = _inputs()
-        x = _embed(self, inputs, project_sum=self.embeddings_projection)
+        x = self._embed(inputs, project_sum=self.embeddings_projection)
         outputs = _encode(x, self.transformer_layers, inputs["padding_mask"], None, output_hidden_states)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 

@@ -1,7 +1,7 @@
 """Writing SavedModels for TensorFlow Serving: versioned, atomic, warmed up.
 
-What every kerasbert export shares (the apps add the serving graph itself:
-``apps/ner/export.py``, ``apps/triples/export.py``):
+What every kerasbert export shares (the apps' pipelines add the serving
+function itself: :meth:`apps.base.pipeline.Pipeline.export`):
 
 * **layout** -- TF Serving's: ``EXPORT_BASE/N/saved_model.pb``,
   ``variables/``, ``assets.extra/``. ``N`` defaults to the next free integer
@@ -26,10 +26,7 @@ Exports need the TensorFlow backend (the SavedModel is a TensorFlow graph).
 """
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from kerasbert.errors import KerasbertError
@@ -70,9 +67,12 @@ def next_version(base):
 
 
 def write_version(base, version, write):
-    """Publish ``base/version`` atomically: ``write(tmp_dir)`` fills a hidden
-    temporary folder in ``base``, which is then renamed. Refuses an existing
-    version. Returns the version's path."""
+    """Publish ``base/version`` atomically (:func:`kerasbert.files.atomic_write_dir`
+    with ``exists="refuse"``): ``write(tmp_dir)`` fills a hidden staging
+    folder in ``base``, which is then renamed. Refuses an existing version.
+    Returns the version's path."""
+    from kerasbert.files import atomic_write_dir
+
     base = Path(base)
     if base.exists() and not base.is_dir():
         raise KerasbertError(f"{base}: export base exists and is not a folder")
@@ -82,17 +82,7 @@ def write_version(base, version, write):
     target = base / str(version)
     if target.exists():
         raise KerasbertError(f"{target} already exists; TF Serving versions are never overwritten (pick another --version)")
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=base))
-    try:
-        write(staging)
-        if target.exists():  # another export took the number meanwhile
-            raise KerasbertError(f"{target} appeared during the export; nothing was overwritten")
-        os.rename(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+    return atomic_write_dir(target, write, exists="refuse")
 
 
 # -------------------------------------------------------------- graph parts
@@ -120,58 +110,6 @@ def nonempty_encoder_inputs(inputs, cls_id, sep_id):
         "segment_ids": nonempty(inputs["segment_ids"], width, [0, 0]),
         "padding_mask": nonempty(inputs["padding_mask"], width, [1, 1]),
     }
-
-
-def fused_bilstm(layer):
-    """A function ``(x, mask) -> y`` that computes ``layer`` -- a Keras
-    ``Bidirectional(LSTM(..., return_sequences=True))``, ``merge_mode="concat"``
-    -- on ``x`` [batch, time, features] with a right-padded boolean ``mask``,
-    using TensorFlow's fused ``BlockLSTMV2`` kernel (a core op) and the
-    layer's own weights instead of Keras's step-by-step loop: the same numbers
-    at the unmasked positions (padded positions are zero), about half the time
-    for a short sentence on a CPU. The backward direction runs over each row
-    reversed within its own length (``ReverseSequence``), which is what
-    Keras's masked backward LSTM computes.
-
-    ``None`` when the layer is not one this covers (other activations, no
-    bias, another merge mode, a compute dtype other than float32): the caller
-    then calls the layer itself."""
-    import keras
-
-    directions = (getattr(layer, "forward_layer", None), getattr(layer, "backward_layer", None))
-    for lstm in directions:
-        cell = getattr(lstm, "cell", None)
-        if not (isinstance(lstm, keras.layers.LSTM) and lstm.return_sequences and cell.use_bias
-                and cell.activation is keras.activations.tanh and cell.recurrent_activation is keras.activations.sigmoid
-                and lstm.compute_dtype == "float32"):
-            return None
-    if layer.merge_mode != "concat" or directions[0].go_backwards or not directions[1].go_backwards:
-        return None
-
-    def call(x, mask):
-        import tensorflow as tf
-
-        x = tf.cast(x, tf.float32)
-        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-
-        def run(x, cell):  # [batch, time, features] -> [batch, time, units]
-            zeros = tf.zeros([tf.shape(x)[0], cell.units])
-            no_peephole = tf.zeros([cell.units])
-            out = tf.raw_ops.BlockLSTMV2(  # gate order i, f, c, o: Keras's
-                seq_len_max=tf.cast(tf.shape(x)[1], tf.int64), x=tf.transpose(x, [1, 0, 2]),
-                cs_prev=zeros, h_prev=zeros, w=tf.concat([cell.kernel, cell.recurrent_kernel], 0),
-                wci=no_peephole, wcf=no_peephole, wco=no_peephole, b=cell.bias, cell_clip=0.0, use_peephole=False,
-            )
-            return tf.transpose(out[6], [1, 0, 2])
-
-        def reverse(x):
-            return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
-
-        forward = run(x, directions[0].cell)
-        backward = reverse(run(reverse(x), directions[1].cell))
-        return tf.concat([forward, backward], -1) * tf.cast(mask, tf.float32)[:, :, None]
-
-    return call
 
 
 def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):

@@ -82,9 +82,11 @@ of characters is known to differ. Limits, outside what a Python client sends:
 
 Windows
 -------
-:meth:`GraphTokenizer.windows` cuts long texts as ``apps.ner.tagger`` does and
-returns one row per window plus ``text_index``/``token_start``/``token_end``
-so that a serving graph can merge per-token predictions back per text.
+:meth:`GraphTokenizer.windows` is THE place where long texts are cut into
+overlapping windows: training features, ``predict`` and the serving graphs
+all take their rows from it. It returns one row per window plus
+``text_index``/``token_start``/``token_end`` so that predictions per row can
+be merged back per text.
 
 TF-Text ops
 -----------
@@ -514,15 +516,14 @@ class GraphTokenizer(tf.Module):
         return out
 
     def windows(self, texts, max_length=128, overlap=None, pad_to_max_length=False):
-        """Overlapping windows over long texts, as ``apps.ner.tagger.Tagger``.
+        """Overlapping windows over long texts (the one implementation).
 
         Each text's tokens (no truncation) are cut into windows of
         ``size = max_length - 2`` tokens moving by ``stride = size - overlap``
         (``overlap`` defaults to ``size // 4``); a text of at most ``size``
-        tokens (including none) is one window. Exactly the ranges of
-        ``kerasbert.tokenizer.token_windows``. Every window
-        becomes one row ``[CLS] tokens [SEP]``; rows are ordered by text, then
-        by position in the text.
+        tokens (including none) is one window; the last window ends at the
+        text's last token. Every window becomes one row ``[CLS] tokens
+        [SEP]``; rows are ordered by text, then by position in the text.
 
         Returns:
             dict of tensors, R = total number of windows:
@@ -539,8 +540,8 @@ class GraphTokenizer(tf.Module):
 
             To merge per-row predictions back per text, scatter row positions
             ``1 .. token_end - token_start`` to text tokens
-            ``token_start .. token_end - 1`` (the Tagger keeps, for each token,
-            the window where it is furthest from a cut edge).
+            ``token_start .. token_end - 1`` (the NER app keeps, for each
+            token, the window where it is furthest from a cut edge).
         """
         max_length = int(max_length)
         size = max_length - 2

@@ -21,7 +21,6 @@ and padding). Truncation is reported in ``truncated`` and logged, never silent.
 
 import dataclasses
 import logging
-import math
 from pathlib import Path
 
 import numpy as np
@@ -263,26 +262,3 @@ def guess_lowercase(directory, vocab):
     words = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
     upper = sum(1 for t in words if any(c.isupper() for c in t))
     return upper <= 0.01 * max(len(words), 1)
-
-
-def padded_length(n, multiple=8, cap=None):
-    """``n`` rounded up to a multiple of ``multiple``, but never beyond ``cap``
-    (and never below ``n``). Every batch is padded this way, so a model's
-    compiled step sees few distinct shapes and is traced a few times only."""
-    rounded = int(math.ceil(n / multiple) * multiple)
-    return max(int(n), min(rounded, cap)) if cap else rounded
-
-
-def token_windows(n_tokens, size, stride):
-    """Token index ranges ``[(start, end), ...]`` covering ``n_tokens`` with
-    windows of ``size`` tokens moving by ``stride`` (long texts are cut into
-    overlapping windows this way by every app, and by the exported graphs)."""
-    if n_tokens <= size:
-        return [(0, n_tokens)]
-    out, start = [], 0
-    while True:
-        end = min(start + size, n_tokens)
-        out.append((start, end))
-        if end == n_tokens:
-            return out
-        start += stride

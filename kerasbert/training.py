@@ -17,9 +17,6 @@ Everything here is backend-agnostic Keras except ``strategy="mirrored"``
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import keras
@@ -27,7 +24,8 @@ import numpy as np
 from keras import ops
 
 from kerasbert.errors import KerasbertError
-from kerasbert.tokenizer import padded_length
+from kerasbert.files import atomic_write_dir
+from kerasbert.files import atomic_write_text
 
 
 # =============================================================================
@@ -98,10 +96,18 @@ class GroupedAdamW(keras.optimizers.AdamW):
 
 
 def scale_loss_for_distribution(loss):
-    """Divide a per-replica loss by the number of replicas, as Keras does for
-    compiled losses: under ``tf.distribute`` gradients are summed across
-    replicas, so a model with its own ``compute_loss`` must scale it. A no-op
-    on one device and on other backends."""
+    """Divide a per-replica loss by the number of replicas.
+
+    Under ``tf.distribute`` the gradients of the replicas are summed, so each
+    replica's loss must be divided by their number. Keras does this for the
+    losses it computes itself (compiled losses and ``add_loss``, in
+    ``keras.src.losses.loss.scale_loss_for_distribution``), but it exports no
+    public function for it, and a model that overrides ``compute_loss`` --
+    ours must: the CRF's likelihood needs the padding mask from ``x`` and the
+    model's transition weights, which a compiled ``Loss(y_true, y_pred)``
+    never sees -- gets no scaling. So these few lines repeat Keras's private
+    ones (checked by the MirroredStrategy tests: an unscaled loss is 100% off).
+    A no-op on one device and on other backends."""
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
@@ -114,6 +120,14 @@ def scale_loss_for_distribution(loss):
 # =============================================================================
 # Data
 # =============================================================================
+
+
+def padded_length(n, multiple=8, cap=None):
+    """``n`` rounded up to a multiple of ``multiple``, but never beyond ``cap``
+    (and never below ``n``). Every batch is padded this way, so a model's
+    compiled step sees few distinct shapes and is traced a few times only."""
+    rounded = int(math.ceil(n / multiple) * multiple)
+    return max(int(n), min(rounded, cap)) if cap else rounded
 
 
 class BucketedBatches(keras.utils.PyDataset):
@@ -203,43 +217,6 @@ class BucketedBatches(keras.utils.PyDataset):
     def on_epoch_end(self):
         if self.shuffle:
             self._make_batches()
-
-
-# =============================================================================
-# Saving
-# =============================================================================
-
-
-def atomic_write_dir(target, write):
-    """Create directory ``target`` by calling ``write(tmp_dir)`` on a temporary
-    folder beside it, then swapping it in; an interrupted write never leaves a
-    half-written ``target``. An existing ``target`` is replaced only after the
-    new one is complete."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        write(staging)
-        old = None
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{os.getpid()}"
-            os.replace(target, old)
-        os.replace(staging, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
-
-
-def atomic_write_text(path, text):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 # =============================================================================
@@ -447,50 +424,55 @@ def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboa
 # =============================================================================
 
 
-def start_run(config):
-    """Refuse to overwrite an earlier run in ``config.output`` unless
-    ``config.resume``; write the filled-in settings to ``OUTPUT/config.json``;
-    seed everything; set the precision policy. Returns the output folder."""
+SETTINGS_FILE = "settings.json"
+
+
+def start_run(settings):
+    """Refuse to overwrite an earlier run in ``settings.output`` unless
+    ``settings.resume``; write the filled-in settings to
+    ``OUTPUT/settings.json``; seed everything; set the precision policy.
+    Returns the output folder."""
     import dataclasses
 
-    output = Path(config.output)
-    if not config.resume and ((output / "history.jsonl").exists() or (output / "backup").exists()):
+    output = Path(settings.output)
+    if not settings.resume and ((output / "history.jsonl").exists() or (output / "backup").exists()):
         raise KerasbertError(
             f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
         )
     output.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output / "config.json", json.dumps(dataclasses.asdict(config), indent=2, ensure_ascii=False) + "\n")
-    keras.utils.set_random_seed(config.seed)
-    set_precision(config.precision)
+    atomic_write_text(output / SETTINGS_FILE, json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n")
+    keras.utils.set_random_seed(settings.seed)
+    set_precision(settings.precision)
     return output
 
 
-def checkpoint_and_tokenizer(config):
-    """The encoder checkpoint (``"starter"`` resolved) and its tokenizer, with
-    ``config.max_length`` checked against the encoder's position embeddings."""
+def open_encoder_checkpoint(settings):
+    """``(checkpoint folder, tokenizer)`` for ``settings.checkpoint``
+    (``"starter"`` resolved), opened once for the whole run, with
+    ``settings.max_length`` checked against the encoder's position embeddings.
+    Pass the folder to :func:`kerasbert.load_encoder`."""
     from kerasbert.loader import load_tokenizer
     from kerasbert.loader import open_checkpoint
-    from kerasbert.loader import resolve_checkpoint
 
-    checkpoint = resolve_checkpoint(config.checkpoint)
-    positions = open_checkpoint(checkpoint).config.max_position_embeddings
-    if config.max_length > positions:
+    folder = open_checkpoint(settings.checkpoint)
+    positions = folder.config.max_position_embeddings
+    if settings.max_length > positions:
         raise KerasbertError(
-            f"max_length {config.max_length} is longer than the encoder's {positions} position embeddings"
+            f"max_length {settings.max_length} is longer than the encoder's {positions} position embeddings"
         )
-    return checkpoint, load_tokenizer(checkpoint, max_length=config.max_length)
+    return folder, load_tokenizer(folder, max_length=settings.max_length)
 
 
-def compile_for_training(model, steps_per_epoch, config, head_prefix):
-    """Compile ``model`` with :func:`make_optimizer` for ``config.epochs``."""
+def compile_for_training(model, steps_per_epoch, settings, head_prefix):
+    """Compile ``model`` with :func:`make_optimizer` for ``settings.epochs``."""
     optimizer = make_optimizer(
-        steps_per_epoch * config.epochs, config.learning_rate, config.head_learning_rate, head_prefix,
-        warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, precision=config.precision,
+        steps_per_epoch * settings.epochs, settings.learning_rate, settings.head_learning_rate, head_prefix,
+        warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, precision=settings.precision,
     )
-    model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+    model.compile(optimizer=optimizer, jit_compile=settings.jit_compile)
 
 
-def fit_and_select(model, batches, config, dev_scores, save_pipeline, format_scores, callbacks=()):
+def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_scores, callbacks=()):
     """Train ``model`` on ``batches``; after each epoch score dev with
     ``dev_scores()`` (a dict with ``f1``, ``precision``, ``recall``), keep the
     best pipeline (``save_pipeline(directory)``) in ``OUTPUT/model`` with its
@@ -498,7 +480,7 @@ def fit_and_select(model, batches, config, dev_scores, save_pipeline, format_sco
     plot; print where everything went. Returns the metrics dict."""
     import time
 
-    output = Path(config.output)
+    output = Path(settings.output)
     history_path = output / "history.jsonl"
     last = {}
 
@@ -514,12 +496,12 @@ def fit_and_select(model, batches, config, dev_scores, save_pipeline, format_sco
         )
 
     evaluator = EpochEvaluator(evaluate, save_best, output / "model", history_path, metric="f1",
-                               patience=config.patience or None)
+                               patience=settings.patience or None)
     tokens = int(sum(int(np.sum(mask)) for mask in batches.features["padding_mask"]))
     speed = TrainingSpeed(tokens)
-    all_callbacks = [speed] + training_callbacks(output, evaluator, config.backup_every_steps or None) + list(callbacks)
+    all_callbacks = [speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None) + list(callbacks)
     started = time.perf_counter()
-    model.fit(batches, epochs=config.epochs, callbacks=all_callbacks, verbose=1)
+    model.fit(batches, epochs=settings.epochs, callbacks=all_callbacks, verbose=1)
     later = speed.epoch_seconds[1:]
     metrics = {
         "best_epoch": evaluator.best_epoch,
