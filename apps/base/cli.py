@@ -1,0 +1,187 @@
+"""The apps' command line, written once: ``kerasbert APP train | evaluate | predict | export``.
+
+:func:`add_task_commands` adds an app's subcommand and its four standard
+commands from its :class:`~apps.base.task.Task`: ``train`` takes every
+training setting as an option (generated from the settings dataclass:
+:func:`kerasbert.settings.add_settings_options`), ``evaluate`` the same
+reader options as ``train`` (declared once, in ``Task.read_settings``), and
+the app adds only what is its own (:meth:`Task.add_options`). An app's
+``register(subparsers)`` (its ``kerasbert.commands`` entry point) calls it and
+may add more commands (the NER ``demo``).
+
+Every command that takes ``--model`` accepts a pipeline folder or a training
+run's output folder (``OUTPUT``, whose ``model/`` is then used; the folder
+used is printed).
+"""
+
+import json
+import os
+import sys
+
+from kerasbert.errors import InputDataError
+from kerasbert.errors import KerasbertError
+from kerasbert.settings import add_settings_options
+from kerasbert.settings import settings_from_args
+
+MODEL_HELP = "the model folder written by train (OUTPUT/model), or the training output folder OUTPUT"
+
+
+def add_task_commands(subparsers, task):
+    """Add ``task.name`` with ``train``, ``evaluate``, ``predict`` and
+    ``export`` to the ``kerasbert`` parser's ``subparsers``; returns the
+    app's own subparsers (to add more commands)."""
+    parser = subparsers.add_parser(task.name, help=task.help, description=task.description)
+    commands = parser.add_subparsers(dest=f"{task.name}_command", metavar="COMMAND")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+    train = commands.add_parser(
+        "train", help=f"train {task.trains} on your data",
+        description=f"Train {task.trains}. Settings come from their defaults, then --settings FILE "
+        "(JSON or TOML, same keys), then the options given here.",
+    )
+    add_settings_options(train, task.train_settings)
+    train.set_defaults(func=lambda args: _train(task, args))
+
+    evaluate = commands.add_parser("evaluate", help="scores of a trained model on a labelled file")
+    evaluate.add_argument("--model", required=True, help=MODEL_HELP)
+    evaluate.add_argument("--data", required=True, help="labelled data file")
+    evaluate.add_argument("--output", help="write the scores as JSON here (default: beside the data, <data>.scores.json)")
+    evaluate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    add_settings_options(evaluate, task.read_settings, settings_file=False)
+    task.add_options(evaluate, "evaluate")
+    evaluate.set_defaults(func=lambda args: _evaluate(task, args))
+
+    predict = commands.add_parser("predict", help="predictions with character offsets, one JSON object per input")
+    predict.add_argument("--model", required=True, help=MODEL_HELP)
+    predict.add_argument("input", nargs="?", default="-",
+                         help="plain-text lines or JSONL with a \"text\" field; - for standard input")
+    predict.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    task.add_options(predict, "predict")
+    predict.set_defaults(func=lambda args: _predict(task, args))
+
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving (raw text in, results with offsets out)",
+        description="Write EXPORT_BASE/N/ (TF Serving's versioned layout), atomically; N defaults to the next "
+        "free integer and an existing version is never overwritten.",
+    )
+    export.add_argument("--model", required=True, help=MODEL_HELP)
+    export.add_argument("--output", required=True, metavar="EXPORT_BASE",
+                        help="export base folder; the SavedModel goes to EXPORT_BASE/N/")
+    export.add_argument("--version", type=int, help="version number N (default: the next free integer)")
+    export.add_argument("--input", choices=("text", "ids"), default="text",
+                        help="text: raw strings in, tokenization in the graph (needs TF-Text ops, which TF Serving "
+                        "links); ids: token_ids/segment_ids/padding_mask in, core TensorFlow ops only")
+    task.add_options(export, "export")
+    export.set_defaults(func=lambda args: _export(task, args))
+    return commands
+
+
+def _load(task, args):
+    return task.configure(task.load(args.model, verbose=True), args)
+
+
+def _train(task, args):
+    task.train(settings_from_args(task.train_settings, args))
+    return 0
+
+
+def _evaluate(task, args):
+    settings = settings_from_args(task.read_settings, args)
+    scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size)
+    print(task.format_scores(scores))
+    write_scores(scores, args.data, args.output)
+    return 0
+
+
+def _predict(task, args):
+    return print_predictions(_load(task, args).predict, args.input, args.batch_size)
+
+
+def _export(task, args):
+    path = _load(task, args).export(args.output, version=args.version, input=args.input)
+    return print_export(path)
+
+
+def read_texts(source):
+    """Texts to predict on, from a file or ``-`` (standard input): each line is
+    plain text, or a JSON object with a ``"text"`` field when it starts with
+    ``{``. Yields ``(line number, text)``; bad lines raise
+    :class:`~kerasbert.errors.InputDataError` naming the line."""
+    name = "<stdin>" if source == "-" else source
+    try:
+        handle = sys.stdin if source == "-" else open(source, encoding="utf-8")
+    except OSError as e:
+        raise InputDataError(name, None, f"cannot open ({e.strerror})")
+    try:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if line.lstrip().startswith("{"):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputDataError(name, number, f"invalid JSON: {e.msg}")
+                if not isinstance(record.get("text"), str):
+                    raise InputDataError(name, number, 'a JSON line needs a string "text" field')
+                yield number, record["text"]
+            else:
+                yield number, line
+    except UnicodeDecodeError as e:
+        raise InputDataError(name, None, f"not UTF-8 ({e.reason})")
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+
+
+def print_predictions(predict, source, batch_size, chunk=256):
+    """Run ``predict(list_of_texts, batch_size=...)`` over the texts of
+    ``source`` (see :func:`read_texts`) ``chunk`` lines at a time and print one
+    JSON object per input line, in order."""
+    pending = []
+
+    def flush():
+        if pending:
+            for result in predict([text for _, text in pending], batch_size=batch_size):
+                print(json.dumps(result, ensure_ascii=False))
+            sys.stdout.flush()
+            pending.clear()
+
+    for item in read_texts(source):
+        pending.append(item)
+        if len(pending) >= chunk:
+            flush()
+    flush()
+    return 0
+
+
+def write_scores(scores, data_path, output=None):
+    """Write evaluation ``scores`` as JSON to ``output`` (default: beside the
+    data, ``<data>.scores.json``), atomically; returns the path."""
+    from pathlib import Path
+
+    from kerasbert.files import atomic_write_text
+
+    out = Path(output) if output else Path(str(data_path) + ".scores.json")
+    try:
+        atomic_write_text(out, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+    except OSError as e:
+        raise KerasbertError(f"cannot write the scores to {out} ({e.strerror or e}); choose another --output") from e
+    print(f"scores written to {out}")
+    return out
+
+
+def print_export(path):
+    """Summarise an export written by ``APP export``."""
+    from kerasbert.export import describe
+
+    info = describe(path)
+    print(f"SavedModel: {path}")
+    for kind in ("inputs", "outputs"):
+        items = ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in sorted(info[kind].items()))
+        print(f"  {kind}: {items}")
+    print(f"  ops: {len(info['ops'])} types, all core TensorFlow" + (" or TF-Text ops TF Serving links" if info["input_mode"] == "text" else ""))
+    print(f"  warmup: {path}/assets.extra/tf_serving_warmup_requests")
+    base = os.path.abspath(os.path.dirname(path))
+    name = os.path.basename(base)
+    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {base}:/models/{name} -e MODEL_NAME={name} tensorflow/serving")
+    print(f"  then:  curl -X POST localhost:8501/v1/models/{name}:predict -d '{{\"instances\": [{{\"text\": \"...\"}}]}}'")
+    return 0

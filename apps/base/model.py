@@ -1,0 +1,61 @@
+"""What every app's Keras model shares: an encoder, a head, a loss.
+
+:class:`TaskModel` is a functional ``keras.Model`` (``keras.ops`` only, so it
+trains on TensorFlow and JAX) over a kerasbert encoder. A subclass builds its
+head layers and its functional graph, lists its constructor arguments in
+:meth:`TaskModel.head_config` and writes its loss in :meth:`TaskModel.task_loss`;
+this class adds the rest once: the regularization losses, the scaling for
+``tf.distribute`` (:func:`kerasbert.training.scale_loss_for_distribution`),
+``get_config``/``from_config`` (the encoder serialized inside), and the
+frozen pooler (no task here trains it).
+"""
+
+import keras
+from keras import ops
+
+import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
+from apps.base.pipeline import ENCODER_INPUTS
+from kerasbert.training import scale_loss_for_distribution
+
+
+def encoder_inputs():
+    """The three int32 ``keras.Input`` of an encoder, by name."""
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
+
+
+class TaskModel(keras.Model):
+    """Base class of the apps' models (see the module docstring).
+
+    ``compute_loss`` returns ``task_loss(x, y, y_pred)`` plus the layers'
+    regularization losses, scaled for the number of replicas, so plain
+    ``model.fit(x, y)`` trains it on any backend.
+    """
+
+    @staticmethod
+    def freeze_pooler(encoder):
+        """Token-level heads give the pooler no gradient: freeze it (its
+        weights stay as loaded, and weight decay does not shrink them)."""
+        if getattr(encoder, "pooled_dense", None) is not None:
+            encoder.pooled_dense.trainable = False
+
+    def task_loss(self, x, y, y_pred):
+        raise NotImplementedError
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = self.task_loss(x, y, y_pred)
+        if self.losses:
+            loss = loss + ops.sum(self.losses)
+        return scale_loss_for_distribution(loss)
+
+    def head_config(self):
+        """The constructor arguments other than ``encoder`` and ``name``."""
+        raise NotImplementedError
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder), **self.head_config(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

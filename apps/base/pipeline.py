@@ -1,0 +1,379 @@
+"""A trained pipeline: raw text in, results with character offsets out.
+
+:class:`Pipeline` is what every app's trained artefact is (the NER
+:class:`~apps.ner.tagger.Tagger`, the triples
+:class:`~apps.triples.extractor.Extractor`): a Keras model, the tokenizer it
+was trained with, its labels and its window settings. Following a batch of
+texts, there is ONE path, the same for ``predict``, ``evaluate``, the dev
+evaluation during training, the CLI and the exported SavedModel:
+
+1. **text -> windows** (TensorFlow): :meth:`Pipeline.windows`, i.e.
+   :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows` -- WordPiece ids
+   with code-point offsets, long texts cut into overlapping windows of
+   ``max_length`` tokens (``[CLS] ... [SEP]`` each);
+2. **windows -> scores** (the Keras model, any backend), run by a *runner*:
+   :class:`GraphRunner` inside a TensorFlow graph (rows sorted by length and
+   run in groups, :func:`kerasbert.export.by_length`), :class:`HostRunner`
+   on the host for backends other than TensorFlow (the same grouping with
+   ``predict_on_batch``);
+3. **scores -> results** (TensorFlow): the app's decoding, written once as
+   TensorFlow ops, e.g. the NER window merge and BIO decoding.
+
+An app writes steps 2-3 once, in :meth:`Pipeline.infer` (``texts``, the
+windows, a runner -> the padded per-text outputs of the serving signature).
+:meth:`serve` composes 1-3 in a TensorFlow function: the SavedModel's ``text``
+signature (:meth:`export`) and, on the TensorFlow backend, exactly what
+:meth:`predict` runs. On another backend (JAX) :meth:`predict` composes the
+same three steps eagerly with a :class:`HostRunner`; only the runner differs.
+
+Training rows come from the same windows (:meth:`features`): the app labels
+each text's tokens through their offsets (:meth:`text_labels`) and each
+window's slice of them (:meth:`window_labels`).
+
+A pipeline folder (:meth:`save` / :meth:`load`) holds ``model.keras``,
+``vocab.txt`` and the settings file named by :attr:`settings_file`
+(:mod:`kerasbert.saving`). :meth:`load` also takes a training run's output
+folder and uses its ``model/``.
+"""
+
+import numpy as np
+
+from apps.base.report import FeatureReport
+from kerasbert.errors import KerasbertError
+from kerasbert.saving import load_pipeline
+from kerasbert.saving import resolve_model_dir
+from kerasbert.saving import save_pipeline
+from kerasbert.training import padded_length
+
+ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+#: Texts tokenized per call when building training rows.
+FEATURE_CHUNK = 512
+
+
+# =============================================================================
+# Runners: how step 2 runs a Keras model over rows
+# =============================================================================
+
+
+def _call(model, inputs):
+    import keras
+
+    return model(inputs, training=False) if isinstance(model, keras.layers.Layer) else model(inputs)
+
+
+class GraphRunner:
+    """Runs models inside a TensorFlow graph (a ``tf.function``, a SavedModel)."""
+
+    in_graph = True
+
+    def rows(self, model, inputs):
+        """``model`` over rows of encoder inputs (``[rows, len]`` with a
+        ``padding_mask``), in length-sorted groups each trimmed to its longest
+        row; outputs ``[rows, len, ...]`` in the input order, zero-padded."""
+        from kerasbert.export import by_length
+
+        return by_length(lambda rows: _call(model, rows), inputs)
+
+    def call(self, model, inputs):
+        """``model`` on ``inputs`` in one call."""
+        return _call(model, inputs)
+
+
+class HostRunner:
+    """Runs Keras models on the host with ``predict_on_batch`` (compiled by
+    Keras on any backend), for :meth:`Pipeline.predict` on backends other
+    than TensorFlow. Same results as :class:`GraphRunner`; shapes are rounded
+    (widths to multiples of 8, row counts to powers of two) so that a backend
+    that compiles per shape (JAX) compiles a few times only."""
+
+    in_graph = False
+
+    def __init__(self, batch_size=32):
+        self.batch_size = int(batch_size)
+
+    def rows(self, model, inputs):
+        arrays = {k: np.asarray(v) for k, v in inputs.items()}
+        lengths = (arrays["padding_mask"] > 0).sum(axis=1)
+        n_rows, width = arrays["padding_mask"].shape
+        order = np.argsort(lengths, kind="stable")
+        outputs = {}
+        for begin in range(0, n_rows, self.batch_size):
+            rows = order[begin : begin + self.batch_size]
+            used = padded_length(max(int(lengths[rows].max()), 2), 8, width)
+            out = model.predict_on_batch({k: v[rows, :used] for k, v in arrays.items()})
+            for key, value in out.items():
+                value = np.asarray(value)
+                if key not in outputs:
+                    outputs[key] = np.zeros((n_rows, width) + value.shape[2:], value.dtype)
+                outputs[key][rows, :used] = value
+        return outputs
+
+    def call(self, model, inputs):
+        arrays = {k: np.asarray(v) for k, v in inputs.items()}
+        n = len(next(iter(arrays.values())))
+        size = max(8, 1 << max(n - 1, 0).bit_length())
+        padded = {k: np.concatenate([v, np.zeros((size - n,) + v.shape[1:], v.dtype)]) for k, v in arrays.items()}
+        return {k: np.asarray(v)[:n] for k, v in model.predict_on_batch(padded).items()}
+
+
+# =============================================================================
+# The pipeline
+# =============================================================================
+
+
+class Pipeline:
+    """A trained model with the tokenizer and settings it was trained with.
+
+    Args:
+        model: the app's Keras model.
+        tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
+        labels: the app's label list (NER tags, triple predicates), index =
+            the model's label id.
+        max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included (>= 3).
+        overlap: tokens shared by consecutive windows of a long text
+            (default: a quarter of a window).
+
+    Subclasses set the class attributes below and implement :meth:`infer`,
+    :meth:`result`, :meth:`text_labels`, :meth:`window_labels` and the
+    training hooks (:meth:`training_labels`, :meth:`build_model`,
+    :meth:`batches`).
+    """
+
+    #: Name of the settings file in a pipeline folder (``tagger.json``).
+    settings_file = None
+    #: What a pipeline folder of this kind is called in errors ("NER model").
+    kind = "model"
+    #: The ``task`` written into an export's description.
+    task = None
+    #: The key of :attr:`labels` in the settings file ("tags", "predicates").
+    labels_key = "labels"
+    #: Layer-name prefix of the task head (trained at ``head_learning_rate``).
+    head_prefix = None
+    #: Module whose import registers the model's Keras classes (for loading).
+    model_module = None
+    #: Texts of the export's warmup requests.
+    warmup_texts = ()
+    #: The report :meth:`features` fills.
+    FeatureReport = FeatureReport
+
+    def __init__(self, model, tokenizer, labels, max_length=128, overlap=None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.labels = list(labels)
+        if len(set(self.labels)) != len(self.labels):
+            raise KerasbertError(f"the {self.labels_key} list has duplicates")
+        self.max_length = int(max_length)
+        inner = self.max_length - 2
+        if inner < 1:
+            raise KerasbertError(f"max_length must be at least 3, got {self.max_length}")
+        self.overlap = int(overlap if overlap is not None else inner // 4)
+        if not 0 <= self.overlap < inner:
+            raise KerasbertError(f"overlap must be between 0 and max_length - 3, got {self.overlap}")
+        self._graph_tokenizer = None
+        self._functions = {}
+
+    # ------------------------------------------------------------ settings
+    def settings(self):
+        """What the settings file holds (and the export's description)."""
+        return {self.labels_key: self.labels, "max_length": self.max_length, "overlap": self.overlap}
+
+    @classmethod
+    def from_settings(cls, model, tokenizer, settings):
+        settings = dict(settings)
+        return cls(model, tokenizer, settings.pop(cls.labels_key), **settings)
+
+    # -------------------------------------------------------- 1. windows
+    @property
+    def graph_tokenizer(self):
+        """The :class:`~kerasbert.graph_tokenizer.GraphTokenizer` of :attr:`tokenizer`."""
+        if self._graph_tokenizer is None:
+            import tensorflow as tf
+
+            from kerasbert.graph_tokenizer import GraphTokenizer
+
+            with tf.init_scope():  # its constants live outside any function being traced
+                self._graph_tokenizer = GraphTokenizer(self.tokenizer)
+        return self._graph_tokenizer
+
+    def windows(self, texts):
+        """Step 1 (TensorFlow ops): ``texts`` (``tf.string [batch]``) -> the
+        windows dict of :meth:`GraphTokenizer.windows`."""
+        return self.graph_tokenizer.windows(texts, max_length=self.max_length, overlap=self.overlap)
+
+    def _text_function(self, name, fn):
+        """``fn`` as a ``tf.function`` taking ``tf.string [batch]`` (traced once)."""
+        if name not in self._functions:
+            import tensorflow as tf
+
+            self._functions[name] = tf.function(fn, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        return self._functions[name]
+
+    def windows_numpy(self, texts):
+        """:meth:`windows` of a list of texts, as numpy arrays."""
+        import tensorflow as tf
+
+        out = self._text_function("windows", self.windows)(tf.constant(list(texts), tf.string))
+        return {k: v.numpy() for k, v in out.items()}
+
+    # ------------------------------------------------------ training rows
+    def features(self, examples, report=None):
+        """Training rows for ``examples``: one per window of each text.
+
+        Returns ``(rows, report)``; ``rows`` maps ``token_ids``,
+        ``segment_ids``, ``padding_mask`` and the app's label names to lists
+        with one item per row (1-D int32 arrays of the row's length for the
+        encoder inputs).
+        """
+        report = report or self.FeatureReport()
+        rows = {name: [] for name in ENCODER_INPUTS}
+        for begin in range(0, len(examples), FEATURE_CHUNK):
+            chunk = examples[begin : begin + FEATURE_CHUNK]
+            w = self.windows_numpy([e.text for e in chunk])
+            first_row = np.searchsorted(w["text_index"], np.arange(len(chunk) + 1))
+            for i, example in enumerate(chunk):
+                spans = [(r, int(w["token_start"][r]), int(w["token_end"][r])) for r in range(first_row[i], first_row[i + 1])]
+                offsets = np.zeros((int(w["num_tokens"][i]), 2), np.int32)
+                for r, start, end in spans:
+                    offsets[start:end] = w["offsets"][r, 1 : end - start + 1]
+                state = self.text_labels(example, offsets, report)
+                for r, start, end in spans:
+                    width = end - start + 2
+                    rows["token_ids"].append(w["token_ids"][r, :width])
+                    rows["segment_ids"].append(np.zeros(width, np.int32))
+                    rows["padding_mask"].append(np.ones(width, np.int32))
+                    for key, value in self.window_labels(state, start, end, report).items():
+                        rows.setdefault(key, []).append(value)
+                    report.windows += 1
+                self.text_done(state, report)
+                report.examples += 1
+        return rows, report
+
+    def text_labels(self, example, offsets, report):
+        """Label one text's tokens: ``offsets`` int32 [tokens, 2] are their
+        character spans (end exclusive). Returns a state for :meth:`window_labels`."""
+        raise NotImplementedError
+
+    def window_labels(self, state, start, end, report):
+        """The labels of the row holding the text's tokens ``start .. end - 1``
+        (``[CLS]`` and ``[SEP]`` included): a dict, label name -> value."""
+        raise NotImplementedError
+
+    def text_done(self, state, report):
+        """Called after the last window of a text (for counts over windows)."""
+
+    # -------------------------------------------------------- 2-3. infer
+    def infer(self, texts, windows, run):
+        """Steps 2-3: ``texts`` ``tf.string [batch]``, their :meth:`windows`
+        and a runner -> the per-text outputs of the serving signature (a dict
+        of tensors padded per batch, with ``count`` [batch])."""
+        raise NotImplementedError
+
+    def serve(self, text):
+        """The ``text`` signature: steps 1-3 as TensorFlow ops (``text``:
+        ``tf.string [batch]``)."""
+        import tensorflow as tf
+
+        texts = tf.reshape(text, [-1])
+        return self.infer(texts, self.windows(texts), GraphRunner())
+
+    @property
+    def serving_function(self):
+        """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
+        return self._text_function("serve", self.serve)
+
+    def predict(self, texts, batch_size=32):
+        """Results for each text (the app's dicts, offsets into the original
+        text), ``batch_size`` texts per call of the serving function."""
+        import keras
+        import tensorflow as tf
+
+        from kerasbert.export import unpad
+
+        if isinstance(texts, str):
+            raise TypeError("pass a list of texts")
+        texts = list(texts)
+        results = []
+        for begin in range(0, len(texts), batch_size):
+            chunk = texts[begin : begin + batch_size]
+            batch = tf.constant(chunk, tf.string)
+            if keras.backend.backend() == "tensorflow":
+                outputs = self.serving_function(batch)
+            else:
+                outputs = self.infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
+            results += [self.result(text, row) for text, row in zip(chunk, unpad(outputs))]
+        return results
+
+    def result(self, text, row):
+        """One text's result dict from its unpadded outputs (``row``: output
+        name -> list)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- export
+    def ids_endpoint(self):
+        """The ``ids`` signature's function ``(token_ids, segment_ids,
+        padding_mask) -> outputs`` (core TensorFlow ops only)."""
+        raise NotImplementedError
+
+    def export(self, base, version=None, input="text", warmup_texts=None, model_name=None):
+        """Write the pipeline as ``base/<version>`` for TF Serving (see
+        :mod:`kerasbert.export`); returns the version folder. ``input`` is
+        ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`);
+        ``version`` defaults to the next free integer; ``model_name`` goes into
+        the warmup requests (default: the base folder's name)."""
+        from kerasbert.export import export_saved_model
+        from kerasbert.export import signature_and_warmup
+
+        warmup_texts = list(self.warmup_texts if warmup_texts is None else warmup_texts)
+        if input == "ids":
+            endpoint, trackables = self.ids_endpoint(), [self.model]
+        else:
+            endpoint, trackables = self.serve, [self.model, self.graph_tokenizer]
+        signature, warmup = signature_and_warmup(self.tokenizer, self.max_length, input, warmup_texts)
+        description = {"task": self.task, **self.settings(), "tokenizer": self.tokenizer.get_config()}
+        return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
+                                  self.tokenizer.vocab, input, model_name)
+
+    # -------------------------------------------------------- save / load
+    def save(self, directory):
+        """Write everything needed to predict into ``directory`` (through
+        :func:`kerasbert.files.atomic_write_dir` for an atomic save)."""
+        save_pipeline(directory, self.model, self.tokenizer, self.settings(), self.settings_file)
+
+    @classmethod
+    def load(cls, directory, verbose=False):
+        """A pipeline saved by :meth:`save`. ``directory`` may also be a
+        training run's output folder (its ``model/`` is used). With
+        ``verbose``, the folder used is printed on standard error (standard
+        output may be a stream of predictions)."""
+        import importlib
+        import sys
+
+        importlib.import_module(cls.model_module)  # registers the model's classes for deserialization
+        directory = resolve_model_dir(directory, cls.settings_file, cls.kind)
+        if verbose:
+            print(f"model: {directory}", file=sys.stderr)
+        model, tokenizer, settings = load_pipeline(directory, cls.settings_file, cls.kind)
+        return cls.from_settings(model, tokenizer, settings)
+
+    # ----------------------------------------------------- training hooks
+    @classmethod
+    def training_labels(cls, train_examples, dev_examples, settings):
+        """The label list for a run on these examples (prints what the user
+        should know; raises when there is nothing to learn)."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_model(cls, encoder, labels, settings):
+        raise NotImplementedError
+
+    @classmethod
+    def for_training(cls, model, tokenizer, labels, settings):
+        """The pipeline that a training run saves after each better epoch."""
+        return cls(model, tokenizer, labels, max_length=settings.max_length)
+
+    def batches(self, rows, settings):
+        """Training batches (a ``keras.utils.PyDataset``) of :meth:`features` rows."""
+        raise NotImplementedError
+
+
+__all__ = ["GraphRunner", "HostRunner", "Pipeline"]

@@ -1,0 +1,121 @@
+"""An app, as the skeleton sees it: what its data is, how it is scored, which pipeline it trains.
+
+A :class:`Task` is the small description each app writes once (its name,
+settings, readers, scoring and pipeline class); everything around it is
+written here and in :mod:`apps.base.cli` once for all apps:
+
+* :meth:`Task.train` -- a training run, start to end: read (and fail on) the
+  data before anything is written, derive the labels, start the run
+  (:func:`kerasbert.training.start_run`), open the checkpoint once, build the
+  model and the training rows under the distribution strategy, compile, fit
+  with dev evaluation after each epoch and the best pipeline kept
+  (:func:`kerasbert.training.fit_and_select`);
+* :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
+* the CLI's ``train | evaluate | predict | export`` subcommands
+  (:func:`apps.base.cli.add_task_commands`).
+
+A new head for an existing task is a :class:`~apps.base.pipeline.Pipeline`
+subclass (labels, model, decoding); a new task is a folder with its readers,
+its scoring, a ``Task`` and a ``register`` for the CLI.
+"""
+
+from kerasbert.settings import TrainSettings
+
+
+class Task:
+    """What the skeleton needs to know about an app (see the module docstring).
+
+    Attributes:
+        name: the ``kerasbert`` subcommand (``"ner"``).
+        help, description: its ``--help`` texts.
+        trains: what ``train`` trains, for help texts ("an NER tagger").
+        train_settings: the training settings dataclass (a
+            :class:`kerasbert.settings.TrainSettings` subclass that includes
+            ``read_settings``).
+        read_settings: the dataclass of reader options shared by ``train`` and
+            ``evaluate`` (declared once, e.g. ``format``, ``tag_column``).
+    """
+
+    name = None
+    help = ""
+    description = ""
+    trains = "a model"
+    train_settings = TrainSettings
+    read_settings = None
+
+    # --- what an app writes
+    def pipeline_class(self, settings=None):
+        """The :class:`~apps.base.pipeline.Pipeline` subclass trained with ``settings``
+        (or loaded, when ``settings`` is None)."""
+        raise NotImplementedError
+
+    def read(self, path, settings, what="data"):
+        """The examples of a labelled file (the reader's report printed)."""
+        raise NotImplementedError
+
+    def score(self, examples, predictions, settings):
+        """Scores of ``predictions`` against the gold ``examples``: a dict with
+        at least ``f1``, ``precision`` and ``recall``."""
+        raise NotImplementedError
+
+    def format_scores(self, scores):
+        raise NotImplementedError
+
+    def add_options(self, parser, command):
+        """Options of this app's ``evaluate``, ``predict`` or ``export`` beyond the common ones."""
+
+    def configure(self, pipeline, args):
+        """``pipeline`` with the options of :meth:`add_options` applied."""
+        return pipeline
+
+    # --- written once
+    def train(self, settings, callbacks=()):
+        """Train, select on dev F1, save the best pipeline in ``OUTPUT/model``;
+        returns the metrics written to ``OUTPUT/metrics.json``. ``callbacks``
+        are extra Keras callbacks (e.g. for a notebook)."""
+        from kerasbert import training
+        from kerasbert.loader import load_encoder
+
+        settings.check()
+        # Read (and fail on) the data before creating anything in OUTPUT.
+        train_examples = self.read(settings.train, settings, "train")
+        dev_examples = self.read(settings.dev, settings, "dev")
+        if settings.max_train_examples:
+            train_examples = train_examples[: settings.max_train_examples]
+        if settings.max_dev_examples:
+            dev_examples = dev_examples[: settings.max_dev_examples]
+        head = self.pipeline_class(settings)
+        labels = head.training_labels(train_examples, dev_examples, settings)
+
+        training.start_run(settings)
+        checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
+        with training.distribution_scope(settings.strategy):
+            model = head.build_model(load_encoder(checkpoint), labels, settings)
+            pipeline = head.for_training(model, tokenizer, labels, settings)
+            rows, report = pipeline.features(train_examples)
+            print("train features: " + report.summary().replace("\n", "\n  "))
+            batches = pipeline.batches(rows, settings)
+            training.compile_for_training(model, len(batches), settings, head.head_prefix)
+
+        dev_texts = [e.text for e in dev_examples]
+        return training.fit_and_select(
+            model, batches, settings,
+            dev_scores=lambda: self.score(dev_examples, pipeline.predict(dev_texts, batch_size=settings.batch_size), settings),
+            save_pipeline=pipeline.save,
+            format_scores=self.format_scores,
+            callbacks=callbacks,
+        )
+
+    def load(self, model_dir, verbose=False):
+        """The pipeline saved in ``model_dir`` (a model folder, or a training
+        run's output folder)."""
+        return self.pipeline_class().load(model_dir, verbose=verbose)
+
+    def evaluate(self, load_pipeline, path, settings, batch_size=32):
+        """Scores on the labelled file ``path`` (read with the reader options
+        of ``settings``) of the pipeline that ``load_pipeline()`` returns
+        (called after the file is read: bad data is reported before a model
+        is loaded)."""
+        examples = self.read(path, settings, "data")
+        predictions = load_pipeline().predict([e.text for e in examples], batch_size=batch_size)
+        return self.score(examples, predictions, settings)
