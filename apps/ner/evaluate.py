@@ -24,31 +24,14 @@ from seqeval.metrics import precision_score
 from seqeval.metrics import recall_score
 from seqeval.scheme import IOB2
 
+from apps.ner.tags import spans_to_unit_tags
+
 
 def units_of(example):
     """Character spans of the units an example is scored on."""
     if example.words:
         return [tuple(w) for w in example.words]
     return [(i, i + 1) for i, c in enumerate(example.text) if not c.isspace()]
-
-
-def spans_to_unit_tags(units, spans):
-    """IOB2 tags over ``units`` for ``spans`` (dicts or objects with start,
-    end, type). Earlier spans win where two overlap a unit."""
-    tags = ["O"] * len(units)
-    starts = np.array([u[0] for u in units]) if units else np.zeros(0)
-    ends = np.array([u[1] for u in units]) if units else np.zeros(0)
-    for span in spans:
-        start, end, kind = _get(span, "start"), _get(span, "end"), _get(span, "type")
-        hit = np.nonzero((ends > start) & (starts < end))[0]
-        hit = [k for k in hit if tags[k] == "O"]
-        for n, k in enumerate(hit):
-            tags[k] = ("B-" if n == 0 else "I-") + kind
-    return tags
-
-
-def _get(span, key):
-    return span[key] if isinstance(span, dict) else getattr(span, key)
 
 
 def score(examples, predictions):

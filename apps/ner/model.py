@@ -5,7 +5,8 @@ TensorFlow and JAX). Inputs are the encoder's three; outputs are
 ``{"potentials": [batch, len, num_tags] float32, "tags": [batch, len] int32}``
 where ``tags`` is the CRF's Viterbi path (or the argmax with ``use_crf=False``).
 
-The loss lives in :meth:`NerModel.compute_loss`, so plain ``model.fit(x, tags)``
+The loss lives in :meth:`NerModel.task_loss` (:class:`apps.base.model.TaskModel`
+adds regularization and distribution scaling), so plain ``model.fit(x, tags)``
 trains it on any backend: the CRF negative log-likelihood over each sequence's
 real tokens (``[CLS]`` and ``[SEP]`` carry the tag ``O``; padding is outside
 the sequence length), or a padding-masked softmax cross-entropy without CRF.
@@ -17,15 +18,15 @@ own learning rate (:class:`kerasbert.training.GroupedAdamW`).
 import keras
 from keras import ops
 
-import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
+from apps.base.model import TaskModel
+from apps.base.model import encoder_inputs
 from kerasbert.crf import CRF
-from kerasbert.training import scale_loss_for_distribution
 
 HEAD_PREFIX = "ner_head_"
 
 
 @keras.saving.register_keras_serializable(package="kerasbert_ner")
-class NerModel(keras.Model):
+class NerModel(TaskModel):
     """BERT(-BiLSTM)-CRF tagger.
 
     Args:
@@ -44,8 +45,7 @@ class NerModel(keras.Model):
                  allowed=None, allowed_start=None, **kwargs):
         # === Layers ===
         self.encoder = encoder
-        if getattr(encoder, "pooled_dense", None) is not None:
-            encoder.pooled_dense.trainable = False  # the pooler gets no gradient from tagging
+        self.freeze_pooler(encoder)
         self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
         self.lstm = None
         if use_lstm:
@@ -56,10 +56,7 @@ class NerModel(keras.Model):
         self.crf = CRF(num_tags, allowed=allowed, allowed_start=allowed_start, name=HEAD_PREFIX + "crf") if use_crf else None
 
         # === Functional Model ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask")
-        }
+        inputs = encoder_inputs()
         potentials, tags = self.head(encoder(inputs)["sequence_output"], inputs["padding_mask"])
         super().__init__(inputs=inputs, outputs={"potentials": potentials, "tags": tags}, **kwargs)
 
@@ -75,8 +72,8 @@ class NerModel(keras.Model):
     def head(self, sequence_output, padding_mask, bilstm=None, training=None):
         """The encoder's output -> ``(potentials, tags)``: dropout, BiLSTM,
         emission scores, CRF Viterbi (or argmax). The functional model is
-        built from it; the serving graph (``apps/ner/export.py``) calls it
-        with ``bilstm``, a function ``(x, mask) -> x`` that replaces the
+        built from it; the serving graph (:mod:`apps.ner.fused_bilstm`) calls
+        it with ``bilstm``, a function ``(x, mask) -> x`` that replaces the
         BiLSTM layer's call (a fused TensorFlow kernel with the same weights)."""
         x = self.head_dropout(sequence_output, training=training)
         mask = ops.cast(padding_mask, "bool")
@@ -89,23 +86,18 @@ class NerModel(keras.Model):
             tags = ops.cast(ops.argmax(potentials, axis=-1), "int32")
         return potentials, tags
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def task_loss(self, x, y, y_pred):
         potentials = ops.cast(y_pred["potentials"], "float32")
         mask = ops.cast(x["padding_mask"], "int32")
         tags = ops.cast(y, "int32")
         if self.crf is not None:
-            loss = self.crf.loss(potentials, tags, ops.sum(mask, axis=1))
-        else:
-            per_token = keras.losses.sparse_categorical_crossentropy(tags, potentials, from_logits=True)
-            weights = ops.cast(mask, "float32")
-            loss = ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
-        if self.losses:
-            loss = loss + ops.sum(self.losses)
-        return scale_loss_for_distribution(loss)
+            return self.crf.loss(potentials, tags, ops.sum(mask, axis=1))
+        per_token = keras.losses.sparse_categorical_crossentropy(tags, potentials, from_logits=True)
+        weights = ops.cast(mask, "float32")
+        return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
 
-    def get_config(self):
+    def head_config(self):
         return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
             "num_tags": self.num_tags,
             "use_lstm": self.use_lstm,
             "lstm_units": self.lstm_units,
@@ -113,11 +105,4 @@ class NerModel(keras.Model):
             "dropout": self.dropout,
             "allowed": self.allowed,
             "allowed_start": self.allowed_start,
-            "name": self.name,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -1,234 +1,187 @@
-"""From raw text to entities, and from labelled examples to training features.
+"""The NER tagger: raw text -> entities with character offsets, and labelled examples -> training rows.
 
-A :class:`Tagger` is a trained :class:`~apps.ner.model.NerModel`, the
-tokenizer it was trained with and its tag list. Following one sentence:
+A :class:`Tagger` is a :class:`~apps.base.pipeline.Pipeline` around a trained
+:class:`~apps.ner.model.NerModel`. Following one sentence (the same path for
+``predict``, ``evaluate``, the dev evaluation and the SavedModel):
 
-1. **tokenize** the raw text (no truncation) -> WordPiece ids and each
-   token's character offsets in the original string;
-2. **window**: texts longer than ``max_length - 2`` tokens are cut into
-   overlapping windows (``[CLS] ... [SEP]`` each); each token's prediction is
-   taken from the window where it sits furthest from an edge;
-3. **model**: Viterbi tags per token (``tags``) and emission scores;
-4. **decode**: BIO tags -> entity spans; an entity's ``start`` is its first
-   token's start offset and ``end`` its last token's end offset (exclusive),
-   so ``text[start:end]`` is the entity as written. ``score`` is the mean,
-   over the entity's tokens, of the softmax of the emission scores at the
-   chosen tag (a confidence heuristic, not a CRF marginal).
+1. **windows**: WordPiece ids and each token's character offsets in the
+   original string; texts longer than ``max_length - 2`` tokens are cut into
+   overlapping windows (:meth:`~apps.base.pipeline.Pipeline.windows`);
+2. **model**: emission scores and the CRF's Viterbi tags per window row
+   (:class:`~apps.ner.model.NerModel`; in TensorFlow graphs its BiLSTM runs
+   as the fused kernel, :mod:`apps.ner.fused_bilstm`);
+3. **decode** (:func:`apps.ner.decode.entities`): windows merged, BIO tags ->
+   entity spans with offsets and scores.
 
-Training features use the same offsets in reverse (:meth:`Tagger.features`):
+Training rows use the same offsets in reverse (:meth:`Tagger.text_labels`):
 every token inside an entity gets ``B-TYPE`` (first token) or ``I-TYPE``, all
 other tokens (``[CLS]``, ``[SEP]`` included) ``O`` -- identically for English
 words split into WordPieces and for Chinese characters. An entity whose edges
 fall inside a token cannot be represented exactly; such entities are counted
-and reported (they are tagged on the tokens they overlap).
+and reported (they are tagged on the tokens they overlap). A window that
+starts inside an entity starts it with ``B-`` (counted).
 """
 
 import dataclasses
 
 import numpy as np
 
+from apps.base.pipeline import Pipeline
+from apps.base.report import FeatureReport
+from apps.ner.tags import bio_tags
 from kerasbert.errors import KerasbertError
-from kerasbert.saving import load_pipeline
-from kerasbert.saving import save_pipeline
-from kerasbert.tokenizer import padded_length
-from kerasbert.tokenizer import token_windows as windows
 
-TAGGER_CONFIG = "tagger.json"
-
-
-def bio_tags(types):
-    """``["O", "B-T1", "I-T1", "B-T2", ...]`` for the sorted entity types."""
-    tags = ["O"]
-    for t in sorted(types):
-        tags += [f"B-{t}", f"I-{t}"]
-    return tags
+WARMUP_TEXTS = (
+    "Alice Martin flew from Paris to New York for the United Nations summit.",
+    "李白是唐朝诗人。",
+    "",
+)
 
 
 @dataclasses.dataclass
-class FeatureReport:
-    examples: int = 0
-    windows: int = 0
+class NerFeatureReport(FeatureReport):
     entities: int = 0
     misaligned_entities: int = 0
     entities_split_by_windows: int = 0
     entities_without_tokens: int = 0
     unknown_types: dict = dataclasses.field(default_factory=dict)
 
-    def summary(self):
-        lines = [f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"]
-        if self.misaligned_entities:
-            lines.append(f"  {self.misaligned_entities} entities start or end inside a WordPiece token (tagged on the tokens they overlap)")
-        if self.entities_split_by_windows:
-            lines.append(f"  {self.entities_split_by_windows} entities cross a window boundary (long texts; tagged in part)")
-        if self.entities_without_tokens:
-            lines.append(f"  {self.entities_without_tokens} entities cover no token (only characters the tokenizer drops); skipped")
-        for t, n in sorted(self.unknown_types.items()):
-            lines.append(f"  {n} entities of type {t!r}, not in the training labels; skipped")
-        return "\n".join(lines)
+    LINES = (
+        ("misaligned_entities", "  {n} entities start or end inside a WordPiece token (tagged on the tokens they overlap)"),
+        ("entities_split_by_windows", "  {n} entities cross a window boundary (long texts; tagged in part)"),
+        ("entities_without_tokens", "  {n} entities cover no token (only characters the tokenizer drops); skipped"),
+        ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
+    )
+
+    def headline(self):
+        return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
 
 
-class Tagger:
+class Tagger(Pipeline):
     """A trained NER tagger: predict entities with character offsets.
 
     Args:
-        model: a :class:`~apps.ner.model.NerModel`.
+        model: a :class:`~apps.ner.model.NerModel` (or any Keras model with
+            the encoder's inputs and outputs ``tags`` [batch, len] and
+            ``potentials`` [batch, len, num_tags]).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
         tags: tag names, index = tag id (``"O"`` first).
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
         overlap: tokens shared by consecutive windows of a long text.
     """
 
+    settings_file = "tagger.json"
+    kind = "NER model"
+    task = "ner"
+    labels_key = "tags"
+    head_prefix = "ner_head_"
+    model_module = "apps.ner.model"
+    warmup_texts = WARMUP_TEXTS
+    FeatureReport = NerFeatureReport
+
     def __init__(self, model, tokenizer, tags, max_length=128, overlap=None):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.tags = list(tags)
+        super().__init__(model, tokenizer, tags, max_length=max_length, overlap=overlap)
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
-        self.max_length = int(max_length)
-        inner = self.max_length - 2
-        self.overlap = int(overlap if overlap is not None else inner // 4)
-        if not 0 <= self.overlap < inner:
-            raise KerasbertError(f"overlap must be between 0 and max_length - 3, got {self.overlap}")
         self.types = sorted({t[2:] for t in self.tags if t != "O"})
 
-    # ------------------------------------------------------------------ tokens
-    def _window_ranges(self, n):
-        inner = self.max_length - 2
-        return windows(n, inner, inner - self.overlap)
+    @property
+    def tags(self):
+        return self.labels
 
-    # ---------------------------------------------------------------- training
-    def features(self, examples, report=None):
-        """Training sequences for ``examples`` (see the module docstring).
-
-        Returns ``(features, report)``: features is a dict of lists of int32
-        arrays ``token_ids``, ``segment_ids``, ``padding_mask``, ``tags``.
-        """
-        report = report or FeatureReport()
-        feats = {"token_ids": [], "segment_ids": [], "padding_mask": [], "tags": []}
-        pieces = self.tokenizer.pieces([e.text for e in examples])
-        for example, (ids, offsets) in zip(examples, pieces):
-            report.examples += 1
-            tags = np.zeros(len(ids), dtype=np.int32)
-            starts, ends = offsets[:, 0], offsets[:, 1]
-            for entity in example.entities:
-                if entity.type not in self.types:
-                    report.unknown_types[entity.type] = report.unknown_types.get(entity.type, 0) + 1
-                    continue
-                report.entities += 1
-                inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
-                if len(inside) == 0:
-                    report.entities_without_tokens += 1
-                    continue
-                if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
-                    report.misaligned_entities += 1
-                tags[inside] = self.tag_ids[f"I-{entity.type}"]
-                tags[inside[0]] = self.tag_ids[f"B-{entity.type}"]
-            for start, end in self._window_ranges(len(ids)):
-                window_tags = tags[start:end]
-                if start > 0 and window_tags[0] != 0 and self.tags[window_tags[0]].startswith("I-"):
-                    report.entities_split_by_windows += 1
-                    window_tags = window_tags.copy()
-                    window_tags[0] = self.tag_ids["B-" + self.tags[window_tags[0]][2:]]
-                n = end - start + 2
-                feats["token_ids"].append(np.concatenate([[self.tokenizer.cls_id], ids[start:end], [self.tokenizer.sep_id]]).astype(np.int32))
-                feats["segment_ids"].append(np.zeros(n, np.int32))
-                feats["padding_mask"].append(np.ones(n, np.int32))
-                feats["tags"].append(np.concatenate([[0], window_tags, [0]]).astype(np.int32))
-                report.windows += 1
-        return feats, report
-
-    # -------------------------------------------------------------- prediction
-    def predict(self, texts, batch_size=32):
-        """Entities for each text: a list of ``{"text", "entities": [{"start",
-        "end", "type", "text", "score"}]}``, offsets into the original text."""
-        if isinstance(texts, str):
-            raise TypeError("pass a list of texts")
-        pieces = self.tokenizer.pieces(list(texts))
-        # Flatten every window of every text into one list of sequences.
-        jobs = []  # (text index, token start, token end, window index in the text)
-        for i, (ids, _) in enumerate(pieces):
-            for k, (start, end) in enumerate(self._window_ranges(len(ids))):
-                jobs.append((i, start, end, k))
-        tag_rows = [np.zeros(len(ids), np.int32) for ids, _ in pieces]
-        prob_rows = [np.zeros(len(ids), np.float32) for ids, _ in pieces]
-        best_key = [np.full(len(ids), np.iinfo(np.int64).min, np.int64) for ids, _ in pieces]
-        order = sorted(range(len(jobs)), key=lambda j: jobs[j][2] - jobs[j][1])
-        for b in range(0, len(order), batch_size):
-            chunk = [jobs[j] for j in order[b : b + batch_size]]
-            # Widths rounded up to a multiple of 8 (at most max_length): few distinct
-            # shapes, so the model's predict function is traced a few times only.
-            width = padded_length(max(end - start for _, start, end, _ in chunk) + 2, 8, self.max_length)
-            token_ids = np.zeros((len(chunk), width), np.int32)
-            mask = np.zeros((len(chunk), width), np.int32)
-            for r, (i, start, end, k) in enumerate(chunk):
-                n = end - start
-                token_ids[r, : n + 2] = np.concatenate([[self.tokenizer.cls_id], pieces[i][0][start:end], [self.tokenizer.sep_id]])
-                mask[r, : n + 2] = 1
-            out = self.model.predict_on_batch(
-                {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": mask}
-            )
-            tags = np.asarray(out["tags"])
-            potentials = np.asarray(out["potentials"], dtype=np.float32)
-            probs = np.exp(potentials - potentials.max(-1, keepdims=True))
-            probs /= probs.sum(-1, keepdims=True)
-            for r, (i, start, end, k) in enumerate(chunk):
-                n = end - start
-                positions = np.arange(n)
-                # Distance to the nearest edge that cuts the text (the text's own
-                # start and end are not cuts); the most central window wins,
-                # on a tie the earlier one (the export's graph does the same).
-                left = positions if start > 0 else np.full(n, n)
-                right = n - 1 - positions if end < len(pieces[i][0]) else np.full(n, n)
-                key = np.minimum(left, right).astype(np.int64) * (1 << 32) - k
-                take = key > best_key[i][start:end]
-                window_tags = tags[r, 1 : n + 1]
-                window_probs = probs[r, 1 : n + 1][positions, window_tags]
-                tag_rows[i][start:end][take] = window_tags[take]
-                prob_rows[i][start:end][take] = window_probs[take]
-                best_key[i][start:end][take] = key[take]
-        results = []
-        for text, (ids, offsets), tags, probs in zip(texts, pieces, tag_rows, prob_rows):
-            results.append({"text": text, "entities": self.decode(text, offsets, tags, probs)})
-        return results
-
-    def decode(self, text, offsets, tags, probs=None):
-        """BIO tag ids over tokens -> entity dicts. An ``I-X`` that does not
-        continue an ``X`` entity starts one (the usual lenient repair)."""
-        entities = []
-        current = None  # [type, first token, last token]
-
-        def close():
-            if current is not None:
-                t, first, last = current
-                start, end = int(offsets[first][0]), int(offsets[last][1])
-                score = float(np.mean(probs[first : last + 1])) if probs is not None else 1.0
-                entities.append({"start": start, "end": end, "type": t, "text": text[start:end], "score": round(score, 4)})
-
-        for k, tag_id in enumerate(tags):
-            tag = self.tags[int(tag_id)]
-            if tag == "O":
-                close()
-                current = None
+    # ------------------------------------------------------------ training rows
+    def text_labels(self, example, offsets, report):
+        tags = np.zeros(len(offsets), dtype=np.int32)
+        starts, ends = offsets[:, 0], offsets[:, 1]
+        for entity in example.entities:
+            if entity.type not in self.types:
+                report.count("unknown_types", entity.type)
                 continue
-            prefix, t = tag[0], tag[2:]
-            if prefix == "I" and current is not None and current[0] == t:
-                current[2] = k
-            else:
-                close()
-                current = [t, k, k]
-        close()
-        return entities
+            report.entities += 1
+            inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
+            if len(inside) == 0:
+                report.entities_without_tokens += 1
+                continue
+            if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
+                report.misaligned_entities += 1
+            tags[inside] = self.tag_ids[f"I-{entity.type}"]
+            tags[inside[0]] = self.tag_ids[f"B-{entity.type}"]
+        return tags
 
-    # ------------------------------------------------------------ save / load
-    def save(self, directory):
-        """Write everything needed to predict into ``directory`` (use
-        :func:`kerasbert.training.atomic_write_dir` for an atomic save)."""
-        settings = {"tags": self.tags, "max_length": self.max_length, "overlap": self.overlap}
-        save_pipeline(directory, self.model, self.tokenizer, settings, TAGGER_CONFIG)
+    def window_labels(self, tags, start, end, report):
+        window = tags[start:end]
+        if start > 0 and window[0] != 0 and self.tags[window[0]].startswith("I-"):
+            report.entities_split_by_windows += 1
+            window = window.copy()
+            window[0] = self.tag_ids["B-" + self.tags[window[0]][2:]]
+        return {"tags": np.concatenate([[0], window, [0]]).astype(np.int32)}
+
+    # ---------------------------------------------------------------- inference
+    def infer(self, texts, windows, run):
+        import tensorflow as tf
+
+        from apps.ner.decode import entities
+        from apps.ner.decode import tag_probabilities
+        from apps.ner.decode import tag_tables
+        from apps.ner.fused_bilstm import graph_scorer
+        from kerasbert.export import nonempty_encoder_inputs
+
+        n_rows = tf.shape(windows["token_ids"])[0]
+        # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
+        inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        scorer = (graph_scorer(self.model) if run.in_graph else None) or self.model
+        out = run.rows(scorer, inputs)
+        tags = tf.cast(out["tags"][:n_rows], tf.int32)
+        probs = tag_probabilities(out["potentials"][:n_rows], tags)
+        return entities(texts, windows, tags, probs, tag_tables(self.tags))
+
+    def result(self, text, row):
+        return {
+            "text": text,
+            "entities": [
+                {"start": s, "end": e, "type": t, "text": text[s:e], "score": round(float(p), 4)}
+                for s, e, t, p in zip(row["start"], row["end"], row["type"], row["score"])
+            ],
+        }
+
+    def ids_endpoint(self):
+        """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``tags`` int32
+        [batch, len] (index into the tag list of ``assets.extra/kerasbert.json``)
+        and ``potentials`` float32 [batch, len, num_tags]; core TensorFlow ops."""
+        from apps.ner.fused_bilstm import graph_scorer
+
+        scorer = graph_scorer(self.model) or (lambda rows: self.model(rows, training=False))
+
+        def serve(token_ids, segment_ids, padding_mask):
+            out = scorer({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+            return {"tags": out["tags"], "potentials": out["potentials"]}
+
+        return serve
+
+    # --------------------------------------------------------------- training
+    @classmethod
+    def training_labels(cls, train_examples, dev_examples, settings):
+        types = sorted({e.type for ex in train_examples for e in ex.entities})
+        if not types:
+            raise KerasbertError(f"{settings.train}: no entities in the training data; nothing to learn")
+        dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
+        if dev_only:
+            print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
+                  f"they cannot be predicted and count as misses in dev scores")
+        return bio_tags(types)
 
     @classmethod
-    def load(cls, directory):
-        """A tagger saved by :meth:`save` (``kerasbert ner train`` output)."""
-        import apps.ner.model  # noqa: F401  (registers NerModel for deserialization)
+    def build_model(cls, encoder, tags, settings):
+        from apps.ner.model import NerModel
+        from kerasbert.crf import allowed_transitions
 
-        model, tokenizer, settings = load_pipeline(directory, TAGGER_CONFIG, "NER model")
-        return cls(model, tokenizer, settings["tags"], settings["max_length"], settings["overlap"])
+        allowed, allowed_start = (None, None)
+        if settings.crf and settings.constrained_decoding:
+            allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
+        return NerModel(encoder, len(tags), use_lstm=settings.lstm, lstm_units=settings.lstm_units,
+                        use_crf=settings.crf, dropout=settings.dropout, allowed=allowed, allowed_start=allowed_start)
+
+    def batches(self, rows, settings):
+        from kerasbert.training import BucketedBatches
+
+        return BucketedBatches(rows, settings.batch_size, targets=("tags",), seed=settings.seed,
+                               max_width=settings.max_length)

@@ -1,15 +1,18 @@
-"""Training an NER tagger: one config, one function.
+"""Training an NER tagger: its settings, declared once, and ``train()``.
 
-:class:`NerTrainConfig` holds every setting with its default; a run is
-``train(NerTrainConfig(checkpoint=..., train=..., dev=..., output=...))`` or
-``kerasbert ner train ...`` (the CLI only fills the config). ``--config FILE``
-reads a JSON or TOML file of the same keys; command-line options override it.
-The filled-in config is written to ``OUTPUT/config.json``.
+:class:`NerTrainSettings` holds every setting with its default and help text;
+a run is ``train(NerTrainSettings(checkpoint=..., train=..., dev=...,
+output=...))`` or ``kerasbert ner train ...`` (the CLI only fills the
+settings). ``--settings FILE`` reads a JSON or TOML file of the same keys;
+command-line options override it. The filled-in settings are written to
+``OUTPUT/settings.json``. The reader options (:class:`NerReadSettings`) are
+shared with ``kerasbert ner evaluate``.
 
-What ends up in ``OUTPUT``:
+What ends up in ``OUTPUT`` (:meth:`apps.base.task.Task.train`):
 
 * ``model/`` -- the best model on dev entity F1 (``model.keras``, ``vocab.txt``,
-  ``tagger.json``), replaced atomically when a later epoch is better;
+  ``tagger.json``, ``dev_scores.json``), replaced atomically when a later
+  epoch is better;
 * ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
   per epoch; ``metrics.json`` -- the best dev scores;
 * ``logs/`` -- TensorBoard; ``backup/`` -- only while training: what
@@ -18,104 +21,77 @@ What ends up in ``OUTPUT``:
 
 import dataclasses
 
-from kerasbert.errors import KerasbertError
-from kerasbert.settings import TRAIN_HELP
+from apps.base.task import Task
+from apps.ner.readers import FORMATS
+from apps.ner.tags import SCHEMES
 from kerasbert.settings import TrainSettings
-
-FIELDS_HELP = {
-    **TRAIN_HELP,
-    "train": "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)",
-    "head_learning_rate": "peak learning rate of the BiLSTM/Dense/CRF head",
-    "weight_decay": "AdamW weight decay (not on biases, LayerNorm, CRF)",
-    "lstm": "use a BiLSTM between encoder and tag scores",
-    "lstm_units": "BiLSTM units per direction",
-    "crf": "use a CRF (else softmax per token)",
-    "constrained_decoding": "forbid invalid BIO transitions when decoding",
-    "format": "data format: auto, conll, jsonl, parallel",
-    "tag_column": "CoNLL tag column (default: last)",
-    "scheme": "tag scheme of CoNLL files: auto, iob1, bio, bioes",
-}
+from kerasbert.settings import setting
 
 
 @dataclasses.dataclass
-class NerTrainConfig(TrainSettings):
-    lstm: bool = True
-    lstm_units: int = 128
-    crf: bool = True
-    constrained_decoding: bool = True
-    tag_column: int = -1
-    scheme: str = "auto"
+class NerReadSettings:
+    """How NER data files are read (``train`` and ``evaluate``)."""
+
+    format: str = setting("auto", "data format (auto: detected)", FORMATS)
+    tag_column: int = setting(-1, "CoNLL tag column, from 0 (the token); negative counts from the end, -1 is the last")
+    scheme: str = setting("auto", "tag scheme of CoNLL and parallel files (auto: detected)", SCHEMES)
 
 
-def _read(path, config, what):
-    from apps.ner.data import detect_format
-    from apps.ner.data import read_ner_file
-
-    fmt = detect_format(path) if config.format == "auto" else config.format
-    options = {}
-    if fmt == "conll":
-        options = {"tag_column": config.tag_column, "scheme": config.scheme}
-    elif fmt == "parallel":
-        options = {"scheme": config.scheme}
-    result = read_ner_file(path, format=fmt, **options)
-    print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
-    return result.examples
+@dataclasses.dataclass
+class NerTrainSettings(NerReadSettings, TrainSettings):
+    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
+    weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
+    lstm: bool = setting(True, "use a BiLSTM between encoder and tag scores")
+    lstm_units: int = setting(128, "BiLSTM units per direction")
+    crf: bool = setting(True, "use a CRF (else softmax per token)")
+    constrained_decoding: bool = setting(True, "forbid invalid BIO transitions when decoding")
 
 
-def train(config, callbacks=()):
+class NerTask(Task):
+    name = "ner"
+    help = "named-entity recognition: train, evaluate, predict, export, demo"
+    description = "BERT -> BiLSTM -> CRF named-entity recognition."
+    trains = "an NER tagger"
+    train_settings = NerTrainSettings
+    read_settings = NerReadSettings
+
+    def pipeline_class(self, settings=None):
+        from apps.ner.tagger import Tagger
+
+        return Tagger
+
+    def read(self, path, settings, what="data"):
+        from apps.ner.readers import read_ner_file
+
+        from apps.ner.readers import detect_format
+
+        options = {}
+        fmt = detect_format(path) if settings.format == "auto" else settings.format
+        if fmt == "conll":
+            options = {"tag_column": settings.tag_column, "scheme": settings.scheme}
+        elif fmt == "parallel":
+            options = {"scheme": settings.scheme}
+        result = read_ner_file(path, format=fmt, **options)
+        print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
+        return result.examples
+
+    def score(self, examples, predictions, settings=None):
+        from apps.ner.evaluate import score
+
+        return score(examples, predictions)
+
+    def format_scores(self, scores):
+        from apps.ner.evaluate import format_scores
+
+        return format_scores(scores)
+
+
+NER = NerTask()
+
+
+def train(settings, callbacks=()):
     """Train, select on dev entity F1, save the best model; returns the
     metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
     callbacks (e.g. for a notebook)."""
-    from apps.ner.evaluate import format_scores
-    from apps.ner.evaluate import score
-    from apps.ner.model import HEAD_PREFIX
-    from apps.ner.model import NerModel
-    from apps.ner.tagger import Tagger
-    from apps.ner.tagger import bio_tags
-    from kerasbert import training
-    from kerasbert.crf import allowed_transitions
-    from kerasbert.loader import load_encoder
-
-    config.check()
-    # Read (and fail on) the data before creating anything in OUTPUT.
-    train_examples = _read(config.train, config, "train")
-    dev_examples = _read(config.dev, config, "dev")
-    if config.max_train_examples:
-        train_examples = train_examples[: config.max_train_examples]
-    if config.max_dev_examples:
-        dev_examples = dev_examples[: config.max_dev_examples]
-    types = sorted({e.type for ex in train_examples for e in ex.entities})
-    if not types:
-        raise KerasbertError(f"{config.train}: no entities in the training data; nothing to learn")
-    dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
-    if dev_only:
-        print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
-              f"they cannot be predicted and count as misses in dev scores")
-    tags = bio_tags(types)
-
-    training.start_run(config)
-    checkpoint, tokenizer = training.checkpoint_and_tokenizer(config)
-    with training.distribution_scope(config.strategy):
-        allowed, allowed_start = (None, None)
-        if config.crf and config.constrained_decoding:
-            allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
-        model = NerModel(
-            load_encoder(checkpoint), len(tags), use_lstm=config.lstm, lstm_units=config.lstm_units,
-            use_crf=config.crf, dropout=config.dropout, allowed=allowed, allowed_start=allowed_start,
-        )
-        tagger = Tagger(model, tokenizer, tags, max_length=config.max_length)
-        features, report = tagger.features(train_examples)
-        print("train features: " + report.summary().replace("\n", "\n  "))
-        batches = training.BucketedBatches(
-            features, config.batch_size, targets=("tags",), seed=config.seed, max_width=config.max_length
-        )
-        training.compile_for_training(model, len(batches), config, HEAD_PREFIX)
-
-    dev_texts = [e.text for e in dev_examples]
-    return training.fit_and_select(
-        model, batches, config,
-        dev_scores=lambda: score(dev_examples, tagger.predict(dev_texts, batch_size=config.batch_size)),
-        save_pipeline=tagger.save,
-        format_scores=format_scores,
-        callbacks=callbacks,
-    )
+    return NER.train(settings, callbacks=callbacks)
