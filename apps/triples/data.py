@@ -76,8 +76,9 @@ import json
 import unicodedata
 from dataclasses import dataclass, field
 
-# The NER app's low-level readers: gzip/BOM/strict UTF-8 with the failing
-# line, and JSON lines / JSON arrays with line numbers for every record.
+from apps.base.report import Report
+# gzip/BOM/strict UTF-8 with the failing line, and JSON lines / JSON arrays
+# with line numbers for every record.
 from kerasbert.datafiles import json_records as _json_records
 from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import records_flavour
@@ -97,7 +98,6 @@ __all__ = [
 ]
 
 FORMATS = ("casrel", "duie")
-MAX_LOCATIONS = 5
 
 
 @dataclass(frozen=True)
@@ -131,13 +131,13 @@ class TripleExample:
 
 
 @dataclass
-class TripleReadReport:
+class TripleReadReport(Report):
     """What a reader read, located, skipped and ignored.
 
     ``triples_read == triples + duplicates + sum(unfound.values())``.
     """
 
-    path: str
+    path: str = ""
     format: str = ""
     examples: int = 0
     triples_read: int = 0
@@ -155,41 +155,27 @@ class TripleReadReport:
     ignored: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    LINES = (
+        ("unfound", "  NOT LOCATED {n} triples: {key} in the text (kept as unlocated gold; they count as misses in evaluation)"),
+        ("unfound_locations", "  first not located at {n:items}"),
+        ("duplicates", "  {n} duplicate triples in a sentence kept once"),
+        ("ambiguous", "  {n} triples have a subject or object occurring more than once "
+                      "({report.occurrences} occurrences of their entities); the closest pair was chosen"),
+        ("folded", "  {n} entities found only after folding accents/case (spans hold the text's spelling)"),
+        ("inside_word", "  {n} entities found only inside a word"),
+        ("empty", "  {n} examples have an empty triple list"),
+        ("unannotated", "  {n} records had no triple_list/spo_list (kept with no triples)"),
+        ("ignored", "  ignored {n} x {key}"),
+        ("notes", "  note: {key}"),
+    )
+
     @property
     def unfound_triples(self) -> int:
         return sum(self.unfound.values())
 
-    def summary(self) -> str:
-        """Multi-line human-readable account, meant to be printed by callers."""
-        lines = [
-            f"{self.path} [{self.format}]: {self.examples} examples, "
-            f"{self.triples} triples located of {self.triples_read} read, {len(self.predicates)} predicates"
-        ]
-        for reason, n in sorted(self.unfound.items()):
-            lines.append(f"  NOT LOCATED {n} triples: {reason} in the text (kept as unlocated gold; "
-                         f"they count as misses in evaluation)")
-        if self.unfound_locations:
-            lines.append(f"  first not located at {', '.join(self.unfound_locations)}")
-        if self.duplicates:
-            lines.append(f"  {self.duplicates} duplicate triples in a sentence kept once")
-        if self.ambiguous:
-            lines.append(f"  {self.ambiguous} triples have a subject or object occurring more than once "
-                         f"({self.occurrences} occurrences of their entities); the closest pair was chosen")
-        if self.folded:
-            lines.append(f"  {self.folded} entities found only after folding accents/case (spans hold the text's spelling)")
-        if self.inside_word:
-            lines.append(f"  {self.inside_word} entities found only inside a word")
-        if self.empty:
-            lines.append(f"  {self.empty} examples have an empty triple list")
-        if self.unannotated:
-            lines.append(f"  {self.unannotated} records had no triple_list/spo_list (kept with no triples)")
-        for what, n in sorted(self.ignored.items()):
-            lines.append(f"  ignored {n} x {what}")
-        lines.extend(f"  note: {note}" for note in self.notes)
-        return "\n".join(lines)
-
-    def _ignore(self, what: str, n: int = 1) -> None:
-        self.ignored[what] = self.ignored.get(what, 0) + n
+    def headline(self):
+        return (f"{self.path} [{self.format}]: {self.examples} examples, "
+                f"{self.triples} triples located of {self.triples_read} read, {len(self.predicates)} predicates")
 
 
 @dataclass
@@ -306,7 +292,7 @@ def _raw_triples(path, line, record, flavour, report):
                 raise InputDataError(path, line, f'object {obj!r} has no "@value"')
             for slot in obj:
                 if slot != "@value":
-                    report._ignore(f"object slot {slot!r} (DuIE 2.0 complex object; only @value is used)")
+                    report.count("ignored", f"object slot {slot!r} (DuIE 2.0 complex object; only @value is used)")
             obj = obj["@value"]
         subject, predicate = item["subject"], item["predicate"]
         for name, value in (("subject", subject), ("predicate", predicate), ("object", obj)):
@@ -342,9 +328,8 @@ def _locate_triples(text, raw, source, report):
         if not s_starts or not o_starts:
             reason = ("subject and object not found" if not s_starts and not o_starts
                       else "subject not found" if not s_starts else "object not found")
-            report.unfound[reason] = report.unfound.get(reason, 0) + 1
-            if len(report.unfound_locations) < MAX_LOCATIONS:
-                report.unfound_locations.append(source)
+            report.count("unfound", reason)
+            report.locate("unfound_locations", source)
             unlocated.append((subject, predicate, obj))
             continue
         for how in (s_how, o_how):
@@ -364,7 +349,7 @@ def _locate_triples(text, raw, source, report):
         seen.add(triple)
         triples.append(triple)
         report.triples += 1
-        report.predicates[predicate] = report.predicates.get(predicate, 0) + 1
+        report.count("predicates", predicate)
     return triples, unlocated
 
 

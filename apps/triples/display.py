@@ -17,8 +17,8 @@ import math
 import numbers
 import textwrap
 
-from kerasbert.display import HTML  # noqa: F401  (re-exported)
-from kerasbert.display import field as _get
+from apps.base.display import HTML  # noqa: F401  (re-exported)
+from apps.base.display import field as _get
 
 __all__ = ["HTML", "triples_html", "draw_triples", "as_triples", "circle_layout",
            "NODE_GID", "EDGE_GID", "EDGE_LABEL_GID"]

@@ -1,48 +1,29 @@
-"""From raw text to triples, and from labelled examples to training features.
+"""The triple extractor: raw text -> triples with character offsets, and labelled examples -> training rows.
 
-An :class:`Extractor` is a trained :class:`~apps.triples.model.TripleModel`,
-the tokenizer it was trained with, its predicate list and decoding thresholds.
-Following one sentence through :meth:`Extractor.predict`:
+An :class:`Extractor` is a :class:`~apps.base.pipeline.Pipeline` around a
+trained :class:`~apps.triples.model.TripleModel`, with its predicate list and
+decoding thresholds. Following one sentence (the same path for ``predict``,
+``evaluate``, the dev evaluation and the SavedModel):
 
-1. **tokenize** the raw text (no truncation) -> WordPiece ids and each token's
-   character offsets in the original string;
-2. **window**: texts longer than ``max_length - 2`` tokens are cut into
-   overlapping windows (``[CLS] ... [SEP]`` each), as the NER tagger does;
-3. **encode** a batch of windows once (``encode`` sub-model): the sequence
-   vectors and the subject start/end probabilities;
-4. **subjects**: :func:`decode_spans` on the subject pointers;
-5. **objects**: every decoded subject of the batch becomes one row -- its
-   window's sequence vectors repeated, plus its (start, end) tokens -- and all
-   rows go through the ``objects`` sub-model in ONE call (chunks of
-   ``4 x batch_size`` rows only when a batch has more subjects than that);
-   :func:`decode_spans` per predicate gives the objects;
-6. **merge**: token spans become character spans through the offsets
-   (``start`` of the first token, ``end`` of the last, end exclusive, so
-   ``text[start:end]`` is the entity as written); triples found in several
-   windows are kept once per (subject span, predicate, object span), with
-   the highest score. A triple whose subject and object never share a window
-   cannot be found.
+1. **windows**: WordPiece ids and each token's character offsets in the
+   original string; texts longer than ``max_length - 2`` tokens are cut into
+   overlapping windows (:meth:`~apps.base.pipeline.Pipeline.windows`);
+2. **encode** the window rows once (the model's ``encode`` sub-model): the
+   sequence vectors and the subject start/end probabilities;
+3. **subjects**, then one **object** row per subject for the whole batch (the
+   ``objects`` sub-model), then the objects per predicate, merged over
+   windows: :func:`apps.triples.decode.triples` (the decoding rule is in
+   :mod:`apps.triples.decode`). A triple whose subject and object never share
+   a window cannot be found.
 
-Decoding rule (:func:`decode_spans`): a pointer *fires* when its probability
-is strictly greater than its threshold (CasRel's ``> h_bar``; a probability
-exactly at the threshold does not fire) on a real token (not ``[CLS]``,
-``[SEP]`` or padding). Every firing start is paired with the nearest firing
-end at or after it (in the same predicate column for objects). So nested and
-overlapping spans are possible (two starts may share an end); a span can not
-reach past a closer firing end. One subject may get several objects and
-predicates (SEO), and one (subject, object) pair several predicates (EPO).
-``score`` of a span is the geometric mean of its start and end
-probabilities; a triple's ``score`` is the geometric mean of its subject's and
-its object's scores.
-
-Training features (:meth:`Extractor.features`) use the offsets in reverse: an
-entity's start label goes on the token whose start offset equals the
-entity's start, its end label on the token whose end offset equals the
-entity's end. An entity edge inside a token (misaligned) is put on the token
-it falls in (counted); an entity covering no token (only characters the
-tokenizer drops) makes its triple unusable (counted). Each window becomes one
-training row with its subject labels (every subject of a triple inside the
-window) and, per subject, the object labels.
+Training rows (:meth:`Extractor.text_labels`, :meth:`Extractor.window_labels`)
+use the offsets in reverse: an entity's start label goes on the token whose
+start offset equals the entity's start, its end label on the token whose end
+offset equals the entity's end. An entity edge inside a token (misaligned) is
+put on the token it falls in (counted); an entity covering no token (only
+characters the tokenizer drops) makes its triple unusable (counted). Each
+window becomes one training row with its subject labels (every subject of a
+triple inside the window) and, per subject, the object labels.
 :class:`apps.triples.batches.SubjectSampledBatches` gives each row ONE gold
 subject per epoch, drawn at random and redrawn every epoch (CasRel's
 sampling); rows without triples are kept (subject pointers learn negatives)
@@ -50,66 +31,19 @@ with subject span (0, 0) and no objects.
 """
 
 import dataclasses
-import math
 
 import numpy as np
 
-from kerasbert.tokenizer import padded_length
-from kerasbert.tokenizer import token_windows as windows
+from apps.base.pipeline import Pipeline
+from apps.base.report import FeatureReport
 from kerasbert.errors import KerasbertError
-from kerasbert.saving import load_pipeline
-from kerasbert.saving import save_pipeline
 
-EXTRACTOR_CONFIG = "extractor.json"
 THRESHOLD_KEYS = ("subject_start", "subject_end", "object_start", "object_end")
-
-
-# =============================================================================
-# Pure decoding
-# =============================================================================
-
-
-def decode_spans(start_probs, end_probs, threshold_start=0.5, threshold_end=0.5, mask=None):
-    """Spans from start/end pointer probabilities (rule in the module doc).
-
-    Args:
-        start_probs, end_probs: ``[len]`` or ``[len, P]`` arrays.
-        threshold_start, threshold_end: a pointer fires when prob > threshold.
-        mask: ``[len]`` bool/int, positions that may start or end a span
-            (None: all).
-
-    Returns:
-        For 1-D input, ``[(start, end, score)]`` sorted by (start, end); for
-        2-D input ``[(start, end, column, score)]`` sorted by (start, end,
-        column). ``end`` is inclusive (a token index); ``score`` is
-        ``sqrt(p_start * p_end)``.
-    """
-    start_probs = np.asarray(start_probs, dtype=np.float32)
-    end_probs = np.asarray(end_probs, dtype=np.float32)
-    if start_probs.shape != end_probs.shape:
-        raise ValueError(f"start and end probabilities differ in shape: {start_probs.shape} vs {end_probs.shape}")
-    flat = start_probs.ndim == 1
-    if flat:
-        start_probs, end_probs = start_probs[:, None], end_probs[:, None]
-    length = start_probs.shape[0]
-    allowed = np.ones(length, bool) if mask is None else np.asarray(mask).astype(bool)[:length]
-    starts = (start_probs > threshold_start) & allowed[:, None]
-    ends = (end_probs > threshold_end) & allowed[:, None]
-    if not starts.any() or not ends.any():
-        return []
-    # next_end[i, p]: the smallest j >= i where the end pointer of column p fires.
-    index = np.where(ends, np.arange(length)[:, None], length)
-    next_end = np.minimum.accumulate(index[::-1], axis=0)[::-1]
-    spans = []
-    for i, p in zip(*np.nonzero(starts)):
-        j = next_end[i, p]
-        if j < length:
-            score = float(math.sqrt(float(start_probs[i, p]) * float(end_probs[j, p])))
-            spans.append((int(i), int(j), int(p), score))
-    spans.sort()
-    if flat:
-        return [(i, j, s) for i, j, _, s in spans]
-    return spans
+WARMUP_TEXTS = (
+    "Alice Martin, born in Lyon, works for the United Nations in New York.",
+    "李白出生于碎叶城。",
+    "",
+)
 
 
 def normalize_thresholds(thresholds):
@@ -132,15 +66,8 @@ def normalize_thresholds(thresholds):
     return out
 
 
-# =============================================================================
-# Training features
-# =============================================================================
-
-
 @dataclasses.dataclass
-class FeatureReport:
-    examples: int = 0
-    windows: int = 0
+class TriplesFeatureReport(FeatureReport):
     triples: int = 0
     triples_used: int = 0
     subjects: int = 0
@@ -150,20 +77,17 @@ class FeatureReport:
     triples_cut_by_windows: int = 0
     unknown_predicates: dict = dataclasses.field(default_factory=dict)
 
-    def summary(self):
-        lines = [f"{self.examples} examples -> {self.windows} sequences, {self.triples_used} of {self.triples} "
-                 f"triples used, {self.subjects} (sequence, subject) pairs"]
-        if self.rows_without_triples:
-            lines.append(f"  {self.rows_without_triples} sequences have no triple (kept: negatives for the subject pointers)")
-        if self.misaligned_entities:
-            lines.append(f"  {self.misaligned_entities} entity edges fall inside a WordPiece token (labelled on that token)")
-        if self.triples_without_tokens:
-            lines.append(f"  {self.triples_without_tokens} triples have an entity covering no token; skipped")
-        if self.triples_cut_by_windows:
-            lines.append(f"  {self.triples_cut_by_windows} triples have subject and object in no common window (long texts); skipped")
-        for p, n in sorted(self.unknown_predicates.items()):
-            lines.append(f"  {n} triples with predicate {p!r}, not in the predicate list; skipped")
-        return "\n".join(lines)
+    LINES = (
+        ("rows_without_triples", "  {n} sequences have no triple (kept: negatives for the subject pointers)"),
+        ("misaligned_entities", "  {n} entity edges fall inside a WordPiece token (labelled on that token)"),
+        ("triples_without_tokens", "  {n} triples have an entity covering no token; skipped"),
+        ("triples_cut_by_windows", "  {n} triples have subject and object in no common window (long texts); skipped"),
+        ("unknown_predicates", "  {n} triples with predicate {key!r}, not in the predicate list; skipped"),
+    )
+
+    def headline(self):
+        return (f"{self.examples} examples -> {self.windows} sequences, {self.triples_used} of {self.triples} "
+                f"triples used, {self.subjects} (sequence, subject) pairs")
 
 
 def _align(starts, ends, span):
@@ -175,18 +99,13 @@ def _align(starts, ends, span):
     return first, last, bool(starts[first] == span.start and ends[last] == span.end)
 
 
-# =============================================================================
-# The extractor
-# =============================================================================
-
-
-class Extractor:
+class Extractor(Pipeline):
     """A trained triple extractor: predict triples with character offsets.
 
     Args:
         model: a :class:`~apps.triples.model.TripleModel` (or anything with a
-            ``decoders()`` method returning two objects with
-            ``predict_on_batch``, see :meth:`TripleModel.decoders`).
+            ``decoders()`` method returning the two Keras models of
+            :meth:`TripleModel.decoders`).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
         predicates: predicate names, index = the model's predicate column.
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
@@ -196,185 +115,171 @@ class Extractor:
             (default: a quarter of a window).
     """
 
+    settings_file = "extractor.json"
+    kind = "triples model"
+    task = "triples"
+    labels_key = "predicates"
+    head_prefix = "triples_head_"
+    model_module = "apps.triples.model"
+    warmup_texts = WARMUP_TEXTS
+    FeatureReport = TriplesFeatureReport
+
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=(0.5, 0.5), overlap=None):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.predicates = list(predicates)
-        if len(set(self.predicates)) != len(self.predicates):
-            raise KerasbertError("the predicate list has duplicates")
+        super().__init__(model, tokenizer, predicates, max_length=max_length, overlap=overlap)
         self.predicate_ids = {p: i for i, p in enumerate(self.predicates)}
-        self.max_length = int(max_length)
-        inner = self.max_length - 2
-        if inner < 1:
-            raise KerasbertError(f"max_length must be at least 3, got {self.max_length}")
-        self.overlap = int(overlap if overlap is not None else inner // 4)
-        if not 0 <= self.overlap < inner:
-            raise KerasbertError(f"overlap must be between 0 and max_length - 3, got {self.overlap}")
         self.thresholds = normalize_thresholds(thresholds)
 
-    def _window_ranges(self, n):
-        inner = self.max_length - 2
-        return windows(n, inner, inner - self.overlap)
+    @property
+    def predicates(self):
+        return self.labels
 
-    # ---------------------------------------------------------------- training
-    def features(self, examples, report=None):
-        """Training rows for ``examples`` (see the module docstring).
+    def settings(self):
+        return {**super().settings(), "thresholds": self.thresholds}
 
-        Returns ``(features, report)``: ``features`` has lists (one item per
-        row) ``token_ids``, ``segment_ids``, ``padding_mask``,
-        ``subject_start``, ``subject_end`` (int32 arrays) and ``subjects``:
-        per row a list of ``((start, end), object_starts, object_ends)`` with
-        token indices in the row and ``object_*`` int arrays of
-        ``[token, predicate]`` rows. Feed them to
-        :class:`apps.triples.batches.SubjectSampledBatches`.
-        """
-        report = report or FeatureReport()
-        names = ("token_ids", "segment_ids", "padding_mask", "subject_start", "subject_end", "subjects")
-        feats = {name: [] for name in names}
-        pieces = self.tokenizer.pieces([e.text for e in examples])
-        for example, (ids, offsets) in zip(examples, pieces):
-            report.examples += 1
-            starts, ends = offsets[:, 0], offsets[:, 1]
-            aligned = []  # (subject first, last, predicate id, object first, last)
-            for triple in example.triples:
-                if triple.predicate not in self.predicate_ids:
-                    report.unknown_predicates[triple.predicate] = report.unknown_predicates.get(triple.predicate, 0) + 1
-                    continue
-                report.triples += 1
-                s = _align(starts, ends, triple.subject)
-                o = _align(starts, ends, triple.object)
-                if s is None or o is None:
-                    report.triples_without_tokens += 1
-                    continue
-                report.misaligned_entities += (not s[2]) + (not o[2])
-                aligned.append((s[0], s[1], self.predicate_ids[triple.predicate], o[0], o[1]))
-            used = set()
-            for w_start, w_end in self._window_ranges(len(ids)):
-                n = w_end - w_start + 2
-                subject_start = np.zeros(n, np.int32)
-                subject_end = np.zeros(n, np.int32)
-                by_subject = {}
-                for k, (sf, sl, p, of, ol) in enumerate(aligned):
-                    if not (w_start <= min(sf, of) and max(sl, ol) < w_end):
-                        continue
-                    used.add(k)
-                    s_span = (sf - w_start + 1, sl - w_start + 1)
-                    subject_start[s_span[0]] = 1
-                    subject_end[s_span[1]] = 1
-                    objects = by_subject.setdefault(s_span, (set(), set()))
-                    objects[0].add((of - w_start + 1, p))
-                    objects[1].add((ol - w_start + 1, p))
-                subjects = [
-                    (span, np.array(sorted(o_starts), np.int32).reshape(-1, 2),
-                     np.array(sorted(o_ends), np.int32).reshape(-1, 2))
-                    for span, (o_starts, o_ends) in sorted(by_subject.items())
-                ]
-                token_ids = np.concatenate([[self.tokenizer.cls_id], ids[w_start:w_end], [self.tokenizer.sep_id]])
-                feats["token_ids"].append(token_ids.astype(np.int32))
-                feats["segment_ids"].append(np.zeros(n, np.int32))
-                feats["padding_mask"].append(np.ones(n, np.int32))
-                feats["subject_start"].append(subject_start)
-                feats["subject_end"].append(subject_end)
-                feats["subjects"].append(subjects)
-                report.windows += 1
-                report.subjects += len(subjects)
-                report.rows_without_triples += not subjects
-            report.triples_used += len(used)
-            report.triples_cut_by_windows += len(aligned) - len(used)
-        return feats, report
+    def with_thresholds(self, thresholds):
+        """The same extractor with other thresholds: a dict of any of
+        :data:`THRESHOLD_KEYS` (the others are kept) or ``(start, end)`` for
+        all pointers."""
+        if isinstance(thresholds, dict):
+            thresholds = {**self.thresholds, **thresholds}
+        return type(self)(self.model, self.tokenizer, self.predicates, self.max_length, thresholds, self.overlap)
 
-    # -------------------------------------------------------------- prediction
-    def predict(self, texts, batch_size=32):
-        """Triples for each text: a list of ``{"text", "triples": [{"subject":
-        {"start", "end", "text"}, "predicate", "object": {...}, "score"}]}``,
-        offsets into the original text, end exclusive."""
-        if isinstance(texts, str):
-            raise TypeError("pass a list of texts")
-        texts = list(texts)
-        pieces = self.tokenizer.pieces(texts)
-        jobs = []  # (text index, token start, token end)
-        for i, (ids, _) in enumerate(pieces):
-            for start, end in self._window_ranges(len(ids)):
-                jobs.append((i, start, end))
-        found = [dict() for _ in texts]  # per text: (s_start, s_end, p, o_start, o_end) -> score
-        encode, objects = self.model.decoders()
-        order = sorted(range(len(jobs)), key=lambda j: jobs[j][2] - jobs[j][1])
-        th = self.thresholds
-        for b in range(0, len(order), batch_size):
-            chunk = [jobs[j] for j in order[b : b + batch_size]]
-            # Widths rounded up to a multiple of 8 (see padded_length) and the
-            # subject rows below to a power of two: few distinct shapes, few traces.
-            width = padded_length(max(end - start for _, start, end in chunk) + 2, 8, self.max_length)
-            token_ids = np.zeros((len(chunk), width), np.int32)
-            mask = np.zeros((len(chunk), width), np.int32)
-            candidates = np.zeros((len(chunk), width), bool)  # real tokens: not [CLS]/[SEP]/padding
-            for r, (i, start, end) in enumerate(chunk):
-                n = end - start
-                token_ids[r, : n + 2] = np.concatenate([[self.tokenizer.cls_id], pieces[i][0][start:end], [self.tokenizer.sep_id]])
-                mask[r, : n + 2] = 1
-                candidates[r, 1 : n + 1] = True
-            encoded = encode.predict_on_batch(
-                {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "padding_mask": mask}
-            )
-            sequence = np.asarray(encoded["sequence"])
-            sub_start = np.asarray(encoded["subject_start"], np.float32)
-            sub_end = np.asarray(encoded["subject_end"], np.float32)
-            rows, spans, subject_scores = [], [], []
-            for r in range(len(chunk)):
-                for s, e, score in decode_spans(sub_start[r], sub_end[r], th["subject_start"], th["subject_end"], candidates[r]):
-                    rows.append(r)
-                    spans.append((s, e))
-                    subject_scores.append(score)
-            step = 4 * batch_size
-            for c in range(0, len(rows), step):
-                c_rows, c_spans = rows[c : c + step], spans[c : c + step]
-                padded = max(8, 1 << (len(c_rows) - 1).bit_length())
-                seq_rows = np.zeros((padded,) + sequence.shape[1:], sequence.dtype)
-                seq_rows[: len(c_rows)] = sequence[c_rows]
-                span_rows = np.zeros((padded, 2), np.int32)
-                span_rows[: len(c_rows)] = c_spans
-                out = objects.predict_on_batch({"sequence": seq_rows, "subject_span": span_rows})
-                obj_start = np.asarray(out["object_start"], np.float32)
-                obj_end = np.asarray(out["object_end"], np.float32)
-                for k, (r, (s, e)) in enumerate(zip(c_rows, c_spans)):
-                    i, start, _ = chunk[r]
-                    offsets = pieces[i][1]
-                    s_score = subject_scores[c + k]
-                    for os_, oe, p, o_score in decode_spans(obj_start[k], obj_end[k], th["object_start"],
-                                                            th["object_end"], candidates[r]):
-                        key = (int(offsets[start + s - 1][0]), int(offsets[start + e - 1][1]), p,
-                               int(offsets[start + os_ - 1][0]), int(offsets[start + oe - 1][1]))
-                        score = math.sqrt(s_score * o_score)
-                        if score > found[i].get(key, -1.0):
-                            found[i][key] = score
-        results = []
-        for text, triples in zip(texts, found):
-            items = []
-            for (ss, se, p, os_, oe), score in sorted(triples.items()):
-                items.append({
-                    "subject": {"start": ss, "end": se, "text": text[ss:se]},
-                    "predicate": self.predicates[p],
-                    "object": {"start": os_, "end": oe, "text": text[os_:oe]},
-                    "score": round(score, 4),
-                })
-            results.append({"text": text, "triples": items})
-        return results
+    # ------------------------------------------------------------ training rows
+    def text_labels(self, example, offsets, report):
+        starts, ends = offsets[:, 0], offsets[:, 1]
+        aligned = []  # (subject first, last, predicate id, object first, last)
+        for triple in example.triples:
+            if triple.predicate not in self.predicate_ids:
+                report.count("unknown_predicates", triple.predicate)
+                continue
+            report.triples += 1
+            s = _align(starts, ends, triple.subject)
+            o = _align(starts, ends, triple.object)
+            if s is None or o is None:
+                report.triples_without_tokens += 1
+                continue
+            report.misaligned_entities += (not s[2]) + (not o[2])
+            aligned.append((s[0], s[1], self.predicate_ids[triple.predicate], o[0], o[1]))
+        return {"aligned": aligned, "used": set()}
 
-    # ------------------------------------------------------------ save / load
-    def save(self, directory):
-        """Write everything needed to predict into ``directory``: ``model.keras``
-        (without optimizer state), ``vocab.txt``, ``extractor.json`` (use
-        :func:`kerasbert.training.atomic_write_dir` for an atomic save)."""
-        settings = {"predicates": self.predicates, "max_length": self.max_length, "overlap": self.overlap,
-                    "thresholds": self.thresholds}
-        save_pipeline(directory, self.model, self.tokenizer, settings, EXTRACTOR_CONFIG)
+    def window_labels(self, state, w_start, w_end, report):
+        n = w_end - w_start + 2
+        subject_start = np.zeros(n, np.int32)
+        subject_end = np.zeros(n, np.int32)
+        by_subject = {}
+        for k, (sf, sl, p, of, ol) in enumerate(state["aligned"]):
+            if not (w_start <= min(sf, of) and max(sl, ol) < w_end):
+                continue
+            state["used"].add(k)
+            s_span = (sf - w_start + 1, sl - w_start + 1)
+            subject_start[s_span[0]] = 1
+            subject_end[s_span[1]] = 1
+            objects = by_subject.setdefault(s_span, (set(), set()))
+            objects[0].add((of - w_start + 1, p))
+            objects[1].add((ol - w_start + 1, p))
+        subjects = [
+            (span, np.array(sorted(o_starts), np.int32).reshape(-1, 2), np.array(sorted(o_ends), np.int32).reshape(-1, 2))
+            for span, (o_starts, o_ends) in sorted(by_subject.items())
+        ]
+        report.subjects += len(subjects)
+        report.rows_without_triples += not subjects
+        return {"subject_start": subject_start, "subject_end": subject_end, "subjects": subjects}
+
+    def text_done(self, state, report):
+        report.triples_used += len(state["used"])
+        report.triples_cut_by_windows += len(state["aligned"]) - len(state["used"])
+
+    # ---------------------------------------------------------------- inference
+    def infer(self, texts, windows, run):
+        import tensorflow as tf
+
+        from apps.triples.decode import per_text
+        from apps.triples.decode import triples
+        from kerasbert.export import nonempty_encoder_inputs
+
+        n_rows = tf.shape(windows["token_ids"])[0]
+        inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        positions = tf.range(tf.shape(windows["token_ids"])[1])[None, :]
+        n = windows["token_end"] - windows["token_start"]
+        allowed = (positions >= 1) & (positions <= n[:, None])
+        fields = triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows,
+                         windows["text_index"], windows["offsets"], allowed, run)
+        return per_text(fields, tf.size(windows["num_tokens"]), self.predicates, texts)
+
+    def result(self, text, row):
+        triples = []
+        for ss, se, p, os_, oe, score in zip(row["subject_start"], row["subject_end"], row["predicate"],
+                                             row["object_start"], row["object_end"], row["score"]):
+            triples.append({
+                "subject": {"start": ss, "end": se, "text": text[ss:se]},
+                "predicate": p,
+                "object": {"start": os_, "end": oe, "text": text[os_:oe]},
+                "score": round(float(score), 4),
+            })
+        return {"text": text, "triples": triples}
+
+    def ids_endpoint(self):
+        """``token_ids``, ``segment_ids``, ``padding_mask`` (int32 [batch, len],
+        one window per row, ``[CLS] ... [SEP]``) -> the ``text`` signature's
+        outputs without ``subject``/``object`` strings, with TOKEN positions
+        (row position of the first token, last + 1) instead of character
+        offsets; core TensorFlow ops only."""
+        from apps.base.pipeline import GraphRunner
+        from apps.triples.decode import per_text
+        from apps.triples.decode import triples
+        from kerasbert.export import nonempty_encoder_inputs
+
+        def serve(token_ids, segment_ids, padding_mask):
+            import tensorflow as tf
+
+            n_rows = tf.shape(token_ids)[0]
+            rows = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+            inputs = nonempty_encoder_inputs(rows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+            length = tf.shape(token_ids)[1]
+            positions = tf.range(length)
+            n = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)  # [CLS] + tokens + [SEP]
+            allowed = (positions[None, :] >= 1) & (positions[None, :] < n[:, None] - 1)
+            offsets = tf.tile(tf.stack([positions, positions + 1], 1)[None], [n_rows, 1, 1])
+            fields = triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, tf.range(n_rows),
+                             offsets, allowed, GraphRunner())
+            return per_text(fields, n_rows, self.predicates)
+
+        return serve
+
+    # --------------------------------------------------------------- training
+    @classmethod
+    def training_labels(cls, train_examples, dev_examples, settings):
+        from apps.triples.data import predicates_of
+        from apps.triples.data import read_schema
+
+        if settings.schema:
+            schema = read_schema(settings.schema)
+            print("schema: " + schema.summary())
+            predicates = schema.predicates
+        else:
+            predicates = predicates_of(train_examples)
+        if not any(ex.triples for ex in train_examples):
+            raise KerasbertError(f"{settings.train}: no located triples in the training data; nothing to learn")
+        unseen = sorted(set(predicates_of(dev_examples)) - set(predicates))
+        if unseen:
+            shown = ", ".join(unseen[:10]) + (f", ... ({len(unseen) - 10} more)" if len(unseen) > 10 else "")
+            print(f"note: {len(unseen)} predicate(s) occur in dev but not in the predicate list; "
+                  f"they cannot be predicted and count as misses in dev scores: {shown}")
+        return predicates
 
     @classmethod
-    def load(cls, directory, thresholds=None):
-        """An extractor saved by :meth:`save` (``kerasbert triples train``
-        output); ``thresholds`` overrides the saved ones."""
-        import apps.triples.model  # noqa: F401  (registers TripleModel for deserialization)
+    def build_model(cls, encoder, predicates, settings):
+        from apps.triples.model import TripleModel
 
-        model, tokenizer, settings = load_pipeline(directory, EXTRACTOR_CONFIG, "triples model")
-        return cls(model, tokenizer, settings["predicates"], settings["max_length"],
-                   thresholds if thresholds is not None else settings["thresholds"], settings["overlap"])
+        return TripleModel(encoder, len(predicates), dropout=settings.dropout)
+
+    @classmethod
+    def for_training(cls, model, tokenizer, predicates, settings):
+        return cls(model, tokenizer, predicates, max_length=settings.max_length,
+                   thresholds=(settings.threshold_start, settings.threshold_end))
+
+    def batches(self, rows, settings):
+        from apps.triples.batches import SubjectSampledBatches
+
+        return SubjectSampledBatches(rows, len(self.predicates), settings.batch_size, seed=settings.seed,
+                                     max_width=settings.max_length)

@@ -3,16 +3,19 @@
 ::
 
     token_ids, segment_ids, padding_mask ─> encoder ─> dropout ─> h [batch, len, H]
-        h ─> Dense(1, sigmoid) ─> subject_start [batch, len]
-        h ─> Dense(1, sigmoid) ─> subject_end   [batch, len]
+        h ─> Dense(1) ─> subject_start [batch, len]
+        h ─> Dense(1) ─> subject_end   [batch, len]
         h, subject_span [batch, 2] ─> conditional LayerNorm ─> h_s
-        h_s ─> Dense(P, sigmoid) ─> object_start [batch, len, P]
-        h_s ─> Dense(P, sigmoid) ─> object_end   [batch, len, P]
+        h_s ─> Dense(P) ─> object_start [batch, len, P]
+        h_s ─> Dense(P) ─> object_end   [batch, len, P]
 
 ``subject_span`` is the (start token, end token) of ONE subject per example:
 the gold subject sampled for the step when training (CasRel), every decoded
-subject in turn when predicting. ``object_*[b, i, p]`` is the probability that
-token ``i`` starts/ends an object of predicate ``p`` for that subject.
+subject in turn when predicting. The model's outputs are LOGITS (the loss
+takes them with ``from_logits=True``, stable at any value); the decoding
+sub-models (:meth:`TripleModel.decoders`) output their sigmoid:
+``object_*[b, i, p]`` is then the probability that token ``i`` starts/ends
+an object of predicate ``p`` for that subject.
 
 Subject conditioning: conditional LayerNorm (bert4keras), not CasRel's sum
 -------------------------------------------------------------------------
@@ -45,7 +48,6 @@ need a per-dataset weight. The one imbalance measure taken is the focal-loss
 paper's prior-probability bias initialisation: every pointer starts at
 ``p = 0.01`` instead of 0.5, so the first steps are not spent pushing
 thousands of negatives down (it changes where training starts, not the loss).
-Probabilities are clipped to [1e-7, 1 - 1e-7] inside the logarithms.
 
 All head layers are named ``triples_head_*`` so the optimizer can give them
 their own learning rate (:class:`kerasbert.training.GroupedAdamW`); pointer
@@ -64,13 +66,13 @@ import math
 import keras
 from keras import ops
 
-import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
-from kerasbert.training import scale_loss_for_distribution
+from apps.base.pipeline import ENCODER_INPUTS
+from apps.base.model import TaskModel
+from apps.base.model import encoder_inputs
 
 HEAD_PREFIX = "triples_head_"
 PRIOR = 0.01  # initial probability of every pointer (bias initialisation)
-EPSILON = 1e-7
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+POINTERS = ("subject_start", "subject_end", "object_start", "object_end")
 
 
 @keras.saving.register_keras_serializable(package="kerasbert_triples")
@@ -125,13 +127,8 @@ class _Untracked:
         self.value = None
 
 
-def _binary_crossentropy(labels, probs):
-    probs = ops.clip(probs, EPSILON, 1.0 - EPSILON)
-    return -(labels * ops.log(probs) + (1.0 - labels) * ops.log(1.0 - probs))
-
-
 @keras.saving.register_keras_serializable(package="kerasbert_triples")
-class TripleModel(keras.Model):
+class TripleModel(TaskModel):
     """Span-pointer triple extractor (see the module docstring).
 
     Args:
@@ -144,13 +141,11 @@ class TripleModel(keras.Model):
     def __init__(self, encoder, num_predicates, dropout=0.1, **kwargs):
         # === Layers ===
         self.encoder = encoder
-        if getattr(encoder, "pooled_dense", None) is not None:
-            encoder.pooled_dense.trainable = False  # the pooler gets no gradient from pointers
+        self.freeze_pooler(encoder)
         bias = keras.initializers.Constant(math.log(PRIOR / (1.0 - PRIOR)))
 
-        def pointer(units, name):
-            return keras.layers.Dense(units, activation="sigmoid", bias_initializer=bias, dtype="float32",
-                                      name=HEAD_PREFIX + name)
+        def pointer(units, name):  # logits; the decoders apply the sigmoid
+            return keras.layers.Dense(units, bias_initializer=bias, dtype="float32", name=HEAD_PREFIX + name)
 
         self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
         self.subject_start_dense = pointer(1, "subject_start")
@@ -160,9 +155,9 @@ class TripleModel(keras.Model):
         self.object_end_dense = pointer(num_predicates, "object_end")
 
         # === Functional Model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        inputs = encoder_inputs()
         inputs["subject_span"] = keras.Input(shape=(2,), dtype="int32", name="subject_span")
-        sequence = encoder({name: inputs[name] for name in INPUT_NAMES})["sequence_output"]
+        sequence = encoder({name: inputs[name] for name in ENCODER_INPUTS})["sequence_output"]
         sequence = self.head_dropout(sequence)
         outputs = self._subject_pointers(sequence)
         outputs.update(self._object_pointers(sequence, inputs["subject_span"]))
@@ -184,7 +179,8 @@ class TripleModel(keras.Model):
         return {"object_start": self.object_start_dense(conditioned), "object_end": self.object_end_dense(conditioned)}
 
     def decoders(self):
-        """``(encode, objects)``: functional models sharing this model's layers.
+        """``(encode, objects)``: functional models sharing this model's
+        layers, with pointer PROBABILITIES (the sigmoid of the logits).
 
         * ``encode``: ``{token_ids, segment_ids, padding_mask}`` ->
           ``{"sequence": [b, len, H], "subject_start", "subject_end": [b, len]}``;
@@ -192,41 +188,31 @@ class TripleModel(keras.Model):
           ``{"object_start", "object_end": [n, len, P]}``.
         """
         if self._decoders.value is None:
-            inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+            def probabilities(logits):
+                return {name: ops.sigmoid(value) for name, value in logits.items()}
+
+            inputs = encoder_inputs()
             sequence = self.encoder(inputs)["sequence_output"]
-            encode = keras.Model(inputs, {"sequence": sequence, **self._subject_pointers(sequence)},
+            encode = keras.Model(inputs, {"sequence": sequence, **probabilities(self._subject_pointers(sequence))},
                                  name="triples_encode")
             seq_in = keras.Input(shape=(None, sequence.shape[-1]), dtype=sequence.dtype, name="sequence")
             span_in = keras.Input(shape=(2,), dtype="int32", name="subject_span")
             objects = keras.Model({"sequence": seq_in, "subject_span": span_in},
-                                  self._object_pointers(seq_in, span_in), name="triples_objects")
+                                  probabilities(self._object_pointers(seq_in, span_in)), name="triples_objects")
             self._decoders.value = (encode, objects)
         return self._decoders.value
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def task_loss(self, x, y, y_pred):
         mask = ops.cast(x["padding_mask"], "float32")
         tokens = ops.maximum(ops.sum(mask), 1.0)
         loss = 0.0
-        for name in ("subject_start", "subject_end"):
-            per_token = _binary_crossentropy(ops.cast(y[name], "float32"), ops.cast(y_pred[name], "float32"))
-            loss = loss + ops.sum(per_token * mask) / tokens
-        for name in ("object_start", "object_end"):
-            per_pair = _binary_crossentropy(ops.cast(y[name], "float32"), ops.cast(y_pred[name], "float32"))
-            loss = loss + ops.sum(ops.sum(per_pair, axis=-1) * mask) / tokens
-        if self.losses:
-            loss = loss + ops.sum(self.losses)
-        return scale_loss_for_distribution(loss)
+        for name in POINTERS:
+            per_pointer = ops.binary_crossentropy(ops.cast(y[name], "float32"), ops.cast(y_pred[name], "float32"),
+                                                  from_logits=True)
+            if name.startswith("object"):
+                per_pointer = ops.sum(per_pointer, axis=-1)  # summed over predicates
+            loss = loss + ops.sum(per_pointer * mask) / tokens
+        return loss
 
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_predicates": self.num_predicates,
-            "dropout": self.dropout,
-            "name": self.name,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    def head_config(self):
+        return {"num_predicates": self.num_predicates, "dropout": self.dropout}

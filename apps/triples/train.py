@@ -1,19 +1,21 @@
-"""Training a triple extractor: one config, one function.
+"""Training a triple extractor: its settings, declared once, and ``train()``.
 
-:class:`TriplesTrainConfig` holds every setting with its default; a run is
-``train(TriplesTrainConfig(checkpoint=..., train=..., dev=..., output=...))``
-or ``kerasbert triples train ...`` (the CLI only fills the config).
-``--config FILE`` reads a JSON or TOML file of the same keys; command-line
-options override it. The filled-in config is written to
-``OUTPUT/config.json`` (:mod:`kerasbert.settings`).
+:class:`TriplesTrainSettings` holds every setting with its default and help
+text; a run is ``train(TriplesTrainSettings(checkpoint=..., train=...,
+dev=..., output=...))`` or ``kerasbert triples train ...`` (the CLI only
+fills the settings). ``--settings FILE`` reads a JSON or TOML file of the
+same keys; command-line options override it. The filled-in settings are
+written to ``OUTPUT/settings.json``. :class:`TriplesReadSettings` (format,
+match mode) is shared with ``kerasbert triples evaluate``.
 
-The machinery is the NER app's (:mod:`kerasbert.training`): GroupedAdamW with
-a head learning rate for ``triples_head_*``, warm-up + linear decay,
-length-bucketed batches (here with one random gold subject per row, redrawn
-every epoch: :class:`apps.triples.batches.SubjectSampledBatches`), dev
-evaluation after each epoch with early stopping and atomic best-model saves
-(:class:`kerasbert.training.EpochEvaluator`), ``--resume`` through
-``BackupAndRestore``, TensorBoard, precision policies and MirroredStrategy.
+The machinery is every app's (:meth:`apps.base.task.Task.train`,
+:mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
+``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
+with one random gold subject per row, redrawn every epoch:
+:class:`apps.triples.batches.SubjectSampledBatches`), dev evaluation after
+each epoch with early stopping and atomic best-model saves, ``--resume``
+through ``BackupAndRestore``, TensorBoard, precision policies and
+MirroredStrategy.
 
 What ends up in ``OUTPUT``:
 
@@ -25,111 +27,99 @@ What ends up in ``OUTPUT``:
 * ``logs/`` -- TensorBoard; ``backup/`` -- only while training.
 """
 
+import argparse
 import dataclasses
 
+from apps.base.task import Task
+from apps.triples.data import FORMATS as DATA_FORMATS
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import TRAIN_HELP
 from kerasbert.settings import TrainSettings
-from kerasbert.settings import check_choice
+from kerasbert.settings import setting
 
 EVAL_MODES = ("exact", "partial")
-FORMATS = ("auto", "casrel", "duie")
-
-FIELDS_HELP = {
-    **TRAIN_HELP,
-    "train": "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)",
-    "schema": "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json (default: the training data's predicates)",
-    "head_learning_rate": "peak learning rate of the pointer heads and subject conditioning",
-    "threshold_start": "a start pointer fires when its probability is above this",
-    "threshold_end": "an end pointer fires when its probability is above this",
-    "eval_mode": "dev F1 used for model selection: exact (full entity strings) or partial (last words)",
-    "seed": "random seed (shuffling, subject sampling, initialisation)",
-    "format": "data format: auto, casrel, duie",
-}
+FORMATS = ("auto",) + DATA_FORMATS
 
 
 @dataclasses.dataclass
-class TriplesTrainConfig(TrainSettings):
-    epochs: int = 10
-    batch_size: int = 16
-    schema: str = ""
-    threshold_start: float = 0.5
-    threshold_end: float = 0.5
-    eval_mode: str = "exact"
+class TriplesReadSettings:
+    """How triple files are read and matched (``train`` and ``evaluate``)."""
+
+    format: str = setting("auto", "data format: auto, casrel, duie", FORMATS)
+    eval_mode: str = setting("exact", "match mode of the headline F1 (and of model selection in train): exact "
+                             "(full entity strings) or partial (last words); both are always reported", EVAL_MODES)
+
+
+@dataclasses.dataclass
+class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
+    train: str = setting("", "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)")
+    epochs: int = setting(10, "training epochs")
+    batch_size: int = setting(16, "sequences per batch")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the pointer heads and subject conditioning")
+    seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
+    schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
+                          "(default: the training data's predicates)")
+    threshold_start: float = setting(0.5, "a start pointer fires when its probability is above this")
+    threshold_end: float = setting(0.5, "an end pointer fires when its probability is above this")
 
     def check(self):
         super().check()
-        check_choice(self, "eval_mode", EVAL_MODES)
-        check_choice(self, "format", FORMATS)
         for key in ("threshold_start", "threshold_end"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")
 
 
-def read_data(path, fmt="auto", what="data"):
-    """Read a triple file and print its report; returns the examples."""
-    from apps.triples.data import read_triples_file
+class TriplesTask(Task):
+    name = "triples"
+    help = "relation-triple extraction: train, evaluate, predict, export"
+    description = "CasRel-style span-pointer (subject, predicate, object) extraction on a BERT encoder."
+    trains = "a triple extractor"
+    train_settings = TriplesTrainSettings
+    read_settings = TriplesReadSettings
 
-    result = read_triples_file(path, format=fmt)
-    print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
-    return result.examples
+    def pipeline_class(self, settings=None):
+        from apps.triples.extractor import Extractor
+
+        return Extractor
+
+    def read(self, path, settings, what="data"):
+        from apps.triples.data import read_triples_file
+
+        result = read_triples_file(path, format=settings.format)
+        print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
+        return result.examples
+
+    def score(self, examples, predictions, settings):
+        from apps.triples.evaluate import score
+
+        return score(examples, predictions, mode=settings.eval_mode)
+
+    def format_scores(self, scores):
+        from apps.triples.evaluate import format_scores
+
+        return format_scores(scores, max_predicates=20)
+
+    def add_options(self, parser, command):
+        if command == "evaluate":  # the pre-settings name of --eval-mode, kept working
+            parser.add_argument("--mode", dest="eval_mode", choices=EVAL_MODES, help=argparse.SUPPRESS)
+        parser.add_argument("--threshold-start", type=float, help="start pointer threshold (default: the model's)")
+        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's)"
+                            + ("; baked into the graph" if command == "export" else ""))
+
+    def configure(self, extractor, args):
+        given = {}
+        for head in ("subject", "object"):
+            if args.threshold_start is not None:
+                given[f"{head}_start"] = args.threshold_start
+            if args.threshold_end is not None:
+                given[f"{head}_end"] = args.threshold_end
+        return extractor.with_thresholds(given) if given else extractor
 
 
-def train(config, callbacks=()):
+TRIPLES = TriplesTask()
+
+
+def train(settings, callbacks=()):
     """Train, select on dev triple F1, save the best model; returns the
     metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
     callbacks (e.g. for a notebook)."""
-    from apps.triples.batches import SubjectSampledBatches
-    from apps.triples.data import predicates_of
-    from apps.triples.data import read_schema
-    from apps.triples.evaluate import format_scores
-    from apps.triples.evaluate import score
-    from apps.triples.extractor import Extractor
-    from apps.triples.model import HEAD_PREFIX
-    from apps.triples.model import TripleModel
-    from kerasbert import training
-    from kerasbert.loader import load_encoder
-
-    config.check()
-    # Read (and fail on) the data before creating anything in OUTPUT.
-    train_examples = read_data(config.train, config.format, "train")
-    dev_examples = read_data(config.dev, config.format, "dev")
-    if config.max_train_examples:
-        train_examples = train_examples[: config.max_train_examples]
-    if config.max_dev_examples:
-        dev_examples = dev_examples[: config.max_dev_examples]
-    if config.schema:
-        schema = read_schema(config.schema)
-        print("schema: " + schema.summary())
-        predicates = schema.predicates
-    else:
-        predicates = predicates_of(train_examples)
-    if not any(ex.triples for ex in train_examples):
-        raise KerasbertError(f"{config.train}: no located triples in the training data; nothing to learn")
-    unseen = sorted(set(predicates_of(dev_examples)) - set(predicates))
-    if unseen:
-        shown = ", ".join(unseen[:10]) + (f", ... ({len(unseen) - 10} more)" if len(unseen) > 10 else "")
-        print(f"note: {len(unseen)} predicate(s) occur in dev but not in the predicate list; "
-              f"they cannot be predicted and count as misses in dev scores: {shown}")
-
-    training.start_run(config)
-    checkpoint, tokenizer = training.checkpoint_and_tokenizer(config)
-    thresholds = (config.threshold_start, config.threshold_end)
-    with training.distribution_scope(config.strategy):
-        model = TripleModel(load_encoder(checkpoint), len(predicates), dropout=config.dropout)
-        extractor = Extractor(model, tokenizer, predicates, max_length=config.max_length, thresholds=thresholds)
-        features, report = extractor.features(train_examples)
-        print("train features: " + report.summary().replace("\n", "\n  "))
-        batches = SubjectSampledBatches(features, len(predicates), config.batch_size, seed=config.seed,
-                                        max_width=config.max_length)
-        training.compile_for_training(model, len(batches), config, HEAD_PREFIX)
-
-    dev_texts = [e.text for e in dev_examples]
-    return training.fit_and_select(
-        model, batches, config,
-        dev_scores=lambda: score(dev_examples, extractor.predict(dev_texts, batch_size=config.batch_size),
-                                 mode=config.eval_mode),
-        save_pipeline=extractor.save,
-        format_scores=lambda scores: format_scores(scores, max_predicates=20),
-        callbacks=callbacks,
-    )
+    return TRIPLES.train(settings, callbacks=callbacks)
