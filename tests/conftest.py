@@ -46,23 +46,23 @@ import importlib, json, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 module = importlib.import_module(sys.argv[1])
-config = getattr(module, sys.argv[2])(**json.loads(sys.argv[3]))
-module.train(config)
-print("RESULT", open(config.output + "/history.jsonl").read().replace("\\n", "|"))
+settings = getattr(module, sys.argv[2])(**json.loads(sys.argv[3]))
+module.train(settings)
+print("RESULT", open(settings.output + "/history.jsonl").read().replace("\\n", "|"))
 """
 
 
-def train_on_two_logical_cpus(config, module):
-    """Run ``module.train(config)`` in a fresh process whose CPU is split into
+def train_on_two_logical_cpus(settings, module):
+    """Run ``module.train(settings)`` in a fresh process whose CPU is split into
     two logical devices (they must be set before TensorFlow starts), with
-    ``config.strategy`` as given; returns the run's history (one dict per epoch)
+    ``settings.strategy`` as given; returns the run's history (one dict per epoch)
     and checks that MirroredStrategy really used both devices."""
     import json
     import subprocess
     import sys
 
     run = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT, module, type(config).__name__, json.dumps(vars(config))],
+        [sys.executable, "-c", MIRRORED_SCRIPT, module, type(settings).__name__, json.dumps(vars(settings))],
         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=REPO_ROOT,
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import zipfile
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -587,9 +586,8 @@ def tiny_checkpoint(directory, encoder, vocab):
 def test_both_apps_train_and_predict_on_albert_and_electra(tmp_path, minilm_dir, capsys):
     """NER on a brightmart-layout ALBERT, triples on an ELECTRA with factorized
     embeddings: train from the CLI, reload, predict with true offsets."""
-    from apps.ner.demo import sample_path
+    from apps import samples
 
-    samples = Path(kerasbert.__file__).parent / "samples" / "triples"
     vocab = kerasbert.open_checkpoint(minilm_dir).read_vocab()
     albert = tiny_checkpoint(tmp_path / "albert", kerasbert.AlbertEncoder(
         len(vocab), 2, 2, 16, 32, 48, factorization="tokens", max_sequence_length=64), vocab)
@@ -600,11 +598,11 @@ def test_both_apps_train_and_predict_on_albert_and_electra(tmp_path, minilm_dir,
     text = "Grace Achieng visited Cairo on Thursday with Jade River Electronics."
     (tmp_path / "in.txt").write_text(text + "\n", encoding="utf-8")
 
-    assert main(["ner", "train", "--checkpoint", str(albert), "--train", str(sample_path("train")),
-                 "--dev", str(sample_path("dev")), "--output", str(tmp_path / "ner"),
+    assert main(["ner", "train", "--checkpoint", str(albert), "--train", str(samples.path("ner", "train")),
+                 "--dev", str(samples.path("ner", "dev")), "--output", str(tmp_path / "ner"),
                  "--epochs", "1", "--batch-size", "16", "--max-length", "32", "--max-train-examples", "64"]) == 0
     assert main(["triples", "train", "--checkpoint", str(electra), "--train",
-                 str(samples / "train.json"), "--dev", str(samples / "dev.json"),
+                 str(samples.path("triples", "train")), "--dev", str(samples.path("triples", "dev")),
                  "--output", str(tmp_path / "triples"), "--epochs", "1", "--batch-size", "16",
                  "--max-length", "32", "--max-train-examples", "64"]) == 0
     capsys.readouterr()

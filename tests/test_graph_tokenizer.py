@@ -19,7 +19,6 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from apps.ner.tagger import Tagger
 from kerasbert.graph_tokenizer import ALLOWED_TF_TEXT_OPS
 from kerasbert.graph_tokenizer import GraphTokenizer
 from kerasbert.graph_tokenizer import disallowed_ops
@@ -284,19 +283,42 @@ def test_encode_matches_host_call_with_truncation(uncased, max_length):
     np.testing.assert_array_equal(padded["token_ids"].numpy(), host.token_ids)
 
 
+def window_ranges(n_tokens, size, stride):
+    """The specification of the windows: ``size`` tokens moving by ``stride``;
+    the last one ends at the last token; a text that fits is one window."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    ranges, start = [], 0
+    while True:
+        end = min(start + size, n_tokens)
+        ranges.append((start, end))
+        if end == n_tokens:
+            return ranges
+        start += stride
+
+
 def expected_windows(host, texts, max_length, overlap):
-    tagger = Tagger(None, host, ["O"], max_length=max_length, overlap=overlap)
+    size = max_length - 2
+    stride = size - (size // 4 if overlap is None else overlap)
     rows = []
     for i, (ids, offsets) in enumerate(host.pieces(texts)):
-        for start, end in tagger._window_ranges(len(ids)):
+        for start, end in window_ranges(len(ids), size, stride):
             window_ids = [host.cls_id, *ids[start:end], host.sep_id]
             window_offsets = [(0, 0), *map(tuple, offsets[start:end]), (0, 0)]
             rows.append((i, start, end, window_ids, window_offsets))
     return rows
 
 
+def test_window_ranges_cover_every_token_with_the_given_overlap(uncased):
+    assert window_ranges(5, 8, 6) == [(0, 5)]
+    assert window_ranges(20, 8, 6) == [(0, 8), (6, 14), (12, 20)]
+    text = " ".join(["the"] * 20)  # 20 tokens; windows of 8 tokens overlapping by 2
+    out = uncased.graph.windows(tf.constant([text]), max_length=10, overlap=2)
+    assert list(zip(out["token_start"].numpy().tolist(), out["token_end"].numpy().tolist())) == [(0, 8), (6, 14), (12, 20)]
+
+
 @pytest.mark.parametrize("max_length, overlap", [(16, None), (16, 0), (16, 13), (8, 2), (3, 0)])
-def test_windows_match_the_tagger(uncased, max_length, overlap):
+def test_windows_match_the_specification(uncased, max_length, overlap):
     texts = EDGE_TEXTS + ["The quick brown fox jumps over the lazy dog. " * 5, "一二三四五六七八九十" * 4]
     windows = tf.function(
         lambda t: uncased.graph.windows(t, max_length=max_length, overlap=overlap), input_signature=SIGNATURE

@@ -5,8 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from apps.ner.data import Entity
-from apps.ner.data import Example
+from apps.ner.examples import Entity
+from apps.ner.examples import Example
 from apps.ner.display import HTML
 from apps.ner.display import entities_html
 from apps.ner.display import errors

@@ -20,16 +20,15 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from apps.ner.data import read_ner_file
-from apps.ner.export import export_tagger
+from apps.ner.readers import read_ner_file
+from apps.ner.fused_bilstm import fused_bilstm
 from apps.ner.model import NerModel
 from apps.ner.tagger import Tagger
-from apps.ner.tagger import bio_tags
+from apps.ner.tags import bio_tags
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
 from kerasbert.export import describe
-from kerasbert.export import fused_bilstm
 from kerasbert.export import next_version
 from kerasbert.export import predict_request
 from kerasbert.export import read_warmup
@@ -72,8 +71,8 @@ def sentences():
 @pytest.fixture(scope="module")
 def exported(tagger, tmp_path_factory):
     base = tmp_path_factory.mktemp("exports") / "ner"
-    text = export_tagger(tagger, base)
-    ids = export_tagger(tagger, base, input="ids")
+    text = tagger.export(base)
+    ids = tagger.export(base, input="ids")
     return base, text, ids
 
 

@@ -1,20 +1,26 @@
 """Tagger: labels <-> WordPieces through offsets, windows, decoding, scoring.
 
-Uses an "oracle" model (tags computed from the token ids) so that windowing
-and merging are checked exactly, without training anything.
+Uses an "oracle" Keras model (tags computed from the token ids with
+``keras.ops``) so that windowing, merging and decoding -- the one TensorFlow
+path that ``predict`` and the SavedModel share -- are checked exactly,
+without training anything.
 """
 
-import numpy as np
+import keras
 import pytest
+import tensorflow as tf
+from keras import ops
 
 import kerasbert
-from apps.ner.data import Entity
-from apps.ner.data import Example
+from apps.base.model import encoder_inputs
+from apps.ner.decode import entities
+from apps.ner.decode import tag_tables
 from apps.ner.evaluate import score
-from apps.ner.evaluate import spans_to_unit_tags
+from apps.ner.examples import Entity
+from apps.ner.examples import Example
 from apps.ner.tagger import Tagger
-from apps.ner.tagger import bio_tags
-from apps.ner.tagger import windows
+from apps.ner.tags import bio_tags
+from apps.ner.tags import spans_to_unit_tags
 
 TAGS = bio_tags(["LOC", "PER"])  # O, B-LOC, I-LOC, B-PER, I-PER
 
@@ -24,34 +30,27 @@ def tokenizer(minilm_dir):
     return kerasbert.load_tokenizer(minilm_dir)
 
 
-class OracleModel:
-    """Tags 'paris' as LOC and 'jean' '##ne'... as PER, by token id."""
+class Oracle(keras.layers.Layer):
+    """Tags 'paris' as B-LOC and 'peter' as B-PER, by token id."""
 
-    def __init__(self, tokenizer):
-        self.loc = tokenizer.token_to_id("paris")
-        self.per = tokenizer.token_to_id("peter")
-        self.calls = []
+    def __init__(self, loc, per, **kwargs):
+        super().__init__(**kwargs)
+        self.loc, self.per = loc, per
 
-    def predict_on_batch(self, x):
-        ids = x["token_ids"]
-        self.calls.append(ids.shape)
-        tags = np.zeros(ids.shape, np.int32)
-        tags[ids == self.loc] = TAGS.index("B-LOC")
-        tags[ids == self.per] = TAGS.index("B-PER")
-        potentials = np.zeros(ids.shape + (len(TAGS),), np.float32)
-        potentials[..., 0] = 1.0
-        return {"tags": tags, "potentials": potentials}
+    def call(self, ids):
+        tags = ops.where(ids == self.loc, TAGS.index("B-LOC"), ops.where(ids == self.per, TAGS.index("B-PER"), 0))
+        potentials = ops.one_hot(ops.zeros_like(ids), len(TAGS))
+        return {"tags": ops.cast(tags, "int32"), "potentials": potentials}
 
 
-def test_windows_cover_everything_with_overlap():
-    assert windows(5, 10, 8) == [(0, 5)]
-    spans = windows(25, 10, 8)
-    assert spans[0] == (0, 10) and spans[-1][1] == 25
-    assert all(b[0] - a[0] == 8 for a, b in zip(spans, spans[1:]))
+def oracle_model(tokenizer):
+    inputs = encoder_inputs()
+    oracle = Oracle(tokenizer.token_to_id("paris"), tokenizer.token_to_id("peter"))
+    return keras.Model(inputs, oracle(inputs["token_ids"]))
 
 
 def test_features_align_labels_through_offsets_english_and_chinese(tokenizer):
-    tagger = Tagger(OracleModel(tokenizer), tokenizer, TAGS, max_length=32)
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=32)
     english = Example("Peter Blackburn visited Parisville", [Entity(0, 15, "PER"), Entity(24, 34, "LOC")], "t:1", None)
     chinese = Example("李白在北京", [Entity(0, 2, "PER"), Entity(3, 5, "LOC")], "t:2", None)
     feats, report = tagger.features([english, chinese])
@@ -65,10 +64,11 @@ def test_features_align_labels_through_offsets_english_and_chinese(tokenizer):
     zh = [TAGS[t] for t in feats["tags"][1]]
     assert zh == ["O", "B-PER", "I-PER", "O", "B-LOC", "I-LOC", "O"]  # one token per character
     assert report.entities == 4 and report.misaligned_entities == 0
+    assert [len(r) for r in feats["token_ids"]] == [len(r) for r in feats["tags"]] == [len(r) for r in feats["padding_mask"]]
 
 
 def test_misaligned_and_unknown_entities_are_counted(tokenizer):
-    tagger = Tagger(OracleModel(tokenizer), tokenizer, TAGS, max_length=32)
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=32)
     example = Example("Parisville is nice", [Entity(0, 4, "LOC"), Entity(11, 13, "ORG")], "t:1", None)
     _, report = tagger.features([example])
     assert report.misaligned_entities == 1  # "Pari" ends inside the token "paris"
@@ -76,13 +76,26 @@ def test_misaligned_and_unknown_entities_are_counted(tokenizer):
     assert "not in the training labels" in report.summary()
 
 
+def test_windowed_features_restart_an_entity_cut_by_a_window(tokenizer):
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=8, overlap=2)  # 6 tokens, stride 4
+    text = "a b c d e Peter Blackburn Smith Jones went home"  # 11 tokens: windows [0, 6), [4, 10), [8, 11)
+    example = Example(text, [Entity(10, 37, "PER")], "t:1", None)  # "Peter ... Jones": tokens 5-8
+    feats, report = tagger.features([example])
+    rows = [[TAGS[t] for t in tags] for tags in feats["tags"]]
+    assert rows == [
+        ["O", "O", "O", "O", "O", "O", "B-PER", "O"],
+        ["O", "O", "B-PER", "I-PER", "I-PER", "I-PER", "O", "O"],
+        ["O", "B-PER", "O", "O", "O"],  # the window starting inside the entity starts it again
+    ]
+    assert report.windows == 3 and report.entities == 1 and report.entities_split_by_windows == 1
+
+
 def test_long_text_is_windowed_not_truncated(tokenizer):
-    model = OracleModel(tokenizer)
-    tagger = Tagger(model, tokenizer, TAGS, max_length=16, overlap=4)
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=16, overlap=4)
     sentence = "Peter went to Paris again . "
     text = sentence * 30  # ~210 tokens, 16-token windows
+    assert tagger.windows_numpy([text])["token_ids"].shape[1] <= 16
     [result] = tagger.predict([text])
-    assert max(shape[1] for shape in model.calls) <= 16
     expected = []
     for k in range(30):
         base = k * len(sentence)
@@ -93,19 +106,65 @@ def test_long_text_is_windowed_not_truncated(tokenizer):
 
 
 def test_predict_edge_cases(tokenizer):
-    tagger = Tagger(OracleModel(tokenizer), tokenizer, TAGS, max_length=16)
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=16)
     results = tagger.predict(["", "   ", "😀😀", "Paris"])
     assert [r["entities"] for r in results[:3]] == [[], [], []]
     assert results[3]["entities"][0]["text"] == "Paris"
     assert tagger.predict([]) == []
+    with pytest.raises(TypeError):
+        tagger.predict("Paris")
 
 
-def test_decode_repairs_dangling_inside_tags(tokenizer):
-    tagger = Tagger(OracleModel(tokenizer), tokenizer, TAGS)
-    offsets = np.array([[0, 1], [2, 3], [4, 5], [6, 7]])
-    tags = [TAGS.index(t) for t in ("I-LOC", "I-LOC", "B-PER", "I-LOC")]
-    entities = tagger.decode("a b c d", offsets, tags)
-    assert [(e["start"], e["end"], e["type"]) for e in entities] == [(0, 3, "LOC"), (4, 5, "PER"), (6, 7, "LOC")]
+def decode(text, offsets, tag_names, probs=None):
+    """One text of one window through the TensorFlow decoding."""
+    n = len(tag_names)
+    windows = {
+        "token_ids": tf.zeros([1, n + 2], tf.int32),
+        "offsets": tf.constant([[(0, 0)] + offsets + [(0, 0)]], tf.int32),
+        "text_index": tf.constant([0]), "token_start": tf.constant([0]), "token_end": tf.constant([n]),
+        "num_tokens": tf.constant([n]),
+    }
+    tags = tf.constant([[0] + [TAGS.index(t) for t in tag_names] + [0]], tf.int32)
+    probs = tf.constant([[0.0] + list(probs or [1.0] * n) + [0.0]], tf.float32)
+    out = entities(tf.constant([text]), windows, tags, probs, tag_tables(TAGS))
+    count = int(out["count"][0])
+    return [(int(out["start"][0, k]), int(out["end"][0, k]), out["type"][0, k].numpy().decode(),
+             out["mention"][0, k].numpy().decode(), float(out["score"][0, k])) for k in range(count)]
+
+
+def test_decode_repairs_dangling_inside_tags():
+    offsets = [(0, 1), (2, 3), (4, 5), (6, 7)]
+    got = decode("a b c d", offsets, ["I-LOC", "I-LOC", "B-PER", "I-LOC"])
+    assert [(s, e, t, m) for s, e, t, m, _ in got] == [(0, 3, "LOC", "a b"), (4, 5, "PER", "c"), (6, 7, "LOC", "d")]
+
+
+def test_decode_scores_are_the_mean_over_the_entity_tokens_and_b_splits():
+    offsets = [(0, 5), (6, 11), (12, 17), (18, 23)]
+    got = decode("aaaaa bbbbb ccccc ddddd", offsets, ["B-PER", "I-PER", "B-PER", "O"], probs=[0.9, 0.5, 0.4, 1.0])
+    assert [(s, e) for s, e, *_ in got] == [(0, 11), (12, 17)]
+    assert [round(p, 5) for *_, p in got] == [0.7, 0.4]
+
+
+def test_windows_merge_takes_each_token_from_its_most_central_window(tokenizer):
+    """Tokens in the overlap of two windows take the tag of the window where
+    they are further from a cut edge: an oracle that only tags in the first
+    two positions of a row shows which window each token came from."""
+
+    class FirstPositions(keras.layers.Layer):
+        def call(self, ids):
+            positions = ops.arange(ops.shape(ids)[1])[None, :] + ops.zeros_like(ids)
+            tags = ops.where(positions == 1, TAGS.index("B-LOC"), ops.where(positions == 2, TAGS.index("I-LOC"), 0))
+            return {"tags": ops.cast(tags, "int32"), "potentials": ops.one_hot(ops.zeros_like(ids), len(TAGS))}
+
+    inputs = encoder_inputs()
+    tagger = Tagger(keras.Model(inputs, FirstPositions()(inputs["token_ids"])), tokenizer, TAGS, max_length=10,
+                    overlap=4)  # windows of 8 tokens at 0, 4, 8, ...
+    text = " ".join(["the"] * 24)  # 24 tokens: windows [0, 8), [4, 12), ..., [16, 24)
+    assert tagger.windows_numpy([text])["token_start"].tolist() == [0, 4, 8, 12, 16]
+    [result] = tagger.predict([text])
+    # Window 0 tags its tokens 0-1; each later window tags its first two, but those sit on
+    # its cut edge (margin 0 or 1), where the previous window is more central (margin 3, 2).
+    assert [(e["start"], e["end"], e["text"]) for e in result["entities"]] == [(0, 7, "the the")]
 
 
 def test_unit_tags_and_perfect_score():
@@ -118,3 +177,23 @@ def test_unit_tags_and_perfect_score():
     assert perfect["f1"] == 1.0 and perfect["strict"]["f1"] == 1.0
     wrong = score([example], [{"entities": [{"start": 0, "end": 5, "type": "PER"}]}])
     assert wrong["f1"] == 0.0 and wrong["predicted_entities"] == 1
+
+
+def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, tmp_path, capsys):
+    from apps.ner.model import NerModel
+    from kerasbert.encoder import BertEncoder
+    from kerasbert.errors import KerasbertError
+
+    encoder = BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
+                          intermediate_dim=32, max_sequence_length=64)
+    tagger = Tagger(NerModel(encoder, len(TAGS), lstm_units=4), tokenizer, TAGS, max_length=16)
+    tagger.save(tmp_path / "run" / "model")
+    texts = ["Peter lives in Paris.", "李白在北京"]
+    want = tagger.predict(texts)
+    for folder in (tmp_path / "run" / "model", tmp_path / "run"):
+        loaded = Tagger.load(folder, verbose=True)
+        assert capsys.readouterr().err.strip() == f"model: {tmp_path / 'run' / 'model'}"
+        assert (loaded.tags, loaded.max_length, loaded.overlap) == (TAGS, 16, tagger.overlap)
+        assert loaded.predict(texts) == want
+    with pytest.raises(KerasbertError, match="nor a training output folder"):
+        Tagger.load(tmp_path)

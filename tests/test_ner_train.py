@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from apps.ner.train import NerTrainConfig
+from apps.ner.train import NerTrainSettings
 from apps.ner.train import train
 from kerasbert.cli import main
 from conftest import REPO_ROOT
@@ -58,7 +58,7 @@ def test_training_learns_and_writes_artifacts(trained):
         assert (trained / "model" / name).exists()
     assert not (trained / "backup").exists()  # removed after a finished run
     assert (trained / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the CLI's training plot
-    assert json.loads((trained / "config.json").read_text())["epochs"] == 3
+    assert json.loads((trained / "settings.json").read_text())["epochs"] == 3
     assert list((trained / "logs").iterdir())  # TensorBoard
 
 
@@ -86,15 +86,15 @@ def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
     assert lines[0]["entities"] == lines[2]["entities"]
 
 
-def _toy_config(tmp_path, data, **overrides):
+def _toy_settings(tmp_path, data, **overrides):
     toy = require_shared("data", "models", "keras_bert_test_checkpoint")
-    config = dict(
+    settings = dict(
         checkpoint=str(toy), train=str(data[0]), dev=str(data[1]), output=str(tmp_path / "run"),
         epochs=2, batch_size=8, max_length=16, max_train_examples=64, max_dev_examples=16,
         lstm_units=8, seed=7,
     )
-    config.update(overrides)
-    return NerTrainConfig(**config)
+    settings.update(overrides)
+    return NerTrainSettings(**settings)
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -112,14 +112,14 @@ class Interrupt(keras.callbacks.Callback):
 
 
 def test_resume_continues_an_interrupted_run(tmp_path, data):
-    config = _toy_config(tmp_path, data, epochs=3, backup_every_steps=2)
+    settings = _toy_settings(tmp_path, data, epochs=3, backup_every_steps=2)
     with pytest.raises(KeyboardInterrupt):
-        train(config, callbacks=[Interrupt(epoch=1, batch=4)])
+        train(settings, callbacks=[Interrupt(epoch=1, batch=4)])
     assert (tmp_path / "run" / "backup").exists()
     with pytest.raises(Exception, match="pass --resume"):
-        train(_toy_config(tmp_path, data, epochs=3))
-    config.resume = True
-    train(config)
+        train(_toy_settings(tmp_path, data, epochs=3))
+    settings.resume = True
+    train(settings)
     epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert epochs == [1, 2, 3]  # epoch 1 from the first run; 2 and 3 after resuming
     assert not (tmp_path / "run" / "backup").exists()
@@ -128,7 +128,7 @@ def test_resume_continues_an_interrupted_run(tmp_path, data):
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains(tmp_path, data, precision):
     try:
-        metrics = train(_toy_config(tmp_path, data, precision=precision))
+        metrics = train(_toy_settings(tmp_path, data, precision=precision))
     finally:
         keras.mixed_precision.set_global_policy("float32")
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
@@ -140,10 +140,10 @@ def test_mixed_precision_trains(tmp_path, data, precision):
 def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
     """The same run in a process with two logical CPUs under MirroredStrategy
     and in this process on one device."""
-    configs = {strategy: _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0)
+    runs = {strategy: _toy_settings(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0)
                for strategy in ("default", "mirrored")}
-    two = train_on_two_logical_cpus(configs["mirrored"], "apps.ner.train")
-    train(configs["default"])
+    two = train_on_two_logical_cpus(runs["mirrored"], "apps.ner.train")
+    train(runs["default"])
     one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 2
     # Not bit-equal: a batch that does not split evenly over the replicas is

@@ -1,5 +1,5 @@
-"""The sample corpora in kerasbert/samples: read cleanly by the project's readers,
-counts as in kerasbert/samples/README.md, dev/test not a copy of train.
+"""The sample corpora in apps/samples: read cleanly by the project's readers,
+counts as in apps/samples/README.md, dev/test not a copy of train.
 
 Fast: no model, no TensorFlow; only the readers.
 """
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from apps.ner.data import read_ner_file
+from apps.ner.readers import read_ner_file
 from apps.triples.data import read_triples_file
 
-SAMPLES = Path(__file__).resolve().parents[1] / "kerasbert" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "apps" / "samples"
 README = SAMPLES / "README.md"
 NER_SPLITS = ("train", "dev", "test")
 TRIPLE_SPLITS = ("train", "dev")

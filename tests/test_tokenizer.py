@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 import kerasbert
 from kerasbert.tokenizer import BertTokenizer
 from kerasbert.tokenizer import guess_lowercase
-from kerasbert.tokenizer import padded_length
-from kerasbert.tokenizer import token_windows
+from kerasbert.training import padded_length
 
 
 @pytest.fixture(scope="module")
@@ -127,14 +126,6 @@ def test_pieces_are_the_whole_texts_unpadded_without_specials(tokenizer):
 @pytest.mark.parametrize("n, cap, expected", [(1, None, 8), (8, None, 8), (9, None, 16), (9, 12, 12), (13, 12, 13), (120, 128, 120), (121, 128, 128)])
 def test_padded_length_rounds_to_multiples_of_8_within_the_cap(n, cap, expected):
     assert padded_length(n, 8, cap) == expected
-
-
-def test_token_windows_cover_every_token_with_the_given_overlap():
-    assert token_windows(5, 8, 6) == [(0, 5)]
-    windows = token_windows(20, 8, 6)
-    assert windows == [(0, 8), (6, 14), (12, 20)]
-    covered = set().union(*(range(s, e) for s, e in windows))
-    assert covered == set(range(20))
 
 
 def _check_offsets(tokenizer, text):

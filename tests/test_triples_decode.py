@@ -1,23 +1,41 @@
-"""Pointer decoding (hand-made probabilities), training features through offsets,
-subject sampling, and the extractor's batched / windowed prediction with an
-oracle model (no training)."""
+"""Pointer decoding (the TensorFlow rule of :mod:`apps.triples.decode`, on
+hand-made probabilities), training features through offsets, subject
+sampling, and the extractor's batched / windowed prediction with an oracle
+Keras model (no training): the one path ``predict`` and the SavedModel share."""
 
 import re
 
+import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from apps.triples.batches import SubjectSampledBatches
 from apps.triples.data import Span
 from apps.triples.data import Triple
 from apps.triples.data import TripleExample
+from apps.base.model import encoder_inputs
+from apps.triples.decode import spans
 from apps.triples.extractor import Extractor
-from apps.triples.extractor import decode_spans
 from apps.triples.extractor import normalize_thresholds
 from kerasbert.errors import KerasbertError
 from kerasbert.tokenizer import BertTokenizer
 
-# ------------------------------------------------------------- decode_spans
+# -------------------------------------------------------------------- spans
+
+
+def decode_spans(start, end, threshold_start=0.5, threshold_end=0.5, mask=None):
+    """:func:`apps.triples.decode.spans` on one ``[len]`` row -> ``[(start, end,
+    score)]``, or on ``[len, P]`` columns (one row per predicate) -> ``[(start,
+    end, predicate, score)]``."""
+    start, end = np.asarray(start, np.float32), np.asarray(end, np.float32)
+    columns = start.ndim == 2
+    rows_start, rows_end = (start.T, end.T) if columns else (start[None], end[None])
+    allowed = np.ones(rows_start.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), rows_start.shape)
+    row, s, e, score = (t.numpy().tolist() for t in spans(rows_start, rows_end, threshold_start, threshold_end, allowed))
+    if columns:
+        return sorted(zip(s, e, row, score))
+    return list(zip(s, e, score))
 
 
 def probs(length, ones, value=0.9):
@@ -82,11 +100,6 @@ def test_columns_are_decoded_independently_epo():
     end[3, [0, 2]] = 0.8
     end[1, 1] = 0.9  # an end BEFORE the start in column 1: no span
     assert [(s, e, p) for s, e, p, _ in decode_spans(start, end)] == [(2, 3, 0), (2, 3, 2)]
-
-
-def test_shape_mismatch_is_an_error():
-    with pytest.raises(ValueError, match="differ in shape"):
-        decode_spans(np.zeros(3), np.zeros((3, 1)))
 
 
 def test_thresholds_normalisation():
@@ -202,59 +215,59 @@ def test_first_two_batches_expose_every_varying_dimension(tokenizer):
 # ------------------------------------------------------- oracle prediction
 
 
-class _Encode:
+class _Encode(keras.layers.Layer):
     """Sequence = the token ids (as a 1-feature vector); subjects: 'jack' and 'dull boy'."""
 
-    def __init__(self, tokenizer):
-        self.t = {w: tokenizer.token_to_id(w) for w in ("jack", "dull", "boy")}
-        self.calls = []
+    def __init__(self, tokenizer, **kwargs):
+        super().__init__(**kwargs)
+        self.jack, self.dull, self.boy = (tokenizer.token_to_id(w) for w in ("jack", "dull", "boy"))
 
-    def predict_on_batch(self, x):
-        ids = x["token_ids"]
-        self.calls.append(ids.shape)
-        start = np.where((ids == self.t["jack"]) | (ids == self.t["dull"]), 0.9, 0.01).astype(np.float32)
-        end = np.where((ids == self.t["jack"]) | (ids == self.t["boy"]), 0.8, 0.01).astype(np.float32)
-        return {"sequence": ids[..., None].astype(np.float32), "subject_start": start, "subject_end": end}
+    def call(self, ids):
+        start = ops.where((ids == self.jack) | (ids == self.dull), 0.9, 0.01)
+        end = ops.where((ids == self.jack) | (ids == self.boy), 0.8, 0.01)
+        return {"sequence": ops.cast(ids, "float32")[..., None], "subject_start": start, "subject_end": end}
 
 
-class _Objects:
+class _Objects(keras.layers.Layer):
     """For subject 'jack': 'play' by 'likes' AND 'is' (EPO), 'work' by 'does';
     for subject 'dull boy': 'jack' by 'is' (SEO: jack in several triples)."""
 
-    def __init__(self, tokenizer):
-        self.t = {w: tokenizer.token_to_id(w) for w in ("jack", "dull", "play", "work")}
-        self.calls = []
-        self.jack_rows = 0
+    def __init__(self, tokenizer, **kwargs):
+        super().__init__(**kwargs)
+        self.jack, self.dull, self.play, self.work = (tokenizer.token_to_id(w) for w in ("jack", "dull", "play", "work"))
 
-    def predict_on_batch(self, x):
-        seq, spans = x["sequence"][..., 0], x["subject_span"]
-        self.calls.append(seq.shape)
-        out = np.full(seq.shape + (len(PREDICATES),), 0.01, np.float32)
-        for k, (s, _) in enumerate(spans):
-            subject = seq[k, s]
-            if subject == self.t["jack"]:
-                self.jack_rows += 1
-                out[k, seq[k] == self.t["play"], 0] = 0.95
-                out[k, seq[k] == self.t["play"], 1] = 0.95
-                out[k, seq[k] == self.t["work"], 2] = 0.95
-            elif subject == self.t["dull"]:
-                out[k, seq[k] == self.t["jack"], 1] = 0.95
+    def call(self, sequence, subject_span):
+        ids = ops.cast(sequence[..., 0], "int32")
+        subject = ops.take_along_axis(ids, subject_span[:, :1], axis=1)  # [n, 1]
+        jack, dull = subject == self.jack, subject == self.dull
+        likes = jack & (ids == self.play)
+        is_ = likes | (dull & (ids == self.jack))
+        does = jack & (ids == self.work)
+        out = ops.where(ops.stack([likes, is_, does], axis=-1), 0.95, 0.01)
         return {"object_start": out, "object_end": out}
 
 
 class OracleModel:
+    """The two Keras models a :class:`~apps.triples.model.TripleModel` gives
+    through ``decoders()``, computed from the token ids."""
+
     def __init__(self, tokenizer):
-        self.encode, self.objects = _Encode(tokenizer), _Objects(tokenizer)
+        inputs = encoder_inputs()
+        encode = keras.Model(inputs, _Encode(tokenizer)(inputs["token_ids"]))
+        sequence = keras.Input(shape=(None, 1), name="sequence")
+        span = keras.Input(shape=(2,), dtype="int32", name="subject_span")
+        objects = keras.Model({"sequence": sequence, "subject_span": span}, _Objects(tokenizer)(sequence, span))
+        self._decoders = (encode, objects)
 
     def decoders(self):
-        return self.encode, self.objects
+        return self._decoders
 
 
 def triples_of(result):
     return sorted((t["subject"]["text"], t["predicate"], t["object"]["text"]) for t in result["triples"])
 
 
-def test_predict_seo_epo_offsets_and_one_objects_call_per_batch(tokenizer):
+def test_predict_seo_epo_offsets(tokenizer):
     model = OracleModel(tokenizer)
     extractor = Extractor(model, tokenizer, PREDICATES, max_length=32)
     texts = ["Jack  makes all work and no play, a dull boy.", "no play", "", "Dull boy, Jack!"]
@@ -270,9 +283,6 @@ def test_predict_seo_epo_offsets_and_one_objects_call_per_batch(tokenizer):
             for part in ("subject", "object"):
                 assert result["text"][t[part]["start"] : t[part]["end"]] == t[part]["text"]
             assert 0 < t["score"] <= 1
-    # one encode call and ONE objects call for the whole batch: 3 subjects -> 8 rows (padded)
-    assert len(model.encode.calls) == 1 and len(model.objects.calls) == 1
-    assert model.objects.calls[0][0] == 8
 
 
 def test_long_text_windows_merge_and_dedupe(tokenizer):
@@ -284,8 +294,7 @@ def test_long_text_windows_merge_and_dedupe(tokenizer):
     model = OracleModel(tokenizer)
     extractor = Extractor(model, tokenizer, PREDICATES, max_length=10, overlap=3)
     (result,) = extractor.predict([text], batch_size=2)
-    assert len(model.encode.calls) == 2  # 4 windows, batches of 2
-    assert model.objects.jack_rows == 3  # 'jack' decoded as a subject in windows 1, 2 and 4
+    assert extractor.windows_numpy([text])["token_ids"].shape[0] == 4
     assert triples_of(result) == [("dull boy", "is", "jack"), ("jack", "is", "play"), ("jack", "likes", "play")]
     jack = text.index("jack")
     assert [t["subject"]["start"] for t in result["triples"] if t["subject"]["text"] == "jack"] == [jack, jack]

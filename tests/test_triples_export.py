@@ -18,7 +18,6 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from apps.triples.export import export_extractor
 from apps.triples.extractor import Extractor
 from apps.triples.model import TripleModel
 from conftest import require_shared
@@ -60,7 +59,7 @@ def sentences():
 @pytest.fixture(scope="module")
 def exported(extractor, tmp_path_factory):
     base = tmp_path_factory.mktemp("exports") / "triples"
-    return export_extractor(extractor, base), export_extractor(extractor, base, input="ids")
+    return extractor.export(base), extractor.export(base, input="ids")
 
 
 FRESH_PROCESS = r"""

@@ -13,7 +13,7 @@ import pytest
 from apps.triples.data import read_triples_file
 from apps.triples.evaluate import score
 from apps.triples.extractor import Extractor
-from apps.triples.train import TriplesTrainConfig
+from apps.triples.train import TriplesTrainSettings
 from apps.triples.train import train
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
@@ -60,7 +60,7 @@ def test_training_lowers_the_loss_and_writes_artifacts(trained, data):
     assert config["predicates"] == sorted(read_triples_file(data[0]).report.predicates)
     metrics = json.loads((trained / "metrics.json").read_text())
     assert metrics["best_epoch"] in (1, 2) and "by_overlap" in metrics["dev"]
-    assert json.loads((trained / "config.json").read_text())["epochs"] == 2
+    assert json.loads((trained / "settings.json").read_text())["epochs"] == 2
     assert not (trained / "backup").exists()
     assert list((trained / "logs").iterdir())  # TensorBoard
 
@@ -103,25 +103,25 @@ def test_evaluate_cli_prints_and_writes_json(trained, data, tmp_path, capsys):
     assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]), "--output", str(out),
                  "--mode", "partial", "--threshold-start", "0", "--threshold-end", "0"]) == 0
     scores = json.loads(out.read_text())
-    extractor = Extractor.load(trained / "model", thresholds=(0.0, 0.0))
+    extractor = Extractor.load(trained / "model").with_thresholds((0.0, 0.0))
     examples = read_triples_file(data[1]).examples
     again = score(examples, extractor.predict([e.text for e in examples]), mode="partial")
     assert scores["mode"] == "partial" and scores["exact"]["predicted"] > 0
     assert scores["exact"] == again["exact"] and scores["partial"] == again["partial"]
 
 
-def _toy_config(tmp_path, data, **overrides):
+def _toy_settings(tmp_path, data, **overrides):
     config = dict(checkpoint=str(toy()), train=str(data[0]), dev=str(data[1]), output=str(tmp_path / "run"),
                   epochs=1, batch_size=8, max_length=16, max_train_examples=32, max_dev_examples=8, seed=3)
     config.update(overrides)
-    return TriplesTrainConfig(**config)
+    return TriplesTrainSettings(**config)
 
 
 def test_mixed_bfloat16_trains_and_decodes_with_a_schema(tmp_path, data):
     schema = require_shared("data", "webnlg_exact", "rel2id.json")
     try:
-        train(_toy_config(tmp_path, data, precision="mixed_bfloat16", schema=str(schema)))
-        extractor = Extractor.load(tmp_path / "run" / "model", thresholds=(0.0, 0.0))
+        train(_toy_settings(tmp_path, data, precision="mixed_bfloat16", schema=str(schema)))
+        extractor = Extractor.load(tmp_path / "run" / "model").with_thresholds((0.0, 0.0))
         (result,) = extractor.predict(["Alan Bean was born in Wheeler , Texas ."])
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -146,12 +146,12 @@ class Interrupt(keras.callbacks.Callback):
 
 
 def test_resume_continues_an_interrupted_run(tmp_path, data):
-    config = _toy_config(tmp_path, data, epochs=2, backup_every_steps=2)
+    config = _toy_settings(tmp_path, data, epochs=2, backup_every_steps=2)
     with pytest.raises(KeyboardInterrupt):
         train(config, callbacks=[Interrupt(epoch=1, batch=2)])
     assert (tmp_path / "run" / "backup").exists()
     with pytest.raises(Exception, match="pass --resume"):
-        train(_toy_config(tmp_path, data, epochs=2))
+        train(_toy_settings(tmp_path, data, epochs=2))
     config.resume = True
     train(config)
     epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
@@ -162,7 +162,7 @@ def test_resume_continues_an_interrupted_run(tmp_path, data):
 def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
     """The same run in this process (one device) and in a process with two
     logical CPUs under MirroredStrategy (devices must be set before TensorFlow starts)."""
-    configs = {strategy: _toy_config(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0,
+    configs = {strategy: _toy_settings(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0,
                                      epochs=2)
                for strategy in ("default", "mirrored")}
     two = train_on_two_logical_cpus(configs["mirrored"], "apps.triples.train")
