@@ -42,14 +42,14 @@ def peak_rss_mb():
 
 def run_ours(args, precision, train_path, dev_path, test_path, tag):
     sys.path.insert(0, str(ROOT))
-    from apps.ner.data import read_ner_file
+    from apps.ner.readers import read_ner_file
     from apps.ner.evaluate import score
     from apps.ner.tagger import Tagger
-    from apps.ner.train import NerTrainConfig
+    from apps.ner.train import NerTrainSettings
     from apps.ner.train import train
 
     out = Path(args.workdir) / tag
-    config = NerTrainConfig(
+    config = NerTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
         epochs=args.epochs, batch_size=32, max_length=args.max_length, precision=precision,
         max_train_examples=args.max_train, resume=(out / "backup").exists(),
@@ -70,7 +70,7 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
 
 
 def word_tags(examples):
-    from apps.ner.data import spans_to_tags
+    from apps.ner.tags import spans_to_tags
 
     return [[w for w in spans_to_tags(e.words, e.entities, "bio")] for e in examples]
 
@@ -84,7 +84,7 @@ def run_hf(args):
     from transformers import get_linear_schedule_with_warmup
 
     sys.path.insert(0, str(ROOT))
-    from apps.ner.data import read_ner_file
+    from apps.ner.readers import read_ner_file
     from kerasbert.loader import resolve_checkpoint
 
     torch.manual_seed(42)

@@ -5,7 +5,7 @@ sentences (eng.testb, raw text as a client sends it: the words joined by
 spaces), with TensorFlow and PyTorch each limited to the same number of
 threads (all cores by default).
 
-* ``kerasbert``: ``apps.ner.export.export_tagger`` -> SavedModel (MiniLM
+* ``kerasbert``: ``Tagger.export`` -> SavedModel (MiniLM
   BERT -> BiLSTM -> CRF, text signature: in-graph tokenization, windows, CRF
   Viterbi, entity assembly), loaded with ``tf.saved_model.load`` and the
   ``serving_default`` signature called in-process with a string batch.
@@ -43,7 +43,7 @@ BATCHES = (1, 8, 64)
 
 def conll_sentences(n):
     sys.path.insert(0, str(ROOT))
-    from apps.ner.data import read_ner_file
+    from apps.ner.readers import read_ner_file
 
     examples = read_ner_file(SHARED / "conll2003" / "eng.testb").examples
     return [e.text for e in examples if e.text.strip()][:n]
@@ -83,7 +83,6 @@ def bench_kerasbert(args, sentences):
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    from apps.ner.export import export_tagger
     from apps.ner.tagger import Tagger
 
     if args.model:
@@ -92,13 +91,13 @@ def bench_kerasbert(args, sentences):
     else:
         import kerasbert
         from apps.ner.model import NerModel
-        from apps.ner.tagger import bio_tags
+        from apps.ner.tags import bio_tags
 
         folder = starter_folder()
         tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
         tagger = Tagger(NerModel(kerasbert.load_encoder(folder), len(tags)), kerasbert.load_tokenizer(folder), tags)
         what = "MiniLM encoder + untrained BiLSTM-CRF head"
-    export = export_tagger(tagger, Path(tempfile.mkdtemp()) / "ner")
+    export = tagger.export(Path(tempfile.mkdtemp()) / "ner")
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
 
     def call(texts):

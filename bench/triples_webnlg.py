@@ -57,7 +57,7 @@ def child(args):
     from apps.triples.data import read_triples_file
     from apps.triples.evaluate import score
     from apps.triples.extractor import Extractor
-    from apps.triples.train import TriplesTrainConfig
+    from apps.triples.train import TriplesTrainSettings
     from apps.triples.train import train
 
     workdir = Path(args.workdir)
@@ -67,7 +67,7 @@ def child(args):
         folder, tr, dv, te = DATASETS[args.child]
         train_path, dev_path, test_path = (SHARED / folder / f for f in (tr, dv, te))
     out = workdir / args.child
-    config = TriplesTrainConfig(
+    config = TriplesTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
         epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
