@@ -283,7 +283,9 @@ class Pipeline:
 
     def predict(self, texts, batch_size=32):
         """Results for each text (the app's dicts, offsets into the original
-        text), ``batch_size`` texts per call of the serving function."""
+        text), in the input order. Texts are sent ``batch_size`` at a time
+        to the serving function, sorted by length first so that a batch pads
+        little (a text's result does not depend on its batch)."""
         import keras
         import tensorflow as tf
 
@@ -292,15 +294,17 @@ class Pipeline:
         if isinstance(texts, str):
             raise TypeError("pass a list of texts")
         texts = list(texts)
-        results = []
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        results = [None] * len(texts)
         for begin in range(0, len(texts), batch_size):
-            chunk = texts[begin : begin + batch_size]
-            batch = tf.constant(chunk, tf.string)
+            chunk = order[begin : begin + batch_size]
+            batch = tf.constant([texts[i] for i in chunk], tf.string)
             if keras.backend.backend() == "tensorflow":
                 outputs = self.serving_function(batch)
             else:
                 outputs = self.infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
-            results += [self.result(text, row) for text, row in zip(chunk, unpad(outputs))]
+            for i, row in zip(chunk, unpad(outputs)):
+                results[i] = self.result(texts[i], row)
         return results
 
     def result(self, text, row):
