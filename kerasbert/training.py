@@ -122,6 +122,20 @@ def scale_loss_for_distribution(loss):
 # =============================================================================
 
 
+def progress_verbosity(stream=None):
+    """Keras ``verbose`` for ``fit``: the progress bar (1) on a terminal and in
+    a notebook; one line per epoch (2) when standard output is a file or a
+    pipe (``> train.log``, ``nohup``, CI), where the bar's updates would pile
+    up as hundreds of lines of escape codes."""
+    import sys
+
+    stream = sys.stdout if stream is None else stream
+    ipython = sys.modules.get("IPython")
+    in_notebook = ipython is not None and ipython.get_ipython() is not None
+    is_terminal = getattr(stream, "isatty", lambda: False)()
+    return 1 if is_terminal or in_notebook else 2
+
+
 def padded_length(n, multiple=8, cap=None):
     """``n`` rounded up to a multiple of ``multiple``, but never beyond ``cap``
     (and never below ``n``). Every batch is padded this way, so a model's
@@ -501,7 +515,7 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
     speed = TrainingSpeed(tokens)
     all_callbacks = [speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None) + list(callbacks)
     started = time.perf_counter()
-    model.fit(batches, epochs=settings.epochs, callbacks=all_callbacks, verbose=1)
+    model.fit(batches, epochs=settings.epochs, callbacks=all_callbacks, verbose=progress_verbosity())
     later = speed.epoch_seconds[1:]
     metrics = {
         "best_epoch": evaluator.best_epoch,

@@ -3,6 +3,7 @@ MirroredStrategy, and bad input at the CLI."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,10 +13,11 @@ import pytest
 
 from apps.ner.train import NerTrainSettings
 from apps.ner.train import train
-from kerasbert.cli import main
 from conftest import REPO_ROOT
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
+from kerasbert.cli import main
+from kerasbert.training import progress_verbosity
 
 
 def conll_slice(tmp_path, name, start, count):
@@ -126,11 +128,16 @@ def test_resume_continues_an_interrupted_run(tmp_path, data):
 
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_trains(tmp_path, data, precision):
+def test_mixed_precision_trains(tmp_path, data, precision, capsys):
     try:
         metrics = train(_toy_settings(tmp_path, data, precision=precision))
     finally:
         keras.mixed_precision.set_global_policy("float32")
+    # Standard output is not a terminal here (as in `> train.log`): one line
+    # per epoch, no progress bar updates.
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\b" not in out and "\r" not in out
+    assert len([line for line in out.splitlines() if re.match(r"\d+/\d+ - .*loss: ", line)]) == 2
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert all(np.isfinite(h["loss"]) for h in history)
     assert history[-1]["loss"] < history[0]["loss"]
@@ -204,3 +211,15 @@ def test_training_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypat
     assert plot_history(tmp_path / "history.jsonl", tmp_path / "history.png") is None
     assert "pip install 'kerasbert[plots]'" in capsys.readouterr().out
     assert not (tmp_path / "history.png").exists()
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Stream:
+        def __init__(self, tty):
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+
+    assert progress_verbosity(Stream(True)) == 1
+    assert progress_verbosity(Stream(False)) == 2
