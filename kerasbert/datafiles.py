@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 from kerasbert.errors import InputDataError
+from kerasbert.errors import RecordLine
 
 
 def read_text(path) -> str:
@@ -48,7 +49,9 @@ def split_lines(text: str) -> list[str]:
 
 
 def _json_array_records(path, text: str):
-    """``(line, element)`` pairs of a file holding one JSON array; errors name the line."""
+    """``(line, element)`` pairs of a file holding one JSON array; errors name
+    the line, and ``line`` is a :class:`~kerasbert.errors.RecordLine` (errors
+    about an element name its record too)."""
     newlines = [i for i, char in enumerate(text) if char == "\n"]
 
     def line_of(offset):
@@ -75,8 +78,9 @@ def _json_array_records(path, text: str):
             except json.JSONDecodeError as err:
                 if err.pos >= len(text):
                     fail(err.pos, "the array is not closed with ]")
-                raise InputDataError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})") from err
-            records.append((line_of(position), element))
+                where = RecordLine(err.lineno, len(records) + 1)
+                raise InputDataError(path, where, f"invalid JSON: {err.msg} (column {err.colno})") from err
+            records.append((RecordLine(line_of(position), len(records) + 1), element))
             position = skip_space(end)
             if position >= len(text):
                 fail(position, "the array is not closed with ]")

@@ -20,7 +20,9 @@ class InputDataError(KerasbertError):
 
     Args:
         path: the file (str or path-like).
-        line: 1-based line number, or None when the problem is the whole file.
+        line: 1-based line number, or None when the problem is the whole file;
+            a :class:`RecordLine` (an element of a JSON array) also names the
+            record: ``train.json, record 2 (line 1): ...``.
         problem: what is wrong, in words.
     """
 
@@ -28,5 +30,21 @@ class InputDataError(KerasbertError):
         self.path = str(path)
         self.line = line
         self.problem = problem
-        where = self.path if line is None else f"{self.path}, line {line}"
+        if line is None:
+            where = self.path
+        elif isinstance(line, RecordLine):
+            where = f"{self.path}, record {line.record} (line {int(line)})"
+        else:
+            where = f"{self.path}, line {line}"
         super().__init__(f"{where}: {problem}")
+
+
+class RecordLine(int):
+    """The line where an element of a JSON array starts, knowing the element's
+    1-based index (``record``): files such as CasRel's hold a whole array on
+    one line, where the line alone locates nothing."""
+
+    def __new__(cls, line, record):
+        value = super().__new__(cls, line)
+        value.record = int(record)
+        return value

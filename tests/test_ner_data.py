@@ -61,7 +61,7 @@ def assert_error(call, path, line, pattern=None):
         assert ", line " not in message
     else:
         assert info.value.line == line
-        assert f", line {line}:" in message
+        assert re.search(rf", (line {line}|record \d+ \(line {line}\)):", message), message
     if pattern:
         assert re.search(pattern, message), message
     return info.value
@@ -740,3 +740,37 @@ def test_shared_people_daily_dev():
     assert report.types == {"LOC": 1951, "ORG": 984, "PER": 884}  # README
     assert report.join == "" and report.strip_digit is False and report.scheme == "bio"
     check_slices(result.examples)
+
+
+def test_errors_in_a_json_array_name_the_record(tmp_path):
+    """A Label Studio export is one JSON array: errors name the record too."""
+    task = {"data": {"text": "Alice visited Oslo."}, "annotations": [{"result": [
+        {"type": "labels", "value": {"start": 14, "end": 18, "labels": ["LOC"]}}]}]}
+    bad = {"data": {"text": "Bob"}, "annotations": [{"result": [
+        {"type": "labels", "value": {"start": 0, "end": 9, "labels": ["PER"]}}]}]}
+    path = tmp_path / "project.json"
+    path.write_text(json.dumps([task, task, bad]), encoding="utf-8")
+    with pytest.raises(InputDataError, match=r"project\.json, record 3 \(line 1\): span \[0, 9\) .* outside the text"):
+        read_ner_file(path)
+
+
+def test_spacy_style_records(tmp_path):
+    """spaCy v2's training format: "entities" as [start, end, "TYPE"] lists, ends exclusive."""
+    path = tmp_path / "spacy.jsonl"
+    records = [{"text": "Alice visited Oslo.", "entities": [[0, 5, "PER"], [14, 18, "LOC"]]},
+               {"text": "Nothing here.", "entities": []}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    result = read_ner_file(path)
+    assert result.report.format == "spacy"
+    assert [(e.start, e.end, e.type) for e in result.examples[0].entities] == [(0, 5, "PER"), (14, 18, "LOC")]
+    assert result.examples[1].entities == []
+    path.write_text(json.dumps({"text": "Bob", "entities": [[0, 4, "PER"]]}) + "\n", encoding="utf-8")
+    with pytest.raises(InputDataError, match=r"spacy\.jsonl, line 1: span \[0, 4\) for 'PER' is outside the text"):
+        read_ner_file(path)
+    path.write_text(json.dumps({"text": "Bob", "entities": [[0, 3]]}) + "\n", encoding="utf-8")
+    with pytest.raises(InputDataError, match=r'line 1: each "entities" item must be \[start, end, "TYPE"\]'):
+        read_ner_file(path)
+    # doccano's "entities" objects are still doccano
+    path.write_text(json.dumps({"text": "Bob", "entities": [{"start_offset": 0, "end_offset": 3, "label": "PER"}]})
+                    + "\n", encoding="utf-8")
+    assert read_ner_file(path).report.format == "doccano"

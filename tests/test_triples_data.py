@@ -317,3 +317,16 @@ def test_webnlg_data_predicates_are_in_their_rel2id():
         rels = set(read_schema(require_shared("data", folder, "rel2id.json")).predicates)
         data = read_triples_file(require_shared("data", folder, "test_triples.json")).report.predicates
         assert set(data) <= rels
+
+
+def test_errors_in_a_one_line_json_array_name_the_record(tmp_path):
+    """CasRel's WebNLG/NYT files are one JSON array on one line: the line
+    alone locates nothing, so errors name the record (1-based) too."""
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps([{"text": "a b", "triple_list": [["a", "r", "b"]]},
+                                {"text": "a b", "triple_list": [["a", "r"]]}]), encoding="utf-8")
+    with pytest.raises(InputDataError, match=r"train\.json, record 2 \(line 1\): each triple must be a 3-item list"):
+        read_triples_file(path)
+    path.write_text('[{"text": "a b", "triple_list": []}, {"text": oops}]', encoding="utf-8")
+    with pytest.raises(InputDataError, match=r"train\.json, record 2 \(line 1\): invalid JSON"):
+        read_triples_file(path)

@@ -178,7 +178,7 @@ def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
     [
         ("bad.jsonl", '{"text": "a b", "triple_list": [["a", "r", "b"]]}\n{"text": oops}\n', "bad.jsonl, line 2: invalid JSON"),
         ("bad.json", '[\n {"text": "a b", "triple_list": [["a", "r", "b"]]},\n {"text": "a b", "triple_list": [["a", "r"]]}\n]\n',
-         "bad.json, line 3: each triple must be a 3-item list"),
+         "bad.json, record 2 (line 3): each triple must be a 3-item list"),
         ("bad.json", '{"sentence": "a b", "triple_list": []}\n', 'bad.json, line 1: missing "text"'),
         ("bad.json", "", "bad.json: no examples in the file (empty)"),
         ("bad.json", b'{"text": "caf\xe9", "triple_list": []}\n', "bad.json, line 1: not UTF-8"),

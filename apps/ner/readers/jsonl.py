@@ -1,4 +1,4 @@
-"""NER readers for JSON lines and JSON arrays: doccano, Label Studio, CLUENER, kerasbert.
+"""NER readers for JSON lines and JSON arrays: doccano, Label Studio, CLUENER, kerasbert, spaCy.
 
 Records are read by :func:`kerasbert.datafiles.json_records` (gzip, strict
 UTF-8, the line of every record); every reader returns an
@@ -22,6 +22,8 @@ UTF-8, the line of every record); every reader returns an
     with INCLUSIVE ends; ``text[start:end+1]`` must equal the mention.
   - ``kerasbert`` (what :func:`write_jsonl` writes): ``{"text", "entities":
     [{"start", "end", "type"}], "words": [[start, end], ...]?}``.
+  - ``spacy`` (spaCy v2's training format, which many converters write):
+    ``{"text", "entities": [[start, end, "TYPE"], ...]}``; ends exclusive.
 
   A record with only a text (no annotation key, e.g. CLUENER's test.json) is
   kept with no entities and counted as ``unannotated``.
@@ -47,7 +49,7 @@ from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import records_flavour
 from kerasbert.errors import InputDataError
 
-JSON_FLAVOURS = ("doccano", "labelstudio", "cluener", "kerasbert")
+JSON_FLAVOURS = ("doccano", "labelstudio", "cluener", "kerasbert", "spacy")
 
 
 def _record_flavour(record) -> str | None:
@@ -55,6 +57,8 @@ def _record_flavour(record) -> str | None:
     if isinstance(record.get("data"), dict):
         return "labelstudio"
     entities = record.get("entities")
+    if isinstance(entities, list) and entities and isinstance(entities[0], list):
+        return "spacy"
     if isinstance(entities, list) and entities and isinstance(entities[0], dict):
         if "start_offset" in entities[0]:
             return "doccano"
@@ -172,6 +176,11 @@ def _parse_record(path, line, record, flavour, report, text_key):
             spans.append(_span(path, line, text, item.get("start"), item.get("end"), item.get("type")))
         return text, spans
 
+    if flavour == "spacy":
+        if "entities" not in record:
+            return text, None
+        return text, _triples(path, line, text, record, "entities")
+
     # doccano: "entities" (new) or "label"/"labels" (old)
     if "entities" in record:
         for item in _expect(path, line, record["entities"], list, '"entities"'):
@@ -184,11 +193,17 @@ def _parse_record(path, line, record, flavour, report, text_key):
     key = "label" if "label" in record else "labels" if "labels" in record else None
     if key is None:
         return text, None
+    return text, _triples(path, line, text, record, key)
+
+
+def _triples(path, line, text, record, key):
+    """Entities of ``record[key]``, a list of ``[start, end, "TYPE"]`` (end exclusive)."""
+    spans = []
     for item in _expect(path, line, record[key], list, f'"{key}"'):
         if not (isinstance(item, list) and len(item) == 3):
             raise InputDataError(path, line, f'each "{key}" item must be [start, end, "TYPE"], not {item!r}')
         spans.append(_span(path, line, text, *item))
-    return text, spans
+    return spans
 
 
 def _read_words(path, line, record, text):
