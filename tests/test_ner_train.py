@@ -74,6 +74,24 @@ def test_evaluate_cli_prints_and_writes_json(trained, data, capsys, tmp_path):
     assert scores["f1"] == pytest.approx(expected["f1"])  # same model, same data
 
 
+def test_evaluate_takes_the_run_folder_and_the_reader_options(trained, data, capsys, tmp_path):
+    """``--model OUTPUT`` (the training output folder) uses OUTPUT/model and
+    says so; ``evaluate`` takes the reader options ``train`` takes: the same
+    data with the tags in the second of four columns scores the same."""
+    moved = tmp_path / "moved.conll"
+    rows = []
+    for line in data[1].read_text(encoding="utf-8").splitlines():
+        cells = line.split()
+        rows.append(" ".join([cells[0], cells[-1]] + cells[1:-1]) if cells else "")
+    moved.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "scores.json"
+    assert main(["ner", "evaluate", "--model", str(trained), "--data", str(moved), "--tag-column", "1",
+                 "--scheme", "iob1", "--format", "conll", "--output", str(out)]) == 0
+    assert f"model: {trained / 'model'}" in capsys.readouterr().err
+    expected = json.loads((trained / "model" / "dev_scores.json").read_text())
+    assert json.loads(out.read_text())["f1"] == pytest.approx(expected["f1"])
+
+
 def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
     texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn visited Paris in March 1996 ."]
     inp = tmp_path / "in.jsonl"

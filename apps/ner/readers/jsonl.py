@@ -99,6 +99,12 @@ def _expect(path, line, value, kind, what):
     return value
 
 
+def _check_mention(path, line, text, entity, mention, said):
+    """An error unless the text under ``entity`` is ``mention`` (``said``: what the record says)."""
+    if text[entity.start:entity.end] != mention:
+        raise InputDataError(path, line, f"{said} but the text there is {text[entity.start:entity.end]!r}")
+
+
 def _parse_record(path, line, record, flavour, report, text_key):
     """``(text, spans)`` of one record; ``spans`` is None when it has no annotations."""
     if flavour == "labelstudio":
@@ -138,12 +144,9 @@ def _parse_record(path, line, record, flavour, report, text_key):
             labels = _expect(path, line, value.get("labels"), list, '"labels"')
             for type_ in labels:
                 entity = _span(path, line, text, value.get("start"), value.get("end"), type_)
-                if "text" in value and value["text"] != text[entity.start:entity.end]:
-                    raise InputDataError(
-                        path, line,
-                        f"span [{entity.start}, {entity.end}) says {value['text']!r} but the text there is "
-                        f"{text[entity.start:entity.end]!r}",
-                    )
+                if "text" in value:
+                    _check_mention(path, line, text, entity, value["text"],
+                                   f"span [{entity.start}, {entity.end}) says {value['text']!r}")
                 spans.append(entity)
         return text, spans
 
@@ -159,12 +162,8 @@ def _parse_record(path, line, record, flavour, report, text_key):
                     start, last = position
                     end = last + 1 if _is_int(last) else last
                     entity = _span(path, line, text, start, end, type_)
-                    if text[start:end] != mention:
-                        raise InputDataError(
-                            path, line,
-                            f"mention {mention!r} at [{start}, {last}] (inclusive) but the text there is "
-                            f"{text[start:end]!r}",
-                        )
+                    _check_mention(path, line, text, entity, mention,
+                                   f"mention {mention!r} at [{start}, {last}] (inclusive)")
                     spans.append(entity)
         return text, spans
 
