@@ -36,10 +36,6 @@ def setting(default, help, choices=None):
     return dataclasses.field(default=default, metadata={"help": help, "choices": tuple(choices) if choices else None})
 
 
-def help_of(cls, name):
-    return dataclasses.fields(cls)[[f.name for f in dataclasses.fields(cls)].index(name)].metadata["help"]
-
-
 def load_settings(cls, path):
     """An instance of dataclass ``cls`` from a JSON or TOML (``.toml``) file."""
     path = Path(path)

@@ -8,8 +8,13 @@
   length, padded only to the longest in the batch (not to ``max_length``);
 * :class:`EpochEvaluator` -- evaluates on dev after each epoch, keeps the best
   model (saved atomically), writes ``history.jsonl`` and stops early;
-* :func:`fit` -- compile-free training driver: precision policy, distribution
-  strategy, progress bar, TensorBoard, resume after interruption.
+* a run's steps, in the order an app's train command takes them:
+  :func:`start_run` (output folder, ``settings.json``, precision),
+  :func:`open_encoder_checkpoint` (the checkpoint, opened once),
+  :func:`compile_for_training` (grouped AdamW, schedule, loss scaling) and
+  :func:`fit_and_select` (``fit`` with the dev evaluation, best model kept,
+  progress bar or one line per epoch, TensorBoard, resume after an
+  interruption).
 
 Everything here is backend-agnostic Keras except ``strategy="mirrored"``
 (TensorFlow's ``MirroredStrategy``) and TensorBoard logs (TensorFlow backend).

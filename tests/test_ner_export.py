@@ -251,3 +251,35 @@ def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_version(base, None, interrupted)
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no version 3, no leftovers
+
+
+JAX_PREDICT = r"""
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras
+assert keras.backend.backend() == "jax"
+from apps.ner.tagger import Tagger
+texts = json.load(open(sys.argv[2], encoding="utf-8"))
+print("RESULT " + json.dumps(Tagger.load(sys.argv[1]).predict(texts, batch_size=16)))
+"""
+
+
+def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(tagger, sentences, tmp_path):
+    """The model is plain Keras: on JAX, ``predict`` runs it on the host
+    (``HostRunner``) between the same TensorFlow tokenizer and decoding
+    functions; the entities are those of the TensorFlow path."""
+    pytest.importorskip("jax")
+    texts = sentences[:60] + EDGE_CASES
+    tagger.save(tmp_path / "model")
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-c", JAX_PREDICT, str(tmp_path / "model"), str(tmp_path / "texts.json")],
+                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert run.returncode == 0, run.stderr[-3000:]
+    on_jax = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    on_tf = tagger.predict(texts, batch_size=16)
+    assert sum(len(r["entities"]) for r in on_tf) > 50  # a real comparison
+    for a, b in zip(on_tf, on_jax):
+        assert [(e["start"], e["end"], e["type"]) for e in a["entities"]] == \
+               [(e["start"], e["end"], e["type"]) for e in b["entities"]]
+        assert [e["score"] for e in a["entities"]] == pytest.approx([e["score"] for e in b["entities"]], abs=2e-3)
