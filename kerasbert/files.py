@@ -18,7 +18,10 @@ then publishes it; what publishing means is the ``exists`` policy:
   open first, goes last), other files of the target stay.
 
 Staging folders start with ``.`` so that TF Serving, which loads only
-integer-named versions, never sees them.
+integer-named versions, never sees them. What is published gets the mode a
+plain ``mkdir`` / ``open`` would give it under the process's umask (not the
+private 0700 / 0600 of temporary files): a server running as another user
+can read an export.
 """
 
 import os
@@ -29,6 +32,12 @@ from pathlib import Path
 from kerasbert.errors import KerasbertError
 
 EXISTS_POLICIES = ("replace", "refuse", "merge")
+
+
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_dir(target, write, exists="replace", last=()):
@@ -47,6 +56,7 @@ def atomic_write_dir(target, write, exists="replace", last=()):
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
+        os.chmod(staging, 0o777 & ~_umask())
         write(staging)
         if exists == "merge":
             target.mkdir(exist_ok=True)
@@ -77,6 +87,7 @@ def atomic_write_text(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
