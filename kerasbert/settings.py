@@ -24,16 +24,50 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import ClassVar
 
 from kerasbert.errors import KerasbertError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored")
 
+# The "auto" rule of batch_size / epochs / patience (TrainSettings.resolve_auto).
+#: Halve the batch while an epoch would have fewer batches than this ...
+AUTO_MIN_BATCHES_PER_EPOCH = 25
+#: ... but never below this batch size.
+AUTO_MIN_BATCH_SIZE = 8
+#: Train enough epochs for this many optimizer steps ...
+AUTO_MIN_STEPS = 150
+#: ... but no more epochs than this.
+AUTO_MAX_EPOCHS = 20
+#: With --epochs auto, stop after this many epochs without a better dev F1.
+AUTO_PATIENCE = 2
 
-def setting(default, help, choices=None):
-    """A settings field: its ``default``, ``help`` text and allowed ``choices``."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": tuple(choices) if choices else None})
+
+def setting(default, help, choices=None, type=None):
+    """A settings field: its ``default``, ``help`` text, allowed ``choices``
+    and ``type`` (a function str or file value -> value, raising ValueError
+    on a bad one; default: the type of ``default``)."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "choices": tuple(choices) if choices else None, "type": type})
+
+
+def auto_or_int(minimum):
+    """A settings ``type``: ``"auto"`` or an integer >= ``minimum``."""
+
+    def parse(value):
+        if value == "auto":
+            return value
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or isinstance(value, (bool, float)) or number < minimum:
+            raise ValueError(f"expected auto or an integer >= {minimum}, got {value!r}")
+        return number
+
+    parse.__name__ = f"auto or an integer >= {minimum}"  # what argparse prints for a bad value
+    return parse
 
 
 def load_settings(cls, path):
@@ -54,12 +88,19 @@ def load_settings(cls, path):
         raise KerasbertError(f"{path}: cannot parse the settings: {e}")
     if not isinstance(raw, dict):
         raise KerasbertError(f"{path}: the settings file must hold an object of settings")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - known)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
     if unknown:
         raise KerasbertError(
-            f"{path}: unknown setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            f"{path}: unknown setting(s): {', '.join(unknown)} (known: {', '.join(sorted(fields))})"
         )
+    for key, value in raw.items():
+        parse = fields[key].metadata.get("type")
+        if parse is not None:
+            try:
+                raw[key] = parse(value)
+            except ValueError as e:
+                raise KerasbertError(f"{path}: setting {key}: {e}")
     return cls(**raw)
 
 
@@ -71,12 +112,21 @@ def add_settings_options(parser, cls, settings_file=True):
                             "OUTPUT/settings.json); options given here override it")
     for field in dataclasses.fields(cls):
         flag = "--" + field.name.replace("_", "-")
-        text = f"{field.metadata['help']} (default: {field.default!r})"
+        text = f"{help_text(cls, field)} (default: {field.default!r})"
         if isinstance(field.default, bool):
             parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            parser.add_argument(flag, dest=field.name, type=type(field.default), default=None, help=text,
-                                choices=field.metadata["choices"])
+            parser.add_argument(flag, dest=field.name, type=field.metadata.get("type") or type(field.default),
+                                default=None, help=text, choices=field.metadata["choices"])
+
+
+def help_text(cls, field):
+    """A field's help, its ``{placeholders}`` filled from ``cls``'s class
+    attributes and this module's ``AUTO_*`` constants (the numbers of the
+    auto rule are declared once)."""
+    values = {k: v for k, v in globals().items() if k.startswith("AUTO_")}
+    values.update({k: getattr(cls, k) for k in dir(cls) if k.startswith("auto_")})
+    return field.metadata["help"].format(**values)
 
 
 def settings_from_args(cls, args):
@@ -103,19 +153,42 @@ def check_settings(settings, required=()):
         value = getattr(settings, field.name)
         if choices and value not in choices:
             raise KerasbertError(f"{field.name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        parse = field.metadata.get("type")
+        if parse is not None:
+            try:
+                parse(value)
+            except ValueError as e:
+                raise KerasbertError(f"{field.name}: {e}")
+
+
+EPOCHS_HELP = ("training epochs; auto: at least {auto_min_epochs}, and enough for {AUTO_MIN_STEPS} optimizer "
+               "steps on small data (at most {AUTO_MAX_EPOCHS}), stopping early when dev F1 stops improving")
+BATCH_SIZE_HELP = ("sequences per batch; auto: {auto_batch_size}, halved (down to {AUTO_MIN_BATCH_SIZE}) while an "
+                   "epoch would have fewer than {AUTO_MIN_BATCHES_PER_EPOCH} batches")
 
 
 @dataclasses.dataclass
 class TrainSettings:
     """The settings every app's training shares; apps subclass it and add
-    their own fields (with :func:`setting`)."""
+    their own fields (with :func:`setting`).
+
+    ``batch_size``, ``epochs`` and ``patience`` default to ``"auto"``: the
+    numbers follow from the size of the training data
+    (:func:`kerasbert.training.resolve_auto`), starting from the app's
+    :attr:`auto_batch_size` and :attr:`auto_min_epochs`.
+    """
+
+    #: ``--batch-size auto`` starts from this (halved for small data).
+    auto_batch_size: ClassVar[int] = 32
+    #: ``--epochs auto`` trains at least this many epochs.
+    auto_min_epochs: ClassVar[int] = 3
 
     checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
     train: str = setting("", "training data")
     dev: str = setting("", "dev data, for early stopping and model selection")
     output: str = setting("", "output folder")
-    epochs: int = setting(3, "training epochs")
-    batch_size: int = setting(32, "sequences per batch")
+    epochs: int | str = setting("auto", EPOCHS_HELP, type=auto_or_int(1))
+    batch_size: int | str = setting("auto", BATCH_SIZE_HELP, type=auto_or_int(1))
     max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
     learning_rate: float = setting(5e-5, "peak learning rate of the encoder")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the task head")
@@ -124,7 +197,8 @@ class TrainSettings:
     dropout: float = setting(0.1, "dropout on the encoder output")
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
     strategy: str = setting("default", "default (one device) or mirrored (tf.distribute.MirroredStrategy)", STRATEGIES)
-    patience: int = setting(0, "stop after this many epochs without a better dev F1 (0: never)")
+    patience: int | str = setting("auto", "stop after this many epochs without a better dev F1 (0: never; auto: "
+                                  "{AUTO_PATIENCE} with --epochs auto, else never)", type=auto_or_int(0))
     seed: int = setting(42, "random seed")
     max_train_examples: int = setting(0, "use only the first N training examples (0: all)")
     max_dev_examples: int = setting(0, "use only the first N dev examples (0: all)")
@@ -136,3 +210,38 @@ class TrainSettings:
         check_settings(self, required=("checkpoint", "train", "dev", "output"))
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+
+    def resolve_auto(self, rows):
+        """These settings with ``batch_size``, ``epochs`` and ``patience``
+        numbers for ``rows`` training rows (sequences), where they are
+        ``"auto"``. The rule, meant to train enough on a few hundred
+        sentences and to leave large datasets as they were:
+
+        * batch size: :attr:`auto_batch_size`, halved while an epoch would
+          have fewer than ``AUTO_MIN_BATCHES_PER_EPOCH`` batches, down to
+          ``AUTO_MIN_BATCH_SIZE`` (more, smaller steps cost little more time
+          per epoch);
+        * epochs: at least :attr:`auto_min_epochs`, and enough epochs for
+          ``AUTO_MIN_STEPS`` optimizer steps, at most ``AUTO_MAX_EPOCHS``;
+        * patience: ``AUTO_PATIENCE`` epochs without a better dev F1 stop a
+          run whose epochs are auto; otherwise never (0).
+
+        E.g. with the NER defaults (32, 3 epochs): 400 sentences -> batch 16,
+        25 steps per epoch, 6 epochs; CoNLL-2003's 14041 -> batch 32, 3
+        epochs, as before the rule.
+        """
+        import math
+
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            batch_size = self.auto_batch_size
+            while batch_size > AUTO_MIN_BATCH_SIZE and math.ceil(rows / batch_size) < AUTO_MIN_BATCHES_PER_EPOCH:
+                batch_size = max(batch_size // 2, AUTO_MIN_BATCH_SIZE)
+        epochs = self.epochs
+        if epochs == "auto":
+            steps = max(math.ceil(rows / batch_size), 1)
+            epochs = min(max(self.auto_min_epochs, math.ceil(AUTO_MIN_STEPS / steps)), AUTO_MAX_EPOCHS)
+        patience = self.patience
+        if patience == "auto":
+            patience = AUTO_PATIENCE if self.epochs == "auto" else 0
+        return dataclasses.replace(self, batch_size=batch_size, epochs=epochs, patience=patience)

@@ -7,7 +7,9 @@ written here and in :mod:`apps.base.cli` once for all apps:
 * :meth:`Task.train` -- a training run, start to end: read (and fail on) the
   data before anything is written, derive the labels, start the run
   (:func:`kerasbert.training.start_run`), open the checkpoint once, build the
-  model and the training rows under the distribution strategy, compile, fit
+  model and the training rows under the distribution strategy, turn the
+  ``auto`` batch size, epochs and patience into numbers for the number of
+  rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), compile, fit
   with dev evaluation after each epoch and the best pipeline kept
   (:func:`kerasbert.training.fit_and_select`);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
@@ -94,6 +96,7 @@ class Task:
             pipeline = head.for_training(model, tokenizer, labels, settings)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
+            settings = training.resolve_auto(settings, len(rows["token_ids"]))
             batches = pipeline.batches(rows, settings)
             training.compile_for_training(model, len(batches), settings, head.head_prefix)
 

@@ -29,6 +29,7 @@ What ends up in ``OUTPUT``:
 
 import argparse
 import dataclasses
+from typing import ClassVar
 
 from apps.base.task import Task
 from apps.triples.data import FORMATS as DATA_FORMATS
@@ -51,9 +52,10 @@ class TriplesReadSettings:
 
 @dataclasses.dataclass
 class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
+    auto_batch_size: ClassVar[int] = 16
+    auto_min_epochs: ClassVar[int] = 10
+
     train: str = setting("", "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)")
-    epochs: int = setting(10, "training epochs")
-    batch_size: int = setting(16, "sequences per batch")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the pointer heads and subject conditioning")
     seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
     schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
