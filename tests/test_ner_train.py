@@ -1,5 +1,7 @@
-"""NER end to end: train / evaluate / predict from the CLI, resume, precision,
-MirroredStrategy, and bad input at the CLI."""
+"""NER training end to end on the toy checkpoint: resume, precision,
+MirroredStrategy, logs, and bad input at the CLI. (The CLI's evaluate /
+predict / output formats on a real trained tagger are in test_demo.py, on the
+demo's run.)"""
 
 import json
 import os
@@ -14,96 +16,17 @@ import pytest
 from apps.ner.train import NerTrainSettings
 from apps.ner.train import train
 from conftest import REPO_ROOT
+from conftest import conll_slice
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
 from kerasbert.training import progress_verbosity
 
 
-def conll_slice(tmp_path, name, start, count):
-    """The sentences [start, start + count) of CoNLL-2003 eng.testa as a file."""
-    source = require_shared("data", "conll2003", "eng.testa").read_text(encoding="utf-8")
-    sentences = [s for s in source.split("\n\n") if s.strip() and not s.startswith("-DOCSTART-")]
-    path = tmp_path / name
-    path.write_text("\n\n".join(sentences[start : start + count]) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ner_data")
     return conll_slice(tmp, "train.conll", 0, 300), conll_slice(tmp, "dev.conll", 300, 100)
-
-
-@pytest.fixture(scope="module")
-def trained(data, minilm_dir, tmp_path_factory):
-    """A small real run: MiniLM, 300 CoNLL sentences, 3 epochs, via the CLI."""
-    output = tmp_path_factory.mktemp("ner_run")
-    train_file, dev_file = data
-    status = main([
-        "ner", "train", "--checkpoint", str(minilm_dir), "--train", str(train_file), "--dev", str(dev_file),
-        "--output", str(output), "--epochs", "3", "--batch-size", "16", "--max-length", "64",
-        "--learning-rate", "1e-4",
-    ])
-    assert status == 0
-    return output
-
-
-def test_training_learns_and_writes_artifacts(trained):
-    history = [json.loads(line) for line in (trained / "history.jsonl").read_text().splitlines()]
-    assert [h["epoch"] for h in history] == [1, 2, 3]
-    assert history[2]["loss"] < history[0]["loss"]
-    metrics = json.loads((trained / "metrics.json").read_text())
-    print("tiny CoNLL run, dev F1:", metrics["dev"]["f1"])
-    assert metrics["dev"]["f1"] > 0.2  # it learned something real in 3 short epochs
-    for name in ("model.keras", "vocab.txt", "tagger.json", "dev_scores.json"):
-        assert (trained / "model" / name).exists()
-    assert not (trained / "backup").exists()  # removed after a finished run
-    assert (trained / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the CLI's training plot
-    assert json.loads((trained / "settings.json").read_text())["epochs"] == 3
-    assert list((trained / "logs").iterdir())  # TensorBoard
-
-
-def test_evaluate_cli_prints_and_writes_json(trained, data, capsys, tmp_path):
-    out = tmp_path / "scores.json"
-    assert main(["ner", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]), "--output", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "strict" in printed and "PER" in printed
-    scores = json.loads(out.read_text())
-    expected = json.loads((trained / "model" / "dev_scores.json").read_text())
-    assert scores["f1"] == pytest.approx(expected["f1"])  # same model, same data
-
-
-def test_evaluate_takes_the_run_folder_and_the_reader_options(trained, data, capsys, tmp_path):
-    """``--model OUTPUT`` (the training output folder) uses OUTPUT/model and
-    says so; ``evaluate`` takes the reader options ``train`` takes: the same
-    data with the tags in the second of four columns scores the same."""
-    moved = tmp_path / "moved.conll"
-    rows = []
-    for line in data[1].read_text(encoding="utf-8").splitlines():
-        cells = line.split()
-        rows.append(" ".join([cells[0], cells[-1]] + cells[1:-1]) if cells else "")
-    moved.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    out = tmp_path / "scores.json"
-    assert main(["ner", "evaluate", "--model", str(trained), "--data", str(moved), "--tag-column", "1",
-                 "--scheme", "iob1", "--format", "conll", "--output", str(out)]) == 0
-    assert f"model: {trained / 'model'}" in capsys.readouterr().err
-    expected = json.loads((trained / "model" / "dev_scores.json").read_text())
-    assert json.loads(out.read_text())["f1"] == pytest.approx(expected["f1"])
-
-
-def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
-    texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn visited Paris in March 1996 ."]
-    inp = tmp_path / "in.jsonl"
-    inp.write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n" + texts[0] + "\n")
-    assert main(["ner", "predict", "--model", str(trained / "model"), str(inp)]) == 0
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["text"] for r in lines] == texts + [texts[0]]
-    for result in lines:
-        for e in result["entities"]:
-            assert result["text"][e["start"]:e["end"]] == e["text"]
-            assert e["type"] in {"PER", "LOC", "ORG", "MISC"} and 0 <= e["score"] <= 1
-    assert lines[0]["entities"] == lines[2]["entities"]
 
 
 def _toy_settings(tmp_path, data, **overrides):
@@ -131,24 +54,30 @@ class Interrupt(keras.callbacks.Callback):
             raise KeyboardInterrupt("simulated interruption")
 
 
-def test_resume_continues_an_interrupted_run(tmp_path, data):
-    settings = _toy_settings(tmp_path, data, epochs=3, backup_every_steps=2)
-    with pytest.raises(KeyboardInterrupt):
-        train(settings, callbacks=[Interrupt(epoch=1, batch=4)])
-    assert (tmp_path / "run" / "backup").exists()
-    with pytest.raises(Exception, match="pass --resume"):
-        train(_toy_settings(tmp_path, data, epochs=3))
-    settings.resume = True
-    train(settings)
-    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
-    assert epochs == [1, 2, 3]  # epoch 1 from the first run; 2 and 3 after resuming
+def test_resume_continues_an_interrupted_run_in_mixed_float16(tmp_path, data):
+    """Interrupted mid-epoch, refused without --resume, continued with it; in
+    mixed_float16, so the loss-scaling optimizer's state is restored too."""
+    settings = _toy_settings(tmp_path, data, epochs=3, backup_every_steps=2, precision="mixed_float16")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(settings, callbacks=[Interrupt(epoch=1, batch=4)])
+        assert (tmp_path / "run" / "backup").exists()
+        with pytest.raises(Exception, match="pass --resume"):
+            train(_toy_settings(tmp_path, data, epochs=3))
+        settings.resume = True
+        train(settings)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert [h["epoch"] for h in history] == [1, 2, 3]  # epoch 1 from the first run; 2 and 3 after resuming
+    assert all(np.isfinite(h["loss"]) for h in history)
+    assert history[-1]["loss"] < history[0]["loss"]
     assert not (tmp_path / "run" / "backup").exists()
 
 
-@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_trains(tmp_path, data, precision, capsys):
+def test_mixed_bfloat16_trains_and_logs_one_line_per_epoch(tmp_path, data, capsys):
     try:
-        metrics = train(_toy_settings(tmp_path, data, precision=precision))
+        metrics = train(_toy_settings(tmp_path, data, precision="mixed_bfloat16"))
     finally:
         keras.mixed_precision.set_global_policy("float32")
     # Standard output is not a terminal here (as in `> train.log`): one line

