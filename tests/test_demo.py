@@ -2,7 +2,8 @@
 corpus and the starter encoder, run exactly as a user runs it (the installed
 console script, a fresh process, default settings: :func:`conftest.demo_run`);
 then the NER CLI on the real tagger it trained: evaluate (also with the run
-folder and reader options) and predict with true offsets. These tests share the
+folder and reader options), predict with true offsets, and predictions in
+annotation-tool formats read back by the kit's readers. These tests share the
 one demo run, so they live in this one file (``--dist loadfile``)."""
 
 import json
@@ -108,3 +109,41 @@ def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
             assert result["text"][e["start"]:e["end"]] == e["text"]
             assert e["type"] in {"PER", "LOC", "ORG", "MISC"} and 0 <= e["score"] <= 1
     assert lines[0]["entities"] == lines[2]["entities"]
+
+
+def test_predict_output_formats_round_trip_through_the_readers(trained, tmp_path, capsys):
+    """``ner predict --output-format`` jsonl / label-studio / doccano: the
+    kit's own readers read each back to the predicted entities, and the model
+    scored against its own Label Studio pre-annotations (read with
+    ``--use-predictions``) gets F1 1."""
+    from apps.ner.readers import read_ner_file
+
+    texts = ["Maria Sanchez joined Siemens in Munich after the Berlin Marathon.", "Nothing to see here.",
+             "Angela Merkel met Emmanuel Macron in Berlin on Tuesday."]
+    inp = tmp_path / "in.txt"
+    inp.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    written = {}
+    for fmt in ("jsonl", "label-studio", "doccano"):
+        assert main(["ner", "predict", "--model", str(trained), str(inp), "--output-format", fmt]) == 0
+        written[fmt] = tmp_path / f"out.{fmt}"
+        written[fmt].write_text(capsys.readouterr().out, encoding="utf-8")
+    predicted = [json.loads(line) for line in written["jsonl"].read_text(encoding="utf-8").splitlines()]
+    expected = [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in predicted]
+    assert sum(map(len, expected)) >= 3
+    tasks = json.loads(written["label-studio"].read_text(encoding="utf-8"))  # one JSON array
+    assert [t["data"]["text"] for t in tasks] == texts
+    for fmt, path in written.items():
+        examples = read_ner_file(path, use_predictions=True).examples
+        assert [e.text for e in examples] == texts, fmt
+        assert [[(x.start, x.end, x.type) for x in e.entities] for e in examples] == expected, fmt
+    out = tmp_path / "scores.json"
+    assert main(["ner", "evaluate", "--model", str(trained), "--data", str(written["label-studio"]),
+                 "--use-predictions", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["f1"] == 1.0
+    capsys.readouterr()
+    assert main(["ner", "predict", "--model", str(trained), str(tmp_path / "empty.txt"), "--output-format",
+                 "label-studio"]) == 2  # a missing input is an error, not an empty array
+    (tmp_path / "empty.txt").write_text("")
+    assert main(["ner", "predict", "--model", str(trained), str(tmp_path / "empty.txt"), "--output-format",
+                 "label-studio"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

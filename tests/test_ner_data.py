@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from apps.ner.examples import Entity
 from apps.ner.examples import Example
+from apps.ner.readers import OUTPUT_FORMATS
 from apps.ner.readers import detect_format
+from apps.ner.readers import prediction_record
 from apps.ner.readers import read_conll
 from apps.ner.readers import read_jsonl
 from apps.ner.readers import read_ner_file
@@ -354,7 +356,7 @@ def test_label_studio_export(tmp_path):
     assert result.examples[1].entities == []
     assert result.report.unannotated == 1
     assert result.report.ignored == {
-        "Label Studio predictions": 1,
+        "Label Studio predictions (the task has an annotation)": 1,
         "cancelled Label Studio annotations": 1,
         "extra Label Studio annotations (the first is used)": 1,
         "Label Studio results of type 'choices'": 1,
@@ -774,3 +776,66 @@ def test_spacy_style_records(tmp_path):
     path.write_text(json.dumps({"text": "Bob", "entities": [{"start_offset": 0, "end_offset": 3, "label": "PER"}]})
                     + "\n", encoding="utf-8")
     assert read_ner_file(path).report.format == "doccano"
+
+
+PREDICTED = [
+    {"text": "Angela Merkel met Emmanuel Macron in Berlin.", "entities": [
+        {"start": 0, "end": 13, "type": "PER", "text": "Angela Merkel", "score": 0.91},
+        {"start": 18, "end": 33, "type": "PER", "text": "Emmanuel Macron", "score": 0.42},
+        {"start": 37, "end": 43, "type": "LOC", "text": "Berlin", "score": 0.97}]},
+    {"text": "Nothing here.", "entities": []},
+    {"text": "李白是唐朝诗人。", "entities": [{"start": 0, "end": 2, "type": "PER", "text": "李白", "score": 0.8}]},
+]
+
+
+def _write_predictions(tmp_path, fmt, results):
+    records = [prediction_record(r, fmt) for r in results]
+    path = tmp_path / f"predicted.{fmt}.json"
+    if OUTPUT_FORMATS[fmt]:
+        path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    else:
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt, flavour", [("jsonl", "kerasbert"), ("doccano", "doccano"), ("label-studio", "labelstudio")])
+def test_predictions_in_annotation_tool_formats_read_back_to_the_same_entities(tmp_path, fmt, flavour):
+    path = _write_predictions(tmp_path, fmt, PREDICTED)
+    result = read_ner_file(path, use_predictions=True)
+    check_invariants(result)
+    assert result.report.format == flavour
+    assert [e.text for e in result.examples] == [r["text"] for r in PREDICTED]
+    for example, predicted in zip(result.examples, PREDICTED):
+        assert [(e.start, e.end, e.type) for e in example.entities] == [
+            (e["start"], e["end"], e["type"]) for e in predicted["entities"]]
+    assert result.report.skipped == {} and result.report.trimmed == 0
+
+
+def test_label_studio_predictions_shape_and_opt_in(tmp_path):
+    (task, empty, _) = [prediction_record(r, "label-studio") for r in PREDICTED]
+    assert task["data"] == {"text": PREDICTED[0]["text"]}
+    (prediction,) = task["predictions"]
+    assert prediction["score"] == 0.42  # the least sure entity: Label Studio sorts tasks by it
+    region = prediction["result"][1]
+    assert {k: region[k] for k in ("from_name", "to_name", "type", "score")} == {
+        "from_name": "label", "to_name": "text", "type": "labels", "score": 0.42}
+    assert region["value"] == {"start": 18, "end": 33, "text": "Emmanuel Macron", "labels": ["PER"]}
+    assert len({r["id"] for r in prediction["result"]}) == 3
+    assert empty["predictions"] == [{"model_version": "kerasbert", "result": []}]
+    # Without use_predictions, tasks that only have predictions are unannotated (counted, not silently read).
+    path = _write_predictions(tmp_path, "label-studio", PREDICTED)
+    result = read_ner_file(path)
+    assert all(e.entities == [] for e in result.examples)
+    assert result.report.unannotated == 3 and result.report.from_predictions == 0
+    assert result.report.ignored == {
+        "Label Studio predictions of tasks with no annotation (--use-predictions reads them)": 3}
+    # With it, an annotated task keeps its annotation (a person corrected it) and ignores its prediction.
+    tasks = json.loads(path.read_text(encoding="utf-8"))
+    tasks[0]["annotations"] = [{"result": [
+        {"type": "labels", "value": {"start": 37, "end": 43, "text": "Berlin", "labels": ["GPE"]}}]}]
+    path.write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
+    result = read_ner_file(path, use_predictions=True)
+    assert [(e.start, e.end, e.type) for e in result.examples[0].entities] == [(37, 43, "GPE")]
+    assert result.report.from_predictions == 2 and result.report.unannotated == 0
+    assert result.report.ignored == {"Label Studio predictions (the task has an annotation)": 1}
+    assert "2 Label Studio tasks with no annotation read from their predictions" in result.report.summary()

@@ -56,6 +56,9 @@ def add_task_commands(subparsers, task):
     predict.add_argument("input", nargs="?", default="-",
                          help="plain-text lines or JSONL with a \"text\" field; - for standard input")
     predict.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    if len(task.output_formats) > 1:
+        predict.add_argument("--output-format", choices=list(task.output_formats), default="jsonl",
+                             help=task.output_formats_help)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
 
@@ -94,7 +97,9 @@ def _evaluate(task, args):
 
 
 def _predict(task, args):
-    return print_predictions(_load(task, args).predict, args.input, args.batch_size)
+    fmt = getattr(args, "output_format", "jsonl")
+    return print_predictions(_load(task, args).predict, args.input, args.batch_size,
+                             record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt])
 
 
 def _export(task, args):
@@ -132,16 +137,24 @@ def read_texts(source):
             handle.close()
 
 
-def print_predictions(predict, source, batch_size, chunk=256):
+def print_predictions(predict, source, batch_size, chunk=256, record=None, array=False):
     """Run ``predict(list_of_texts, batch_size=...)`` over the texts of
     ``source`` (see :func:`read_texts`) ``chunk`` lines at a time and print one
-    JSON object per input line, in order."""
+    JSON object per input line, in order: ``record(result)`` (default: the
+    result), one per line, or with ``array`` the items of one JSON array (one
+    per line, still written as they come)."""
     pending = []
+    written = 0
 
     def flush():
+        nonlocal written
         if pending:
             for result in predict([text for _, text in pending], batch_size=batch_size):
-                print(json.dumps(result, ensure_ascii=False))
+                line = json.dumps(record(result) if record else result, ensure_ascii=False)
+                if array:
+                    line = ("[" if written == 0 else ",") + line
+                print(line)
+                written += 1
             sys.stdout.flush()
             pending.clear()
 
@@ -150,6 +163,8 @@ def print_predictions(predict, source, batch_size, chunk=256):
         if len(pending) >= chunk:
             flush()
     flush()
+    if array:
+        print("]" if written else "[]")
     return 0
 
 

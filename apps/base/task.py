@@ -36,6 +36,7 @@ class Task:
             ``read_settings``).
         read_settings: the dataclass of reader options shared by ``train`` and
             ``evaluate`` (declared once, e.g. ``format``, ``tag_column``).
+        output_formats: what ``predict --output-format`` offers.
     """
 
     name = None
@@ -44,6 +45,10 @@ class Task:
     trains = "a model"
     train_settings = TrainSettings
     read_settings = None
+    #: ``predict --output-format`` choices: name -> whether the output is one
+    #: JSON array (else one JSON object per line); see :meth:`output_record`.
+    output_formats = {"jsonl": False}
+    output_formats_help = "how predictions are written"
 
     # --- what an app writes
     def pipeline_class(self, settings=None):
@@ -65,6 +70,11 @@ class Task:
 
     def add_options(self, parser, command):
         """Options of this app's ``evaluate``, ``predict`` or ``export`` beyond the common ones."""
+
+    def output_record(self, result, format):
+        """One prediction (a dict of the pipeline's ``predict``) as a record of
+        ``format`` (one of :attr:`output_formats`)."""
+        return result
 
     def configure(self, pipeline, args):
         """``pipeline`` with the options of :meth:`add_options` applied."""

@@ -88,6 +88,7 @@ class ReadReport(Report):
     tag_violations: dict[str, int] = field(default_factory=dict)
     violation_locations: list[str] = field(default_factory=list)
     unannotated: int = 0
+    from_predictions: int = 0
     ignored: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -103,6 +104,7 @@ class ReadReport(Report):
         ("tag_violations", "  REPAIRED {n} x {key}"),
         ("violation_locations", "  first repairs at {n:items}"),
         ("unannotated", "  {n} records had no annotations (kept with no entities)"),
+        ("from_predictions", "  {n} Label Studio tasks with no annotation read from their predictions (pre-annotations)"),
         ("ignored", "  ignored {n} x {key}"),
         ("notes", "  note: {key}"),
     )

@@ -23,6 +23,7 @@ import dataclasses
 
 from apps.base.task import Task
 from apps.ner.readers import FORMATS
+from apps.ner.readers import OUTPUT_FORMATS
 from apps.ner.tags import SCHEMES
 from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
@@ -35,6 +36,8 @@ class NerReadSettings:
     format: str = setting("auto", "data format (auto: detected)", FORMATS)
     tag_column: int = setting(-1, "CoNLL tag column, from 0 (the token); negative counts from the end, -1 is the last")
     scheme: str = setting("auto", "tag scheme of CoNLL and parallel files (auto: detected)", SCHEMES)
+    use_predictions: bool = setting(False, "Label Studio tasks with no annotation take their first prediction "
+                                    "(pre-annotations); else they are read as unannotated")
 
 
 @dataclasses.dataclass
@@ -55,6 +58,11 @@ class NerTask(Task):
     trains = "an NER tagger"
     train_settings = NerTrainSettings
     read_settings = NerReadSettings
+    output_formats = OUTPUT_FORMATS
+    output_formats_help = (
+        "jsonl (default): one JSON object per input line; label-studio: one JSON array of Label Studio tasks with "
+        "the entities as predictions (import them as pre-annotations, correct, export, train with "
+        "--use-predictions for tasks left unannotated); doccano: JSON lines of doccano's sequence-labelling import")
 
     def pipeline_class(self, settings=None):
         from apps.ner.tagger import Tagger
@@ -62,19 +70,24 @@ class NerTask(Task):
         return Tagger
 
     def read(self, path, settings, what="data"):
+        from apps.ner.readers import detect_format
         from apps.ner.readers import read_ner_file
 
-        from apps.ner.readers import detect_format
-
-        options = {}
         fmt = detect_format(path) if settings.format == "auto" else settings.format
         if fmt == "conll":
             options = {"tag_column": settings.tag_column, "scheme": settings.scheme}
         elif fmt == "parallel":
             options = {"scheme": settings.scheme}
+        else:
+            options = {"use_predictions": settings.use_predictions}
         result = read_ner_file(path, format=fmt, **options)
         print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
         return result.examples
+
+    def output_record(self, result, format):
+        from apps.ner.readers import prediction_record
+
+        return prediction_record(result, format)
 
     def score(self, examples, predictions, settings=None):
         from apps.ner.evaluate import score

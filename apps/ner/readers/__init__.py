@@ -3,7 +3,8 @@
 One family of formats per module: :mod:`apps.ner.readers.columns` (CoNLL
 columns, character-per-line Chinese, ``sentences.txt``/``tags.txt``) and
 :mod:`apps.ner.readers.jsonl` (doccano, Label Studio, CLUENER, kerasbert JSON
-lines or arrays). :func:`read_ner_file` picks one by :func:`detect_format`.
+lines or arrays; and :func:`prediction_record`, predictions written in the
+formats of these tools, which read back to the same entities). :func:`read_ner_file` picks one by :func:`detect_format`.
 Every reader returns a :class:`~apps.ner.examples.ReadResult` whose report
 counts everything skipped, repaired or ignored (``report.summary()``).
 """
@@ -17,6 +18,8 @@ from apps.ner.examples import ReadResult
 from apps.ner.readers.columns import read_conll
 from apps.ner.readers.columns import read_parallel
 from apps.ner.readers.jsonl import JSON_FLAVOURS
+from apps.ner.readers.jsonl import OUTPUT_FORMATS
+from apps.ner.readers.jsonl import prediction_record
 from apps.ner.readers.jsonl import read_jsonl
 from apps.ner.readers.jsonl import write_jsonl
 from kerasbert.datafiles import read_text as _read_text
@@ -25,7 +28,9 @@ from kerasbert.errors import InputDataError
 __all__ = [
     "FORMATS",
     "JSON_FLAVOURS",
+    "OUTPUT_FORMATS",
     "detect_format",
+    "prediction_record",
     "read_conll",
     "read_jsonl",
     "read_ner_file",

@@ -16,7 +16,10 @@ UTF-8, the line of every record); every reader returns an
     [{"result": [{"type": "labels", "value": {"start", "end", "labels":
     [TYPE]}}]}]}``; ends exclusive. The first annotation that is not
     cancelled is used; other annotations, predictions and results of other
-    types are ignored and counted. A span with several labels gives one
+    types are ignored and counted. With ``use_predictions`` a task with no
+    annotation takes its first prediction (``"predictions"``, the same
+    ``result`` lists: what Label Studio imports as pre-annotations, and what
+    :func:`prediction_record` writes). A span with several labels gives one
     entity per label, so the overlap rule keeps the first label.
   - ``cluener``: ``{"text", "label": {TYPE: {mention: [[start, end], ...]}}}``
     with INCLUSIVE ends; ``text[start:end+1]`` must equal the mention.
@@ -105,7 +108,49 @@ def _check_mention(path, line, text, entity, mention, said):
         raise InputDataError(path, line, f"{said} but the text there is {text[entity.start:entity.end]!r}")
 
 
-def _parse_record(path, line, record, flavour, report, text_key):
+def _label_studio_spans(path, line, text, record, report, use_predictions):
+    """The spans of a Label Studio task: its first annotation that is not
+    cancelled; with ``use_predictions``, a task with no such annotation takes
+    its first prediction (pre-annotations). None when it has neither."""
+    annotations = [a for a in _expect(path, line, record.get("annotations", []), list, '"annotations"')
+                   if not (isinstance(a, dict) and a.get("was_cancelled"))]
+    predictions = _expect(path, line, record.get("predictions") or [], list, '"predictions"')
+    cancelled = len(record.get("annotations", [])) - len(annotations)
+    if cancelled:
+        report.count("ignored", "cancelled Label Studio annotations", cancelled)
+    if annotations:
+        chosen, what = annotations, "annotation"
+        if predictions:
+            report.count("ignored", "Label Studio predictions (the task has an annotation)", len(predictions))
+    elif predictions and use_predictions:
+        chosen, what = predictions, "prediction"
+        report.count("from_predictions")
+    else:
+        if predictions:
+            report.count("ignored", "Label Studio predictions of tasks with no annotation (--use-predictions "
+                         "reads them)", len(predictions))
+        return None
+    if len(chosen) > 1:
+        report.count("ignored", f"extra Label Studio {what}s (the first is used)", len(chosen) - 1)
+    spans = []
+    chosen = _expect(path, line, chosen[0], dict, f"a{'n' if what[0] == 'a' else ''} {what}")
+    for result in _expect(path, line, chosen.get("result", []), list, '"result"'):
+        result = _expect(path, line, result, dict, "a result")
+        if result.get("type") != "labels":
+            report.count("ignored", f"Label Studio results of type {result.get('type')!r}")
+            continue
+        value = _expect(path, line, result.get("value"), dict, '"value"')
+        labels = _expect(path, line, value.get("labels"), list, '"labels"')
+        for type_ in labels:
+            entity = _span(path, line, text, value.get("start"), value.get("end"), type_)
+            if "text" in value:
+                _check_mention(path, line, text, entity, value["text"],
+                               f"span [{entity.start}, {entity.end}) says {value['text']!r}")
+            spans.append(entity)
+    return spans
+
+
+def _parse_record(path, line, record, flavour, report, text_key, use_predictions=False):
     """``(text, spans)`` of one record; ``spans`` is None when it has no annotations."""
     if flavour == "labelstudio":
         data = _expect(path, line, record.get("data"), dict, '"data"')
@@ -123,32 +168,7 @@ def _parse_record(path, line, record, flavour, report, text_key):
 
     spans = []
     if flavour == "labelstudio":
-        if record.get("predictions"):
-            report.count("ignored", "Label Studio predictions", len(record["predictions"]))
-        annotations = [a for a in _expect(path, line, record.get("annotations", []), list, '"annotations"')
-                       if not (isinstance(a, dict) and a.get("was_cancelled"))]
-        cancelled = len(record.get("annotations", [])) - len(annotations)
-        if cancelled:
-            report.count("ignored", "cancelled Label Studio annotations", cancelled)
-        if not annotations:
-            return text, None
-        if len(annotations) > 1:
-            report.count("ignored", "extra Label Studio annotations (the first is used)", len(annotations) - 1)
-        annotation = _expect(path, line, annotations[0], dict, "an annotation")
-        for result in _expect(path, line, annotation.get("result", []), list, '"result"'):
-            result = _expect(path, line, result, dict, "a result")
-            if result.get("type") != "labels":
-                report.count("ignored", f"Label Studio results of type {result.get('type')!r}")
-                continue
-            value = _expect(path, line, result.get("value"), dict, '"value"')
-            labels = _expect(path, line, value.get("labels"), list, '"labels"')
-            for type_ in labels:
-                entity = _span(path, line, text, value.get("start"), value.get("end"), type_)
-                if "text" in value:
-                    _check_mention(path, line, text, entity, value["text"],
-                                   f"span [{entity.start}, {entity.end}) says {value['text']!r}")
-                spans.append(entity)
-        return text, spans
+        return text, _label_studio_spans(path, line, text, record, report, use_predictions)
 
     if flavour == "cluener":
         label = record.get("label")
@@ -218,7 +238,7 @@ def _read_words(path, line, record, text):
     return spans
 
 
-def read_jsonl(path, format: str = "auto", text_key: str = "text") -> ReadResult:
+def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictions: bool = False) -> ReadResult:
     """Read a JSON-lines (or JSON array) file with character spans into examples.
 
     Args:
@@ -227,6 +247,11 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text") -> ReadResult
             ``kerasbert`` (see the module doc). ``auto`` takes the flavour of
             the first record with annotations; every record must agree.
         text_key: key of the text (in ``"data"`` for Label Studio).
+        use_predictions: Label Studio tasks with no annotation take their
+            first prediction (pre-annotations, e.g. written by ``kerasbert ner
+            predict --output-format label-studio``); counted as
+            ``from_predictions``. Without it they are read as unannotated and
+            their predictions are counted as ignored.
 
     Raises:
         InputDataError: invalid JSON, missing text, spans outside the text or
@@ -244,7 +269,7 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text") -> ReadResult
     examples = []
     for line, record in records:
         source = f"{path}:{line}"
-        text, spans = _parse_record(path, line, record, flavour, report, text_key)
+        text, spans = _parse_record(path, line, record, flavour, report, text_key, use_predictions)
         if spans is None:
             report.unannotated += 1
             spans = []
@@ -275,3 +300,47 @@ def write_jsonl(examples: list[Example], path) -> None:
     if path.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
     Path(path).write_bytes(data)
+
+
+#: ``kerasbert ner predict --output-format``: name -> whether the output is ONE
+#: JSON array (Label Studio imports an array of tasks) rather than JSON lines.
+OUTPUT_FORMATS = {"jsonl": False, "label-studio": True, "doccano": False}
+
+
+def prediction_record(result: dict, format: str = "jsonl") -> dict:
+    """One prediction (a dict of :meth:`apps.ner.tagger.Tagger.predict`) as a
+    record of ``format``, for correcting it in an annotation tool and training
+    again; the kit's readers read every one back to the same entities.
+
+    * ``jsonl``: the prediction as it is (``{"text", "entities": [{"start",
+      "end", "type", "text", "score"}]}``, read as the ``kerasbert`` flavour);
+    * ``doccano``: ``{"text", "label": [[start, end, "TYPE"], ...]}``, what
+      doccano's sequence-labelling import reads;
+    * ``label-studio``: a task with the entities as ``predictions`` (Label
+      Studio imports them as pre-annotations): ``{"data": {"text"},
+      "predictions": [{"model_version", "score", "result": [{"id",
+      "from_name": "label", "to_name": "text", "type": "labels", "value":
+      {"start", "end", "text", "labels": [TYPE]}, "score"}]}]}``. The names
+      ``label`` / ``text`` are those of Label Studio's Named Entity
+      Recognition template (``<Labels name="label" toName="text">``); each
+      region's ``score`` is the entity's, the prediction's the lowest of them
+      (Label Studio sorts tasks by it: least sure first). Read back with
+      ``use_predictions``.
+    """
+    text, entities = result["text"], result["entities"]
+    if format == "jsonl":
+        return result
+    if format == "doccano":
+        return {"text": text, "label": [[e["start"], e["end"], e["type"]] for e in entities]}
+    if format == "label-studio":
+        regions = [
+            {"id": f"e{i}", "from_name": "label", "to_name": "text", "type": "labels",
+             "value": {"start": e["start"], "end": e["end"], "text": text[e["start"]:e["end"]], "labels": [e["type"]]},
+             "score": e["score"]}
+            for i, e in enumerate(entities)
+        ]
+        prediction = {"model_version": "kerasbert", "result": regions}
+        if regions:
+            prediction["score"] = min(region["score"] for region in regions)
+        return {"data": {"text": text}, "predictions": [prediction]}
+    raise ValueError(f"unknown output format {format!r}: use one of {', '.join(OUTPUT_FORMATS)}")
