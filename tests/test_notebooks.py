@@ -5,7 +5,12 @@ temporary working directory, with ``KERASBERT_NOTEBOOK_SMALL=1`` (one short
 epoch on a slice of the shipped samples, starter encoder; notebook 03 exports
 the model notebook 01 trained when 01 ran first); any cell error fails the
 test. Then the executed outputs are checked for what each notebook
-is meant to show. The notebooks are shipped without outputs.
+is meant to show.
+
+The notebooks are committed WITH the outputs of a run at their full settings
+(``python notebooks/execute.py``), so that a reader sees them on GitHub: a
+test checks those outputs are there, and the small-mode runs here execute an
+in-memory copy with its outputs cleared and never write the file.
 """
 
 import json
@@ -43,11 +48,17 @@ def execute(name, tmp_path, monkeypatch, ner_model=None):
         monkeypatch.setenv("KERASBERT_NER_MODEL", str(ner_model))
     workdir = tmp_path / "cwd"
     workdir.mkdir()
-    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    path = NOTEBOOKS / f"{name}.ipynb"
+    committed = path.read_bytes()
+    nb = nbformat.reads(committed.decode("utf-8"), as_version=4)
+    for cell in nb.cells:  # the checks below see this run's outputs only, never the committed ones
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     client.execute()  # raises CellExecutionError on the first failing cell
     assert not (workdir / "notebook-output").exists()  # SMALL mode writes under the temporary folder only
+    assert path.read_bytes() == committed  # the committed copy, with its full-run outputs, is untouched
     return nb
 
 
@@ -72,18 +83,43 @@ def data_of(nb, mime):
     return [out.data[mime] for out in outputs(nb) if "data" in out and mime in out.data]
 
 
-@pytest.mark.parametrize("name", ["01_ner_custom_data", "02_triple_extraction", "03_serving"])
-def test_notebook_is_shipped_clean(name):
+NAMES = ["01_ner_custom_data", "02_triple_extraction", "03_serving"]
+
+#: What the committed full-run outputs of each notebook must show.
+SHOWN = {
+    "01_ner_custom_data": {"png": 2, "html": ["<mark", 'class="kerasbert-errors"'],
+                           "text": ["status:     OK", "epoch 1: dev f1", "micro   P", "[labelstudio]"]},
+    "02_triple_extraction": {"png": 2, "html": ['class="kerasbert-triples"'],
+                             "text": ["epoch 1: dev f1", "per predicate", "threshold 0.3:"]},
+    "03_serving": {"png": 0, "html": ["<mark"],
+                   "text": ["same entities as Tagger.predict on the host: True", '"signature_name": "serving_default"']},
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_committed_with_full_run_outputs(name):
+    """GitHub shows the committed copy: it must hold the outputs of one run,
+    top to bottom, at the full settings (``python notebooks/execute.py``)."""
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     nbformat.validate(nb)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
-    assert all(not cell.outputs and cell.execution_count is None for cell in code), "clear the outputs before saving"
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), \
+        "run the whole notebook once, top to bottom: python notebooks/execute.py " + name
+    assert not outputs(nb, "error")
     first = code[0].source
     assert 'SMALL = os.environ.get("KERASBERT_NOTEBOOK_SMALL") == "1"' in first
     assert 'CHECKPOINT = os.environ.get("KERASBERT_CHECKPOINT", "starter")' in first and "OUTPUT =" in first
+    assert "SMALL=False  CHECKPOINT='starter'" in "".join(out.text for out in code[0].outputs if out.output_type == "stream")
     sources = "\n".join(cell.source for cell in nb.cells)
     assert "../shared" not in sources and "KERASBERT_SHARED" not in sources  # only the shipped samples
     assert sum(cell.cell_type == "markdown" for cell in nb.cells) >= 5
+    shown = SHOWN[name]
+    assert len(data_of(nb, "image/png")) >= shown["png"]
+    html, text = "\n".join(data_of(nb, "text/html")), text_of(nb)
+    for needle in shown["html"]:
+        assert needle in html, needle
+    for needle in shown["text"]:
+        assert needle in text, needle
 
 
 @pytest.mark.slow
