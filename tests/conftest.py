@@ -90,6 +90,39 @@ def conll_slice(tmp_path, name, start, count):
     return path
 
 
+def interrupt_then_resume(train, settings, refused, epoch, batch):
+    """Train with ``settings`` until a simulated interruption after batch
+    ``batch`` of epoch ``epoch`` (0-based), check that ``refused`` (the same
+    output without ``resume``) is refused while a backup is there, then resume
+    to the end. Returns the run's history (one dict per epoch)."""
+    import json
+
+    import keras
+
+    class Interrupt(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.epoch = 0
+
+        def on_epoch_begin(self, index, logs=None):
+            self.epoch = index
+
+        def on_train_batch_end(self, index, logs=None):
+            if (self.epoch, index) == (epoch, batch):
+                raise KeyboardInterrupt("simulated interruption")
+
+    output = Path(settings.output)
+    with pytest.raises(KeyboardInterrupt):
+        train(settings, callbacks=[Interrupt()])
+    assert (output / "backup").exists()
+    with pytest.raises(Exception, match="pass --resume"):
+        train(refused)
+    settings.resume = True
+    train(settings)
+    assert not (output / "backup").exists()  # removed after a finished run
+    return [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines()]
+
+
 MIRRORED_SCRIPT = """
 import importlib, json, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]

@@ -17,6 +17,7 @@ from apps.ner.train import NerTrainSettings
 from apps.ner.train import train
 from conftest import REPO_ROOT
 from conftest import conll_slice
+from conftest import interrupt_then_resume
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
@@ -40,39 +41,17 @@ def _toy_settings(tmp_path, data, **overrides):
     return NerTrainSettings(**settings)
 
 
-class Interrupt(keras.callbacks.Callback):
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.at = (epoch, batch)
-        self.epoch = 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if (self.epoch, batch) == self.at:
-            raise KeyboardInterrupt("simulated interruption")
-
-
 def test_resume_continues_an_interrupted_run_in_mixed_float16(tmp_path, data):
     """Interrupted mid-epoch, refused without --resume, continued with it; in
     mixed_float16, so the loss-scaling optimizer's state is restored too."""
     settings = _toy_settings(tmp_path, data, epochs=3, backup_every_steps=2, precision="mixed_float16")
     try:
-        with pytest.raises(KeyboardInterrupt):
-            train(settings, callbacks=[Interrupt(epoch=1, batch=4)])
-        assert (tmp_path / "run" / "backup").exists()
-        with pytest.raises(Exception, match="pass --resume"):
-            train(_toy_settings(tmp_path, data, epochs=3))
-        settings.resume = True
-        train(settings)
+        history = interrupt_then_resume(train, settings, _toy_settings(tmp_path, data, epochs=3), epoch=1, batch=4)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert [h["epoch"] for h in history] == [1, 2, 3]  # epoch 1 from the first run; 2 and 3 after resuming
     assert all(np.isfinite(h["loss"]) for h in history)
     assert history[-1]["loss"] < history[0]["loss"]
-    assert not (tmp_path / "run" / "backup").exists()
 
 
 def test_mixed_bfloat16_trains_and_logs_one_line_per_epoch(tmp_path, data, capsys):

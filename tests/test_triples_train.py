@@ -15,6 +15,7 @@ from apps.triples.evaluate import score
 from apps.triples.extractor import Extractor
 from apps.triples.train import TriplesTrainSettings
 from apps.triples.train import train
+from conftest import interrupt_then_resume
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
@@ -132,31 +133,10 @@ def test_mixed_bfloat16_trains_and_decodes_with_a_schema(tmp_path, data):
         result["text"][t["object"]["start"] : t["object"]["end"]] == t["object"]["text"] for t in result["triples"])
 
 
-class Interrupt(keras.callbacks.Callback):
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.at, self.epoch = (epoch, batch), 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if (self.epoch, batch) == self.at:
-            raise KeyboardInterrupt("simulated interruption")
-
-
 def test_resume_continues_an_interrupted_run(tmp_path, data):
-    config = _toy_settings(tmp_path, data, epochs=2, backup_every_steps=2)
-    with pytest.raises(KeyboardInterrupt):
-        train(config, callbacks=[Interrupt(epoch=1, batch=2)])
-    assert (tmp_path / "run" / "backup").exists()
-    with pytest.raises(Exception, match="pass --resume"):
-        train(_toy_settings(tmp_path, data, epochs=2))
-    config.resume = True
-    train(config)
-    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
-    assert epochs == [1, 2]
-    assert not (tmp_path / "run" / "backup").exists()
+    settings = _toy_settings(tmp_path, data, epochs=2, backup_every_steps=2)
+    history = interrupt_then_resume(train, settings, _toy_settings(tmp_path, data, epochs=2), epoch=1, batch=2)
+    assert [h["epoch"] for h in history] == [1, 2]
 
 
 def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
