@@ -27,7 +27,8 @@ stays ``"ß"``); ``normalizers.StripAccents`` even uses another table than
 characters. So the graph does not re-implement the rules: it uses tables READ
 OFF the installed ``tokenizers`` when a :class:`GraphTokenizer` is built --
 every code point U+0000..U+10FFFF goes through each normalization stage and
-through the pre-tokenizer (a few seconds, once per process and setting). The
+through the pre-tokenizer (a few seconds; then cached on disk, per
+``tokenizers`` version and Python Unicode version: :func:`cache_folder`). The
 tables are sorted range boundaries (a few thousand int32s, plus the
 multi-character outputs: Hangul syllables, U+0130) read in the graph with
 ``tf.searchsorted``. Per batch the graph does:
@@ -146,6 +147,16 @@ class _Ranges:
         self.bounds = np.nonzero(change)[0].astype(np.int32)
         self.values = per_code_point[change].astype(np.int32)
 
+    def arrays(self, prefix=""):
+        """The table as named arrays (what the disk cache stores)."""
+        return {prefix + "bounds": self.bounds, prefix + "values": self.values}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix=""):
+        table = cls.__new__(cls)
+        table.bounds, table.values = arrays[prefix + "bounds"], arrays[prefix + "values"]
+        return table
+
     def lookup(self, cps):
         """``values`` at each code point of the int32 tensor ``cps``."""
         index = tf.searchsorted(tf.constant(self.bounds), cps, side="right") - 1
@@ -184,6 +195,24 @@ class _CharMap:
         else:
             self.multi_values = np.zeros(0, dtype=np.int32)
         self.identity = bool((kind == _KEEP).all() and (delta == 0).all())
+
+    _ARRAYS = ("kind", "delta", "multi_keys", "multi_splits", "multi_values")
+
+    def arrays(self, prefix=""):
+        """The table as named arrays (what the disk cache stores)."""
+        out = self.ranges.arrays(prefix + "ranges.")
+        out.update({prefix + name: getattr(self, name) for name in self._ARRAYS})
+        out[prefix + "identity"] = np.array(self.identity)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix=""):
+        table = cls.__new__(cls)
+        table.ranges = _Ranges.from_arrays(arrays, prefix + "ranges.")
+        for name in cls._ARRAYS:
+            setattr(table, name, arrays[prefix + name])
+        table.identity = bool(arrays[prefix + "identity"])
+        return table
 
     def apply(self, cps):
         """Map the int32 code points ``cps`` [n]; returns ``(values, source)``:
@@ -233,19 +262,68 @@ def _probe(normalizer, items, sep="0"):
     return outputs
 
 
-@functools.lru_cache(maxsize=None)
-def _cjk_table():
+# ------------------------------------------------------------ the table cache
+#: Format of the cached tables; bump it when what a builder returns changes.
+_CACHE_FORMAT = 1
+
+
+def cache_folder():
+    """Where the Unicode tables are cached: ``$KERASBERT_CACHE``, else
+    ``$XDG_CACHE_HOME/kerasbert``, else ``~/.cache/kerasbert``; one subfolder
+    per ``tokenizers`` version, Python Unicode version and cache format."""
+    import tokenizers
+
+    base = os.environ.get("KERASBERT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kerasbert")
+    version = f"tokenizers-{tokenizers.__version__}-unicode-{unicodedata.unidata_version}-v{_CACHE_FORMAT}"
+    return Path(base) / "graph-tokenizer-tables" / version
+
+
+def _disk_cached(build):
+    """``build(*args)`` -> dict of numpy arrays, cached in memory and in
+    :func:`cache_folder` (``.npz``, no pickle; written atomically). The tables
+    depend only on the installed ``tokenizers`` and on Python's Unicode data,
+    which name the folder. A cache that cannot be read or written is skipped:
+    the tables are computed (a few seconds) as without it."""
+
+    @functools.lru_cache(maxsize=None)
+    def cached(*args):
+        path = cache_folder() / ("-".join([build.__name__.strip("_"), *map(str, args)]) + ".npz")
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return {key: stored[key] for key in stored.files}
+        except (OSError, ValueError, KeyError):
+            pass
+        arrays = build(*args)
+        try:
+            import io
+
+            from kerasbert.files import atomic_write_bytes
+
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays)
+            atomic_write_bytes(path, buffer.getvalue())
+        except OSError:
+            pass
+        return arrays
+
+    cached.build = build  # the uncached builder (tests compare against it)
+    return cached
+
+
+@_disk_cached
+def _cjk_arrays():
     from tokenizers import normalizers
 
     chars = _all_chars()
     padder = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False)
     outputs = _probe(padder, chars)
     flags = np.fromiter((o != c for o, c in zip(outputs, chars)), dtype=np.int32, count=len(chars))
-    return _Ranges(flags)
+    return _Ranges(flags).arrays()
 
 
-@functools.lru_cache(maxsize=None)
-def _class_table():
+@_disk_cached
+def _class_arrays():
     """Pre-tokenizer class of every code point, read off ``BertPreTokenizer``."""
     from tokenizers import pre_tokenizers
 
@@ -259,11 +337,11 @@ def _class_table():
     per_cp = np.full(_N_CODE_POINTS, _WORD, dtype=np.int32)
     cps = np.array([ord(c) for c in chars])
     per_cp[cps] = classes
-    return _Ranges(per_cp)
+    return _Ranges(per_cp).arrays()
 
 
-@functools.lru_cache(maxsize=None)
-def _combining_table():
+@_disk_cached
+def _combining_arrays():
     """Canonical combining class of every code point AS ``tokenizers``' NFD
     SEES IT. Classes never change once assigned, but ``tokenizers`` may know
     an older Unicode than Python: a mark it does not know has class 0 there
@@ -279,28 +357,46 @@ def _combining_table():
     outputs = _probe(normalizers.NFD(), ["\u0345" + chr(c) for c in marks])
     unknown = np.array([out.startswith("\u0345") for out in outputs], dtype=bool)
     ccc[marks[unknown]] = 0
-    return _Ranges(ccc)
+    return _Ranges(ccc).arrays()
 
 
-@functools.lru_cache(maxsize=None)
-def _stage_tables(lowercase, strip_accents):
-    """(stage A, stage B) maps for these settings."""
+@_disk_cached
+def _stage_arrays(lowercase, strip_accents):
+    """Stage A and (when it does anything) stage B maps for these settings."""
     from tokenizers import normalizers
 
     chars = _all_chars()
     clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
     stage_a = normalizers.Sequence([clean, normalizers.NFD()]) if strip_accents else clean
-    a = _CharMap(_probe(stage_a, chars))
+    arrays = _CharMap(_probe(stage_a, chars)).arrays("a.")
     # Stage B sees NFD output only, on which BertNormalizer's own NFD is a no-op:
     # what is left is its non-spacing-mark filter (an older Unicode table than
     # normalizers.StripAccents uses) and its lower-casing.
-    b = None
     if strip_accents or lowercase:
         rest = normalizers.BertNormalizer(
             clean_text=False, handle_chinese_chars=False, strip_accents=strip_accents, lowercase=lowercase
         )
-        b = _CharMap(_probe(rest, chars))
-    return a, b
+        arrays.update(_CharMap(_probe(rest, chars)).arrays("b."))
+    return arrays
+
+
+def _cjk_table():
+    return _Ranges.from_arrays(_cjk_arrays())
+
+
+def _class_table():
+    return _Ranges.from_arrays(_class_arrays())
+
+
+def _combining_table():
+    return _Ranges.from_arrays(_combining_arrays())
+
+
+def _stage_tables(lowercase, strip_accents):
+    """(stage A, stage B or None) maps for these settings."""
+    arrays = _stage_arrays(bool(lowercase), bool(strip_accents))
+    b = _CharMap.from_arrays(arrays, "b.") if "b.kind" in arrays else None
+    return _CharMap.from_arrays(arrays, "a."), b
 
 
 def _shift(x, fill):

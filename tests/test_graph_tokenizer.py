@@ -336,6 +336,38 @@ def test_windows_match_the_specification(uncased, max_length, overlap):
     assert out["num_tokens"].tolist() == [len(p[0]) for p in pieces]
 
 
+def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp_path):
+    """The tables read off ``tokenizers`` (seconds per process) are cached in
+    KERASBERT_CACHE, per tokenizers and Unicode version; what is read back
+    equals what is built, and a damaged file is rebuilt."""
+    import kerasbert.graph_tokenizer as gt
+
+    builders = (gt._cjk_arrays, gt._class_arrays, gt._combining_arrays, gt._stage_arrays)
+    monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path))
+    for cached in builders:
+        cached.cache_clear()
+    try:
+        assert str(gt.cache_folder()).startswith(str(tmp_path)) and unicodedata.unidata_version in str(gt.cache_folder())
+        gt._stage_tables(True, True)
+        gt._cjk_table()
+        files = sorted(p.name for p in gt.cache_folder().iterdir())
+        assert files == ["cjk_arrays.npz", "stage_arrays-True-True.npz"]
+        (gt.cache_folder() / "cjk_arrays.npz").write_bytes(b"not an npz")
+        for cached in builders:
+            cached.cache_clear()
+        for args in [(True, True), (False, False), (True, False)]:
+            loaded, fresh = gt._stage_arrays(*args), gt._stage_arrays.build(*args)
+            assert sorted(loaded) == sorted(fresh) and ("b.kind" in fresh) == any(args)
+            assert all(np.array_equal(loaded[k], fresh[k]) for k in fresh)
+        loaded, fresh = gt._cjk_arrays(), gt._cjk_arrays.build()  # the damaged file was rebuilt
+        assert all(np.array_equal(loaded[k], fresh[k]) for k in fresh)
+        with np.load(gt.cache_folder() / "cjk_arrays.npz", allow_pickle=False) as stored:
+            assert np.array_equal(stored["bounds"], fresh["bounds"])
+    finally:
+        for cached in builders:
+            cached.cache_clear()
+
+
 def test_bad_settings_are_refused(uncased):
     with pytest.raises(ValueError, match="max_length"):
         uncased.graph.encode(tf.constant(["a"]), max_length=2)
