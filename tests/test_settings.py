@@ -66,12 +66,14 @@ def test_help_texts_say_the_numbers_of_the_rule():
 
 @pytest.mark.parametrize("cls, rows, batch_size, epochs", [
     (NerTrainSettings, 14041, 32, 3),  # CoNLL-2003: as before the rule
-    (NerTrainSettings, 1000, 32, 5),
-    (NerTrainSettings, 400, 16, 6),
+    (NerTrainSettings, 1600, 32, 3),
+    (NerTrainSettings, 1000, 16, 3),
+    (NerTrainSettings, 400, 8, 3),
+    (NerTrainSettings, 200, 8, 6),
     (NerTrainSettings, 100, 8, 12),
     (NerTrainSettings, 10, 8, 20),  # at most 20 epochs
     (TriplesTrainSettings, 5019, 16, 10),  # WebNLG: as before the rule
-    (TriplesTrainSettings, 400, 16, 10),
+    (TriplesTrainSettings, 400, 8, 10),
     (TriplesTrainSettings, 100, 8, 12),
 ])
 def test_auto_rule(cls, rows, batch_size, epochs):
