@@ -112,6 +112,63 @@ def nonempty_encoder_inputs(inputs, cls_id, sep_id):
     }
 
 
+#: Row counts an XLA-compiled model is called with (:func:`jit_buckets`): a
+#: group of rows is padded up to the next one (groups hold at most 8 rows).
+JIT_ROW_BUCKETS = (1, 2, 4, 8)
+#: Widths an XLA-compiled model is called with are multiples of this.
+JIT_WIDTH_STEP = 16
+
+
+def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
+    """``fn`` compiled with XLA (``tf.function(jit_compile=True)``) and called
+    on inputs padded to a few shapes only.
+
+    XLA compiles once per input shape (about 1-3 s for a BERT encoder on a
+    CPU), so the rows (a dict of ``[rows, len]`` tensors with a
+    ``padding_mask``, as :func:`by_length` passes them) are padded to the
+    next of ``row_buckets`` rows (copies of the last row; beyond the largest,
+    to a multiple of it) and to a multiple of ``width_step`` columns
+    (padding masked), and the outputs (``[rows, len, ...]``) are cut back.
+    A model of width ``max_length`` then has ``len(row_buckets) *
+    ceil(max_length / width_step)`` shapes; :func:`jit_warmup_texts` makes
+    requests that compile every one of them when the server loads the model.
+    The compiled function is saved in a SavedModel as a function with
+    ``_XlaMustCompile``; TensorFlow Serving's CPU server links XLA's CPU JIT
+    (see the README's "Make it fast")."""
+    import tensorflow as tf
+
+    jitted = tf.function(fn, jit_compile=True)
+    largest = max(row_buckets)
+    table = [min(b for b in row_buckets if b >= n) for n in range(largest + 1)]
+
+    def call(inputs):
+        mask = inputs["padding_mask"]
+        n, width = tf.shape(mask)[0], tf.shape(mask)[1]
+        rows_to = tf.where(n <= largest, tf.gather(table, tf.minimum(n, largest)),
+                           (n + largest - 1) // largest * largest)
+        width_to = (width + width_step - 1) // width_step * width_step
+        index = tf.minimum(tf.range(rows_to), n - 1)
+        out = jitted({k: tf.pad(tf.gather(v, index), [[0, 0], [0, width_to - width]]) for k, v in inputs.items()})
+        return {k: v[:n, :width] for k, v in out.items()}
+
+    return call
+
+
+def jit_warmup_texts(tokenizer, max_length, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
+    """Warmup requests (lists of texts) that reach every shape :func:`jit_buckets`
+    compiles for a model of ``max_length``: for each width bucket one text of
+    that many tokens (a word the tokenizer keeps as one token, repeated),
+    sent alone and in batches of each row bucket."""
+    word = next((w for w in ("a", "the", "x", "1", "\u7684") if len(tokenizer.tokenize(w)) == 1), None)
+    if word is None:
+        raise KerasbertError("no one-token word found for the jit warmup requests")
+    requests = []
+    for width in range(width_step, max_length + width_step, width_step):
+        text = " ".join([word] * (min(width, max_length) - 2))
+        requests.extend([text] * rows for rows in row_buckets)
+    return requests
+
+
 def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
     """``(input_signature, warmup input dicts)`` for a ``text`` or ``ids`` export."""
     import tensorflow as tf

@@ -133,6 +133,35 @@ def test_fresh_process_gives_what_ner_predict_gives(tagger, sentences, exported,
     assert len(LONG_TEXT) == 10_000 and len(served[long_text]) > 50  # decoded across hundreds of windows
 
 
+def test_jit_compiled_export_gives_what_predict_gives(tagger, sentences, tmp_path, capsys):
+    """``export --jit-compile``: the model runs compiled by XLA on padded shapes
+    (rows 1/2/4/8, widths in steps of 16), in a process without kerasbert; the
+    same entities as the plain ``predict``, scores within 2e-4."""
+    from kerasbert.export import JIT_ROW_BUCKETS
+
+    model_dir = tmp_path / "model"
+    tagger.save(model_dir)
+    assert cli_main(["ner", "export", "--model", str(model_dir), "--output", str(tmp_path / "jit"), "--jit-compile"]) == 0
+    assert "jit_compile: the model runs compiled by XLA" in capsys.readouterr().out
+    path = tmp_path / "jit" / "1"
+    assert describe(path)["jit_compile"] is True
+    assert disallowed_ops(list_ops(path)) == []
+    # max_length 16: one width bucket, each row bucket reached by a warmup request
+    plain = len(read_warmup(path)) - len(JIT_ROW_BUCKETS)
+    assert plain == len(tagger.warmup_texts) + 1
+    assert [len(r.inputs["text"].string_val) for r in read_warmup(path)[plain:]] == list(JIT_ROW_BUCKETS)
+    texts = sentences[:60] + EDGE_CASES
+    served = _run_fresh(path, texts, tmp_path)
+    predicted = tagger.predict(texts)
+    assert sum(len(e) for e in served) > 300
+    for text, ours, theirs in zip(texts, predicted, served):
+        assert [(e["start"], e["end"], e["type"]) for e in ours["entities"]] == [
+            (e["start"], e["end"], e["type"]) for e in theirs], text[:80]
+        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
+    with pytest.raises(KerasbertError, match="text exports only"):
+        tagger.export(tmp_path / "ids", input="ids", jit_compile=True)
+
+
 def test_op_list_is_core_tensorflow_plus_allowed_tf_text(exported):
     _, text_export, ids_export = exported
     text_ops = list_ops(text_export)

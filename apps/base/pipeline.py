@@ -62,17 +62,25 @@ def _call(model, inputs):
 
 
 class GraphRunner:
-    """Runs models inside a TensorFlow graph (a ``tf.function``, a SavedModel)."""
+    """Runs models inside a TensorFlow graph (a ``tf.function``, a SavedModel).
+
+    With ``jit_compile``, :meth:`rows` runs the model compiled by XLA, on a
+    few padded shapes (:func:`kerasbert.export.jit_buckets`)."""
 
     in_graph = True
+
+    def __init__(self, jit_compile=False):
+        self.jit_compile = bool(jit_compile)
 
     def rows(self, model, inputs):
         """``model`` over rows of encoder inputs (``[rows, len]`` with a
         ``padding_mask``), in length-sorted groups each trimmed to its longest
         row; outputs ``[rows, len, ...]`` in the input order, zero-padded."""
         from kerasbert.export import by_length
+        from kerasbert.export import jit_buckets
 
-        return by_length(lambda rows: _call(model, rows), inputs)
+        fn = lambda rows: _call(model, rows)  # noqa: E731
+        return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs)
 
     def call(self, model, inputs):
         """``model`` on ``inputs`` in one call."""
@@ -87,6 +95,7 @@ class HostRunner:
     that compiles per shape (JAX) compiles a few times only."""
 
     in_graph = False
+    jit_compile = False  # Keras compiles predict_on_batch itself
 
     def __init__(self, batch_size=32):
         self.batch_size = int(batch_size)
@@ -268,24 +277,33 @@ class Pipeline:
         of tensors padded per batch, with ``count`` [batch])."""
         raise NotImplementedError
 
-    def serve(self, text):
+    def serve(self, text, jit_compile=False):
         """The ``text`` signature: steps 1-3 as TensorFlow ops (``text``:
-        ``tf.string [batch]``)."""
+        ``tf.string [batch]``); with ``jit_compile``, the model runs compiled
+        by XLA (:class:`GraphRunner`)."""
         import tensorflow as tf
 
         texts = tf.reshape(text, [-1])
-        return self.infer(texts, self.windows(texts), GraphRunner())
+        return self.infer(texts, self.windows(texts), GraphRunner(jit_compile))
+
+    def serving_function_of(self, jit_compile=False):
+        """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
+        if not jit_compile:
+            return self._text_function("serve", self.serve)
+        return self._text_function("serve_jit", lambda text: self.serve(text, jit_compile=True))
 
     @property
     def serving_function(self):
         """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
-        return self._text_function("serve", self.serve)
+        return self.serving_function_of(False)
 
-    def predict(self, texts, batch_size=32):
+    def predict(self, texts, batch_size=32, jit_compile=False):
         """Results for each text (the app's dicts, offsets into the original
         text), in the input order. Texts are sent ``batch_size`` at a time
         to the serving function, sorted by length first so that a batch pads
-        little (a text's result does not depend on its batch)."""
+        little (a text's result does not depend on its batch). With
+        ``jit_compile`` (TensorFlow backend) the serving function of an
+        export with ``jit_compile`` is used."""
         import keras
         import tensorflow as tf
 
@@ -300,7 +318,7 @@ class Pipeline:
             chunk = order[begin : begin + batch_size]
             batch = tf.constant([texts[i] for i in chunk], tf.string)
             if keras.backend.backend() == "tensorflow":
-                outputs = self.serving_function(batch)
+                outputs = self.serving_function_of(jit_compile)(batch)
             else:
                 outputs = self.infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
             for i, row in zip(chunk, unpad(outputs)):
@@ -318,22 +336,34 @@ class Pipeline:
         padding_mask) -> outputs`` (core TensorFlow ops only)."""
         raise NotImplementedError
 
-    def export(self, base, version=None, input="text", warmup_texts=None, model_name=None):
+    def export(self, base, version=None, input="text", warmup_texts=None, model_name=None, jit_compile=False):
         """Write the pipeline as ``base/<version>`` for TF Serving (see
         :mod:`kerasbert.export`); returns the version folder. ``input`` is
         ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`);
         ``version`` defaults to the next free integer; ``model_name`` goes into
-        the warmup requests (default: the base folder's name)."""
+        the warmup requests (default: the base folder's name). With
+        ``jit_compile`` (text input only) the model runs compiled by XLA on a
+        few padded shapes, and warmup requests reach each shape, so the
+        server compiles them all when it loads the model."""
         from kerasbert.export import export_saved_model
+        from kerasbert.export import jit_warmup_texts
         from kerasbert.export import signature_and_warmup
 
         warmup_texts = list(self.warmup_texts if warmup_texts is None else warmup_texts)
         if input == "ids":
+            if jit_compile:
+                raise KerasbertError("jit_compile applies to text exports only (--input text)")
             endpoint, trackables = self.ids_endpoint(), [self.model]
         else:
-            endpoint, trackables = self.serve, [self.model, self.graph_tokenizer]
+            def endpoint(text):
+                return self.serve(text, jit_compile=jit_compile)
+
+            trackables = [self.model, self.graph_tokenizer]
         signature, warmup = signature_and_warmup(self.tokenizer, self.max_length, input, warmup_texts)
-        description = {"task": self.task, **self.settings(), "tokenizer": self.tokenizer.get_config()}
+        if jit_compile:
+            warmup += [{"text": texts} for texts in jit_warmup_texts(self.tokenizer, self.max_length)]
+        description = {"task": self.task, **self.settings(), "tokenizer": self.tokenizer.get_config(),
+                       "jit_compile": bool(jit_compile)}
         return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
                                   self.tokenizer.vocab, input, model_name)
 

@@ -128,7 +128,8 @@ class Tagger(Pipeline):
         n_rows = tf.shape(windows["token_ids"])[0]
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
-        scorer = (graph_scorer(self.model) if run.in_graph else None) or self.model
+        # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
+        scorer = (graph_scorer(self.model) if run.in_graph and not run.jit_compile else None) or self.model
         out = run.rows(scorer, inputs)
         tags = tf.cast(out["tags"][:n_rows], tf.int32)
         probs = tag_probabilities(out["potentials"][:n_rows], tags)
