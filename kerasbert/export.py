@@ -123,8 +123,8 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
     """``fn`` compiled with XLA (``tf.function(jit_compile=True)``) and called
     on inputs padded to a few shapes only.
 
-    XLA compiles once per input shape (about 1-3 s for a BERT encoder on a
-    CPU), so the rows (a dict of ``[rows, len]`` tensors with a
+    XLA compiles once per input shape (seconds for a BERT encoder on a
+    CPU; measured in the README's "Make it fast"), so the rows (a dict of ``[rows, len]`` tensors with a
     ``padding_mask``, as :func:`by_length` passes them) are padded to the
     next of ``row_buckets`` rows (copies of the last row; beyond the largest,
     to a multiple of it) and to a multiple of ``width_step`` columns

@@ -77,7 +77,7 @@ def add_task_commands(subparsers, task):
     export.add_argument("--jit-compile", action="store_true",
                         help="run the model compiled by XLA (text input only): faster per request on a CPU; the "
                         "model is padded to a few shapes, which the warmup requests compile when the server loads "
-                        "it (about a minute for MiniLM at max_length 128; see the README's 'Make it fast')")
+                        "it (see the README's 'Make it fast' for the load time and the speed-up)")
     task.add_options(export, "export")
     export.set_defaults(func=lambda args: _export(task, args))
     return commands
