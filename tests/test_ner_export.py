@@ -249,6 +249,30 @@ def test_ids_export_gives_the_models_tags(tagger, exported):
     assert "BlockLSTMV2" in list_ops(ids_export)  # the BiLSTM runs as the fused kernel
 
 
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 21])
+def test_by_length_gives_each_row_what_one_call_gives(rows):
+    """Length-sorted groups of 8 (or one direct call for up to 8 rows): each
+    row's outputs as if the whole batch ran at once, in the input order."""
+    from kerasbert.export import by_length
+
+    rng = np.random.default_rng(rows)
+    lengths = rng.integers(1, 12, rows)
+    mask = (np.arange(12)[None, :] < lengths[:, None]).astype(np.int32)
+    inputs = {"token_ids": tf.constant((rng.integers(1, 50, (rows, 12)) * mask).astype(np.int32)),
+              "padding_mask": tf.constant(mask)}
+
+    def fn(x):  # per row, position by position: a running sum over the real tokens
+        values = tf.cast(x["token_ids"] * x["padding_mask"], tf.float32)
+        return {"sum": tf.cumsum(values, axis=1), "both": tf.stack([values, -values], -1)}
+
+    got = tf.function(lambda x: by_length(fn, x))(inputs)
+    want = fn(inputs)
+    for key in want:
+        np.testing.assert_allclose(got[key].numpy() * mask.reshape(mask.shape + (1,) * (want[key].ndim - 2)),
+                                   want[key].numpy() * mask.reshape(mask.shape + (1,) * (want[key].ndim - 2)))
+        assert got[key].shape == want[key].shape
+
+
 def test_fused_bilstm_computes_the_keras_layer():
     keras.utils.set_random_seed(3)
     layer = keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True))
