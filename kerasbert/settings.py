@@ -168,9 +168,11 @@ BATCH_SIZE_HELP = ("sequences per batch; auto: {auto_batch_size}, halved (down t
 
 
 @dataclasses.dataclass
-class TrainSettings:
-    """The settings every app's training shares; apps subclass it and add
-    their own fields (with :func:`setting`).
+class RunSettings:
+    """The settings every training run shares, whatever starts it
+    (:class:`TrainSettings`: an encoder checkpoint; :class:`DistillSettings`:
+    a trained teacher); apps subclass those and add their own fields (with
+    :func:`setting`).
 
     ``batch_size``, ``epochs`` and ``patience`` default to ``"auto"``: the
     numbers follow from the size of the training data
@@ -183,18 +185,15 @@ class TrainSettings:
     #: ``--epochs auto`` trains at least this many epochs.
     auto_min_epochs: ClassVar[int] = 3
 
-    checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
     train: str = setting("", "training data")
     dev: str = setting("", "dev data, for early stopping and model selection")
     output: str = setting("", "output folder")
     epochs: int | str = setting("auto", EPOCHS_HELP, type=auto_or_int(1))
     batch_size: int | str = setting("auto", BATCH_SIZE_HELP, type=auto_or_int(1))
-    max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
     learning_rate: float = setting(5e-5, "peak learning rate of the encoder")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the task head")
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    dropout: float = setting(0.1, "dropout on the encoder output")
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
     strategy: str = setting("default", "default (one device) or mirrored (tf.distribute.MirroredStrategy)", STRATEGIES)
     patience: int | str = setting("auto", "stop after this many epochs without a better dev F1 (0: never; auto: "
@@ -207,9 +206,7 @@ class TrainSettings:
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
 
     def check(self):
-        check_settings(self, required=("checkpoint", "train", "dev", "output"))
-        if self.max_length < 8:
-            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+        check_settings(self, required=("train", "dev", "output"))
 
     def resolve_auto(self, rows):
         """These settings with ``batch_size``, ``epochs`` and ``patience``
@@ -246,3 +243,61 @@ class TrainSettings:
         if patience == "auto":
             patience = AUTO_PATIENCE if self.epochs == "auto" else 0
         return dataclasses.replace(self, batch_size=batch_size, epochs=epochs, patience=patience)
+
+
+@dataclasses.dataclass
+class TrainSettings(RunSettings):
+    """A run that fine-tunes a pretrained encoder checkpoint."""
+
+    checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
+    max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
+    dropout: float = setting(0.1, "dropout on the encoder output")
+
+    def check(self):
+        check_settings(self, required=("checkpoint", "train", "dev", "output"))
+        if self.max_length < 8:
+            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+
+
+def layer_list(value):
+    """A settings ``type``: ``"auto"`` or comma-separated layer numbers from 0 (``"0,2,4"``)."""
+    if value == "auto":
+        return value
+    try:
+        layers = [int(part) for part in str(value).split(",")]
+    except ValueError:
+        layers = None
+    if not layers or min(layers) < 0:
+        raise ValueError(f"expected auto or layer numbers from 0 separated by commas (e.g. 0,2,4), got {value!r}")
+    return value
+
+
+layer_list.__name__ = "auto or comma-separated layer numbers"
+
+
+@dataclasses.dataclass
+class DistillSettings(RunSettings):
+    """A run that trains a smaller student from a trained teacher
+    (DistilBERT-style initialisation, the teacher's scores as soft targets);
+    the tokenizer, labels, windows and head come from the teacher."""
+
+    teacher: str = setting("", "the trained teacher: a model folder (OUTPUT/model) or a training output folder")
+    unlabeled: str = setting("", "more texts without labels, one per line (or JSON lines with a \"text\"): the "
+                             "student learns the teacher's scores on them too")
+    student_layers: int = setting(3, "transformer layers of the student's encoder")
+    teacher_layers: str = setting("auto", "the teacher layers that initialise the student's, e.g. 0,2,4 (auto: "
+                                  "every other layer, as DistilBERT, spread over the teacher's depth)", type=layer_list)
+    soft_weight: float = setting(0.5, "weight of the soft loss (the student's scores against the teacher's); the "
+                                 "gold labels' loss gets 1 - this (unlabeled texts: soft loss only)")
+    save_encoder: bool = setting(False, "also write the student's encoder in Google's official checkpoint layout "
+                                 "to OUTPUT/encoder (to fine-tune other heads from it)")
+
+    def check(self):
+        check_settings(self, required=("teacher", "train", "dev", "output"))
+        if self.student_layers < 1:
+            raise KerasbertError(f"student_layers must be at least 1, got {self.student_layers}")
+        if not 0.0 <= self.soft_weight <= 1.0:
+            raise KerasbertError(f"soft_weight must be between 0 and 1, got {self.soft_weight}")
+        if self.teacher_layers != "auto" and len(self.teacher_layers.split(",")) != self.student_layers:
+            raise KerasbertError(f"teacher_layers names {len(self.teacher_layers.split(','))} layers but "
+                                 f"student_layers is {self.student_layers}")

@@ -154,9 +154,11 @@ class BucketedBatches(keras.utils.PyDataset):
     """Batches of examples of similar length, padded to the batch's longest.
 
     Args:
-        features: dict name -> list of 1-D int arrays (one per example; all
-            names share lengths), e.g. ``token_ids``, ``segment_ids``,
-            ``padding_mask``, ``tags``.
+        features: dict name -> list of arrays (one per example; all names
+            share lengths, the first dimension), e.g. ``token_ids``,
+            ``segment_ids``, ``padding_mask``, ``tags`` (int, batched as
+            int32) or a teacher's scores ``[length, tags]`` (float, batched in
+            their own dtype).
         batch_size: examples per batch.
         targets: names of the features that are targets (``y``), the rest are
             inputs (``x``).
@@ -223,7 +225,9 @@ class BucketedBatches(keras.utils.PyDataset):
         width = self._width(rows)
         x, y = {}, {}
         for name in self.names:
-            array = np.full((len(rows), width), self.pad_values.get(name, 0), dtype=np.int32)
+            first = np.asarray(self.features[name][rows[0]])
+            dtype = first.dtype if first.dtype.kind == "f" else np.int32
+            array = np.full((len(rows), width) + first.shape[1:], self.pad_values.get(name, 0), dtype=dtype)
             for i, row in enumerate(rows):
                 value = self.features[name][row]
                 array[i, : len(value)] = value
@@ -512,6 +516,11 @@ def compile_for_training(model, steps_per_epoch, settings, head_prefix):
     optimizer.build(model.trainable_variables)
 
 
+def write_metrics(output, metrics):
+    """Write ``OUTPUT/metrics.json`` (atomically)."""
+    atomic_write_text(Path(output) / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+
+
 def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_scores, callbacks=()):
     """Train ``model`` on ``batches``; after each epoch score dev with
     ``dev_scores()`` (a dict with ``f1``, ``precision``, ``recall``), keep the
@@ -554,7 +563,7 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
         "train_epoch_seconds": speed.epoch_seconds,
         "train_tokens_per_s_after_first_epoch": tokens * len(later) / sum(later) if later else None,
     }
-    atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_metrics(output, metrics)
     png = plot_history(history_path, output / "history.png")
     print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(metrics["dev"]))
     print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"

@@ -42,12 +42,25 @@ def add_task_commands(subparsers, task):
     add_settings_options(train, task.train_settings)
     train.set_defaults(func=lambda args: _train(task, args))
 
+    if task.distill_settings is not None:
+        distill = commands.add_parser(
+            "distill", help="train a smaller, faster student of a trained model (DistilBERT style)",
+            description="Train a student with fewer encoder layers from a trained model (the teacher): the "
+            "student's encoder starts from every other teacher layer (and the teacher's embeddings and head), and "
+            "learns the teacher's scores on the training texts (and on --unlabeled texts) together with the gold "
+            "labels. OUTPUT/model is an ordinary model folder for evaluate, predict and export. Settings as for "
+            "train: defaults, then --settings FILE, then these options.",
+        )
+        add_settings_options(distill, task.distill_settings)
+        distill.set_defaults(func=lambda args: _distill(task, args))
+
     evaluate = commands.add_parser("evaluate", help="scores of a trained model on a labelled file")
     evaluate.add_argument("--model", required=True, help=MODEL_HELP)
     evaluate.add_argument("--data", required=True, help="labelled data file")
     evaluate.add_argument("--output", help="write the scores as JSON here (default: beside the data, <data>.scores.json)")
     evaluate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
     add_settings_options(evaluate, task.read_settings, settings_file=False)
+    _precision_option(evaluate)
     task.add_options(evaluate, "evaluate")
     evaluate.set_defaults(func=lambda args: _evaluate(task, args))
 
@@ -59,6 +72,7 @@ def add_task_commands(subparsers, task):
     if len(task.output_formats) > 1:
         predict.add_argument("--output-format", choices=list(task.output_formats), default="jsonl",
                              help=task.output_formats_help)
+    _precision_option(predict)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
 
@@ -78,17 +92,34 @@ def add_task_commands(subparsers, task):
                         help="run the model compiled by XLA (text input only): faster per request on a CPU; the "
                         "model is padded to a few shapes, which the warmup requests compile when the server loads "
                         "it (see the README's 'Make it fast' for the load time and the speed-up)")
+    _precision_option(export, export=True)
     task.add_options(export, "export")
     export.set_defaults(func=lambda args: _export(task, args))
     return commands
 
 
+def _precision_option(parser, export=False):
+    from apps.base.pipeline import PRECISIONS
+
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="float32",
+        help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head, CRF and decoding stay float32)"
+        + ("; the export is half the size" if export else "; to see what a bfloat16 export would give")
+        + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo); see the "
+        "README's 'Make it fast' (default: %(default)s)")
+
+
 def _load(task, args):
-    return task.configure(task.load(args.model, verbose=True), args)
+    return task.configure(task.load(args.model, verbose=True), args).with_precision(args.precision)
 
 
 def _train(task, args):
     task.train(settings_from_args(task.train_settings, args))
+    return 0
+
+
+def _distill(task, args):
+    task.distill(settings_from_args(task.distill_settings, args))
     return 0
 
 
@@ -199,6 +230,8 @@ def print_export(path):
         print(f"  {kind}: {items}")
     print(f"  ops: {len(info['ops'])} types, all core TensorFlow" + (" or TF-Text ops TF Serving links" if info["input_mode"] == "text" else ""))
     print(f"  warmup: {path}/assets.extra/tf_serving_warmup_requests")
+    if info.get("precision", "float32") != "float32":
+        print(f"  precision: the encoder's weights and matmuls in {info['precision']}; head and decoding float32")
     if info.get("jit_compile"):
         print("  jit_compile: the model runs compiled by XLA; the warmup requests compile each padded shape at load")
     base = os.path.abspath(os.path.dirname(path))

@@ -38,11 +38,23 @@ class TaskModel(keras.Model):
         if getattr(encoder, "pooled_dense", None) is not None:
             encoder.pooled_dense.trainable = False
 
+    #: Distillation (``kerasbert APP distill``): the weight of the soft loss
+    #: (the student's outputs against the teacher's); the gold loss gets
+    #: ``1 - soft_weight``. Set on the student before it is compiled.
+    soft_weight = 0.5
+
     def task_loss(self, x, y, y_pred):
         raise NotImplementedError
 
+    def distillation_loss(self, x, y, y_pred):
+        """The loss of a student: ``y`` holds the gold labels, ``"teacher"``
+        (the teacher's outputs for the row) and ``"gold"`` (1 on each token of
+        a row with gold labels, 0 for unlabeled texts)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be distilled")
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = self.task_loss(x, y, y_pred)
+        distilling = isinstance(y, dict) and "teacher" in y
+        loss = self.distillation_loss(x, y, y_pred) if distilling else self.task_loss(x, y, y_pred)
         if self.losses:
             loss = loss + ops.sum(self.losses)
         return scale_loss_for_distribution(loss)

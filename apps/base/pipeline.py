@@ -46,6 +46,8 @@ from kerasbert.saving import save_pipeline
 from kerasbert.training import padded_length
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+#: What :meth:`Pipeline.with_precision` (``--precision``) offers.
+PRECISIONS = ("float32", "bfloat16")
 #: Texts tokenized per call when building training rows.
 FEATURE_CHUNK = 512
 
@@ -59,6 +61,11 @@ def _call(model, inputs):
     import keras
 
     return model(inputs, training=False) if isinstance(model, keras.layers.Layer) else model(inputs)
+
+
+def keras_dtype(layer):
+    """The variable dtype of ``layer``'s Keras dtype policy (``"float32"``, ``"bfloat16"``)."""
+    return layer.dtype_policy.variable_dtype
 
 
 class GraphRunner:
@@ -363,7 +370,7 @@ class Pipeline:
         if jit_compile:
             warmup += [{"text": texts} for texts in jit_warmup_texts(self.tokenizer, self.max_length)]
         description = {"task": self.task, **self.settings(), "tokenizer": self.tokenizer.get_config(),
-                       "jit_compile": bool(jit_compile)}
+                       "jit_compile": bool(jit_compile), "precision": keras_dtype(self.model.encoder)}
         return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
                                   self.tokenizer.vocab, input, model_name)
 
@@ -405,9 +412,67 @@ class Pipeline:
         """The pipeline that a training run saves after each better epoch."""
         return cls(model, tokenizer, labels, max_length=settings.max_length)
 
-    def batches(self, rows, settings):
-        """Training batches (a ``keras.utils.PyDataset``) of :meth:`features` rows."""
+    def batches(self, rows, settings, targets=()):
+        """Training batches (a ``keras.utils.PyDataset``) of :meth:`features`
+        rows; ``targets`` names more row features that go to ``y`` (the
+        distillation's ``teacher`` and ``gold``)."""
         raise NotImplementedError
+
+    # ------------------------------------------------- distillation hooks
+    #: The model output a student learns from its teacher (None: this
+    #: pipeline cannot be distilled).
+    soft_target = None
+
+    def rebuilt(self, layers=None, encoder_dtype=None):
+        """A pipeline like this one (tokenizer, labels, windows, head weights)
+        whose encoder keeps only the transformer layers ``layers`` of this
+        one's (:func:`kerasbert.distill.student_encoder`; None: all) and runs
+        in the Keras dtype policy ``encoder_dtype`` (None: the global policy)."""
+        from kerasbert.distill import copy_layer_weights
+        from kerasbert.distill import student_encoder
+
+        model = self.model
+        layers = range(model.encoder.num_layers) if layers is None else layers
+        encoder = student_encoder(model.encoder, layers, dtype=encoder_dtype)
+        rebuilt = type(model)(encoder, **model.head_config())
+        copy_layer_weights(model, rebuilt, skip=(encoder,))
+        return type(self)(rebuilt, self.tokenizer, self.labels, max_length=self.max_length, overlap=self.overlap)
+
+    def student(self, layers):
+        """The student of a distillation run: :meth:`rebuilt` with the teacher
+        layers ``layers``, in the run's precision."""
+        return self.rebuilt(layers)
+
+    def with_precision(self, precision):
+        """This pipeline with its encoder's weights and matmuls in
+        ``precision`` (one of :data:`PRECISIONS`): ``"bfloat16"`` rebuilds
+        the encoder under Keras's ``bfloat16`` dtype policy (LayerNorm and
+        softmax still compute in float32 inside the layers); the head (BiLSTM,
+        emission scores, CRF, pointers) and all decoding stay float32.
+        ``"float32"`` returns this pipeline itself. Fast only on CPUs with
+        bfloat16 units (AVX512-BF16, AMX) or GPUs; elsewhere TensorFlow
+        emulates it."""
+        if precision not in PRECISIONS:
+            raise KerasbertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        current = keras_dtype(self.model.encoder)
+        if precision == current:
+            return self
+        return self.rebuilt(encoder_dtype=precision)
+
+    def soft_targets(self, rows, batch_size=64):
+        """This (teacher) model's :attr:`soft_target` output for each of
+        ``rows`` (training rows of :meth:`features`): a list of float32 arrays,
+        one per row, cut to the row's length."""
+        from kerasbert.training import BucketedBatches
+
+        inputs = {name: rows[name] for name in ENCODER_INPUTS}
+        batches = BucketedBatches(inputs, batch_size, shuffle=False, max_width=self.max_length)
+        targets = [None] * len(rows["token_ids"])
+        for index in range(len(batches)):
+            out = np.asarray(self.model.predict_on_batch(batches[index])[self.soft_target], np.float32)
+            for position, row in enumerate(batches.batches[index]):
+                targets[row] = out[position, : len(rows["token_ids"][row])]
+        return targets
 
 
 __all__ = ["GraphRunner", "HostRunner", "Pipeline"]

@@ -21,6 +21,8 @@ subclass (labels, model, decoding); a new task is a folder with its readers,
 its scoring, a ``Task`` and a ``register`` for the CLI.
 """
 
+import numpy as np
+
 from kerasbert.settings import TrainSettings
 
 
@@ -49,6 +51,10 @@ class Task:
     #: JSON array (else one JSON object per line); see :meth:`output_record`.
     output_formats = {"jsonl": False}
     output_formats_help = "how predictions are written"
+    #: The ``distill`` settings dataclass (a
+    #: :class:`kerasbert.settings.DistillSettings` subclass); None: the app
+    #: offers no ``distill``.
+    distill_settings = None
 
     # --- what an app writes
     def pipeline_class(self, settings=None):
@@ -75,6 +81,10 @@ class Task:
         """One prediction (a dict of the pipeline's ``predict``) as a record of
         ``format`` (one of :attr:`output_formats`)."""
         return result
+
+    def unlabeled_example(self, text):
+        """An example of ``text`` with no labels (for ``distill --unlabeled``)."""
+        raise NotImplementedError
 
     def configure(self, pipeline, args):
         """``pipeline`` with the options of :meth:`add_options` applied."""
@@ -119,6 +129,78 @@ class Task:
             callbacks=callbacks,
         )
 
+    def distill(self, settings, callbacks=()):
+        """Train a student with fewer encoder layers from the teacher
+        ``settings.teacher`` (:func:`kerasbert.distill.student_encoder`: every
+        other teacher layer, the embeddings and the head copied), on the
+        teacher's outputs for the training texts and the ``--unlabeled``
+        ones plus the gold labels (:meth:`apps.base.model.TaskModel.distillation_loss`);
+        select on dev F1 like :meth:`train`. The result in ``OUTPUT/model``
+        is an ordinary model folder. Returns the metrics (with the teacher's
+        dev scores under ``"teacher_dev"``)."""
+        from kerasbert import training
+        from kerasbert.distill import every_other_layer
+        from kerasbert.distill import shares_layers
+
+        settings.check()
+        train_examples = self.read(settings.train, settings, "train")
+        dev_examples = self.read(settings.dev, settings, "dev")
+        if settings.max_train_examples:
+            train_examples = train_examples[: settings.max_train_examples]
+        if settings.max_dev_examples:
+            dev_examples = dev_examples[: settings.max_dev_examples]
+        unlabeled = read_unlabeled(settings.unlabeled) if settings.unlabeled else []
+        teacher = self.load(settings.teacher, verbose=True)
+        encoder = teacher.model.encoder
+        if settings.teacher_layers != "auto":
+            layers = [int(i) for i in settings.teacher_layers.split(",")]
+        elif shares_layers(encoder):
+            layers = list(range(settings.student_layers))
+        else:
+            layers = every_other_layer(encoder.num_layers, settings.student_layers)
+        print(f"student: {len(layers)} of the teacher's {encoder.num_layers} encoder layers, initialised from "
+              f"teacher layers {', '.join(map(str, layers))}; soft loss weight {settings.soft_weight}")
+        dev_texts = [e.text for e in dev_examples]
+        teacher_dev = self.score(dev_examples, teacher.predict(dev_texts, batch_size=64), settings)
+        print("teacher on dev:\n" + self.format_scores(teacher_dev))
+
+        training.start_run(settings)
+        with training.distribution_scope(settings.strategy):
+            pipeline = teacher.student(layers)
+            rows, report = pipeline.features(train_examples)
+            print("train features: " + report.summary().replace("\n", "\n  "))
+            rows["gold"] = [np.ones(len(ids), np.int32) for ids in rows["token_ids"]]
+            if unlabeled:
+                more, report = pipeline.features([self.unlabeled_example(text) for text in unlabeled])
+                print("unlabeled features: " + report.summary().replace("\n", "\n  "))
+                more["gold"] = [np.zeros(len(ids), np.int32) for ids in more["token_ids"]]
+                rows = {name: rows[name] + more[name] for name in rows}
+            rows["teacher"] = teacher.soft_targets(rows)
+            settings = training.resolve_auto(settings, len(rows["token_ids"]))
+            batches = pipeline.batches(rows, settings, targets=("teacher", "gold"))
+            pipeline.model.soft_weight = settings.soft_weight
+            training.compile_for_training(pipeline.model, len(batches), settings, pipeline.head_prefix)
+
+        metrics = training.fit_and_select(
+            pipeline.model, batches, settings,
+            dev_scores=lambda: self.score(dev_examples, pipeline.predict(dev_texts, batch_size=settings.batch_size), settings),
+            save_pipeline=pipeline.save,
+            format_scores=self.format_scores,
+            callbacks=callbacks,
+        )
+        metrics["teacher_dev"] = teacher_dev
+        metrics["teacher_layers"] = layers
+        training.write_metrics(settings.output, metrics)
+        if settings.save_encoder:
+            from pathlib import Path
+
+            from kerasbert.loader import save_encoder
+
+            best = self.load(Path(settings.output) / "model")
+            save_encoder(best.model.encoder, Path(settings.output) / "encoder", best.tokenizer)
+            print(f"encoder: {Path(settings.output) / 'encoder'} (official layout)")
+        return metrics
+
     def load(self, model_dir, verbose=False):
         """The pipeline saved in ``model_dir`` (a model folder, or a training
         run's output folder)."""
@@ -132,3 +214,18 @@ class Task:
         examples = self.read(path, settings, "data")
         predictions = load_pipeline().predict([e.text for e in examples], batch_size=batch_size)
         return self.score(examples, predictions, settings)
+
+
+def read_unlabeled(path):
+    """The non-empty texts of ``path`` (:func:`apps.base.cli.read_texts`:
+    plain lines or JSON lines with a ``"text"``); empty lines are counted."""
+    from apps.base.cli import read_texts
+
+    texts, empty = [], 0
+    for _, text in read_texts(path):
+        if text.strip():
+            texts.append(text)
+        else:
+            empty += 1
+    print(f"unlabeled: {path}\n  {len(texts)} texts" + (f"; {empty} empty lines skipped" if empty else ""))
+    return texts

@@ -87,14 +87,37 @@ class NerModel(TaskModel):
         return potentials, tags
 
     def task_loss(self, x, y, y_pred):
+        return self.gold_loss(x, y, y_pred)
+
+    def gold_loss(self, x, tags, y_pred, gold=None):
+        """The CRF's mean negative log-likelihood per sequence (or the mean
+        softmax cross-entropy per token), over the rows where ``gold``
+        (float32 [batch], default all 1) is 1."""
         potentials = ops.cast(y_pred["potentials"], "float32")
         mask = ops.cast(x["padding_mask"], "int32")
-        tags = ops.cast(y, "int32")
+        tags = ops.cast(tags, "int32")
         if self.crf is not None:
-            return self.crf.loss(potentials, tags, ops.sum(mask, axis=1))
+            if gold is None:
+                return self.crf.loss(potentials, tags, ops.sum(mask, axis=1))
+            nll = -self.crf.log_likelihood(potentials, tags, ops.sum(mask, axis=1))
+            return ops.sum(nll * gold) / ops.maximum(ops.sum(gold), 1.0)
         per_token = keras.losses.sparse_categorical_crossentropy(tags, potentials, from_logits=True)
         weights = ops.cast(mask, "float32")
+        if gold is not None:
+            weights = weights * gold[:, None]
         return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+    def distillation_loss(self, x, y, y_pred):
+        """``soft_weight`` x the squared distance between the student's and
+        the teacher's emission scores (summed over tags, mean over real
+        tokens: matching them makes the same CRF decode the same) +
+        ``1 - soft_weight`` x :meth:`gold_loss` on the rows with gold tags."""
+        potentials = ops.cast(y_pred["potentials"], "float32")
+        mask = ops.cast(x["padding_mask"], "float32")
+        squared = ops.sum(ops.square(potentials - ops.cast(y["teacher"], "float32")), axis=-1)
+        soft = ops.sum(squared * mask) / ops.maximum(ops.sum(mask), 1.0)
+        gold = self.gold_loss(x, y["tags"], y_pred, gold=ops.cast(y["gold"][:, 0], "float32"))
+        return self.soft_weight * soft + (1.0 - self.soft_weight) * gold
 
     def head_config(self):
         return {

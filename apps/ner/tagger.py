@@ -181,8 +181,11 @@ class Tagger(Pipeline):
         return NerModel(encoder, len(tags), use_lstm=settings.lstm, lstm_units=settings.lstm_units,
                         use_crf=settings.crf, dropout=settings.dropout, allowed=allowed, allowed_start=allowed_start)
 
-    def batches(self, rows, settings):
+    def batches(self, rows, settings, targets=()):
         from kerasbert.training import BucketedBatches
 
-        return BucketedBatches(rows, settings.batch_size, targets=("tags",), seed=settings.seed,
-                               max_width=settings.max_length)
+        return BucketedBatches(rows, settings.batch_size, targets=("tags", *targets), seed=settings.seed,
+                               max_width=self.max_length)
+
+    #: A student learns the teacher's emission scores (the CRF's inputs).
+    soft_target = "potentials"

@@ -25,6 +25,7 @@ from apps.base.task import Task
 from apps.ner.readers import FORMATS
 from apps.ner.readers import OUTPUT_FORMATS
 from apps.ner.tags import SCHEMES
+from kerasbert.settings import DistillSettings
 from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
 
@@ -51,6 +52,13 @@ class NerTrainSettings(NerReadSettings, TrainSettings):
     constrained_decoding: bool = setting(True, "forbid invalid BIO transitions when decoding")
 
 
+@dataclasses.dataclass
+class NerDistillSettings(NerReadSettings, DistillSettings):
+    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz): the gold labels, "
+                         "and texts the teacher scores")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
+
+
 class NerTask(Task):
     name = "ner"
     help = "named-entity recognition: train, evaluate, predict, export, demo"
@@ -58,6 +66,7 @@ class NerTask(Task):
     trains = "an NER tagger"
     train_settings = NerTrainSettings
     read_settings = NerReadSettings
+    distill_settings = NerDistillSettings
     output_formats = OUTPUT_FORMATS
     output_formats_help = (
         "jsonl (default): one JSON object per input line; label-studio: one JSON array of Label Studio tasks with "
@@ -84,6 +93,11 @@ class NerTask(Task):
         print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
         return result.examples
 
+    def unlabeled_example(self, text):
+        from apps.ner.examples import Example
+
+        return Example(text, [], source="unlabeled")
+
     def output_record(self, result, format):
         from apps.ner.readers import prediction_record
 
@@ -108,3 +122,9 @@ def train(settings, callbacks=()):
     metrics written to ``OUTPUT/metrics.json``. ``callbacks`` are extra Keras
     callbacks (e.g. for a notebook)."""
     return NER.train(settings, callbacks=callbacks)
+
+
+def distill(settings, callbacks=()):
+    """Train a smaller student from a trained tagger (``kerasbert ner distill``;
+    :meth:`apps.base.task.Task.distill`); returns the metrics."""
+    return NER.distill(settings, callbacks=callbacks)

@@ -282,4 +282,4 @@ class Extractor(Pipeline):
         from apps.triples.batches import SubjectSampledBatches
 
         return SubjectSampledBatches(rows, len(self.predicates), settings.batch_size, seed=settings.seed,
-                                     max_width=settings.max_length)
+                                     max_width=self.max_length)
