@@ -99,13 +99,7 @@ class Task:
         from kerasbert.loader import load_encoder
 
         settings.check()
-        # Read (and fail on) the data before creating anything in OUTPUT.
-        train_examples = self.read(settings.train, settings, "train")
-        dev_examples = self.read(settings.dev, settings, "dev")
-        if settings.max_train_examples:
-            train_examples = train_examples[: settings.max_train_examples]
-        if settings.max_dev_examples:
-            dev_examples = dev_examples[: settings.max_dev_examples]
+        train_examples, dev_examples = self.read_run_data(settings)
         head = self.pipeline_class(settings)
         labels = head.training_labels(train_examples, dev_examples, settings)
 
@@ -129,6 +123,18 @@ class Task:
             callbacks=callbacks,
         )
 
+    def read_run_data(self, settings):
+        """``(train examples, dev examples)`` of a run, cut to
+        ``max_train_examples`` / ``max_dev_examples``; read (and failed on)
+        before anything is created in OUTPUT."""
+        train_examples = self.read(settings.train, settings, "train")
+        dev_examples = self.read(settings.dev, settings, "dev")
+        if settings.max_train_examples:
+            train_examples = train_examples[: settings.max_train_examples]
+        if settings.max_dev_examples:
+            dev_examples = dev_examples[: settings.max_dev_examples]
+        return train_examples, dev_examples
+
     def distill(self, settings, callbacks=()):
         """Train a student with fewer encoder layers from the teacher
         ``settings.teacher`` (:func:`kerasbert.distill.student_encoder`: every
@@ -143,12 +149,7 @@ class Task:
         from kerasbert.distill import shares_layers
 
         settings.check()
-        train_examples = self.read(settings.train, settings, "train")
-        dev_examples = self.read(settings.dev, settings, "dev")
-        if settings.max_train_examples:
-            train_examples = train_examples[: settings.max_train_examples]
-        if settings.max_dev_examples:
-            dev_examples = dev_examples[: settings.max_dev_examples]
+        train_examples, dev_examples = self.read_run_data(settings)
         unlabeled = read_unlabeled(settings.unlabeled) if settings.unlabeled else []
         teacher = self.load(settings.teacher, verbose=True)
         encoder = teacher.model.encoder
