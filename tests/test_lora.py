@@ -77,12 +77,13 @@ def _scores(results):
 
 @pytest.fixture(scope="module")
 def runs(data, checkpoint, tmp_path_factory):
-    """One epoch with --lora-rank 4 and one full fine-tuning epoch."""
+    """One epoch with --lora-rank 4; the trained model saved again as a full
+    (plain, adapters merged) folder, for the sizes."""
     tmp = tmp_path_factory.mktemp("lora_runs")
     keep = KeepModel()
     train(_settings(tmp, data, checkpoint, "lora", lora_rank=4), callbacks=[keep])
-    train(_settings(tmp, data, checkpoint, "full"))
-    return tmp / "lora" / "model", tmp / "full" / "model", keep.trained
+    Tagger.load(tmp / "lora" / "model").merged().save(tmp / "full")
+    return tmp / "lora" / "model", tmp / "full", keep.trained
 
 
 def test_only_adapters_and_head_train(checkpoint):
@@ -106,11 +107,21 @@ def test_only_adapters_and_head_train(checkpoint):
     assert count(encoder.trainable_variables) < 0.1 * count(encoder.weights)
 
 
+def test_both_apps_offer_lora_rank():
+    import dataclasses
+
+    from apps.triples.train import TriplesTrainSettings
+
+    for cls in (NerTrainSettings, TriplesTrainSettings):
+        assert {f.name: f.default for f in dataclasses.fields(cls)}["lora_rank"] == 0
+
+
 def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, data, checkpoint):
     lora_dir, full_dir, trained = runs
     settings = json.loads((lora_dir / "tagger.json").read_text(encoding="utf-8"))
     assert settings["lora"] == {"rank": 4, "checkpoint": str(checkpoint.resolve())}
     assert not (lora_dir / "model.keras").exists() and (lora_dir / "encoder.lora.h5").exists()
+    assert (full_dir / "model.keras").exists() and "lora" not in json.loads((full_dir / "tagger.json").read_text())
     lora_size, full_size = _folder_bytes(lora_dir), _folder_bytes(full_dir)
     print(f"LoRA folder {lora_size:,} bytes, full folder {full_size:,} bytes ({lora_size / full_size:.1%})")
     assert lora_size < 0.3 * full_size
@@ -126,6 +137,21 @@ def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, data, checkpoi
     np.testing.assert_allclose(_scores(ours), _scores(theirs), atol=1e-5)
     for a, b in zip(loaded.model.weights, trained.weights):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=a.path)
+
+
+def test_a_lora_folder_without_its_checkpoint_is_a_clear_error(runs, tmp_path):
+    import shutil
+
+    from kerasbert.errors import KerasbertError
+
+    lora_dir, _, _ = runs
+    moved = tmp_path / "model"
+    shutil.copytree(lora_dir, moved)
+    settings = json.loads((moved / "tagger.json").read_text(encoding="utf-8"))
+    settings["lora"]["checkpoint"] = str(tmp_path / "gone")
+    (moved / "tagger.json").write_text(json.dumps(settings), encoding="utf-8")
+    with pytest.raises(KerasbertError, match="cannot load the encoder checkpoint"):
+        Tagger.load(moved)
 
 
 def test_export_merges_the_adapters_and_gives_what_predict_gives(runs, data, tmp_path):
