@@ -86,6 +86,12 @@ def runs(data, checkpoint, tmp_path_factory):
     return tmp / "lora" / "model", tmp / "full", keep.trained
 
 
+@pytest.fixture(scope="module")
+def loaded(runs):
+    """The LoRA run's tagger loaded from its folder (shared: its serving function is traced once)."""
+    return Tagger.load(runs[0])
+
+
 def test_only_adapters_and_head_train(checkpoint):
     encoder = load_encoder(checkpoint)
     model = NerModel(encoder, 9, lstm_units=8)
@@ -116,7 +122,7 @@ def test_both_apps_offer_lora_rank():
         assert {f.name: f.default for f in dataclasses.fields(cls)}["lora_rank"] == 0
 
 
-def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, data, checkpoint):
+def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, loaded, data, checkpoint):
     lora_dir, full_dir, trained = runs
     settings = json.loads((lora_dir / "tagger.json").read_text(encoding="utf-8"))
     assert settings["lora"] == {"rank": 4, "checkpoint": str(checkpoint.resolve())}
@@ -128,7 +134,6 @@ def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, data, checkpoi
 
     # the adapters trained (b starts at zero), and loading puts them back
     assert all(np.abs(np.asarray(layer.lora_kernel_b)).max() > 0 for layer in lora_layers(trained))
-    loaded = Tagger.load(lora_dir)
     in_memory = Tagger(trained, loaded.tokenizer, loaded.tags, max_length=loaded.max_length)
     texts = [line for line in data[1].read_text(encoding="utf-8").split("\n\n") if line.strip()]
     texts = [" ".join(row.split()[0] for row in block.splitlines()) for block in texts]
@@ -154,11 +159,35 @@ def test_a_lora_folder_without_its_checkpoint_is_a_clear_error(runs, tmp_path):
         Tagger.load(moved)
 
 
-def test_export_merges_the_adapters_and_gives_what_predict_gives(runs, data, tmp_path):
+def test_a_triples_lora_folder_loads_back(checkpoint, tmp_path):
+    from apps.triples.extractor import Extractor
+    from apps.triples.model import TripleModel
+    from kerasbert.loader import load_tokenizer
+
+    keras.utils.set_random_seed(5)
+    model = TripleModel(load_encoder(checkpoint), 3)
+    rng = np.random.default_rng(1)
+    for layer in enable_lora(model.encoder, 2):
+        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
+    extractor = Extractor(model, load_tokenizer(checkpoint), ["p0", "p1", "p2"], max_length=24)
+    extractor.lora = {"rank": 2, "checkpoint": str(checkpoint.resolve())}
+    extractor.with_thresholds((0.4, 0.4)).save(tmp_path / "triples")
+    back = Extractor.load(tmp_path / "triples")
+    assert back.lora == extractor.lora and back.thresholds != extractor.thresholds
+    for a, b in zip(back.model.weights, model.weights):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=a.path)
+    x = {"token_ids": np.array([[2, 7, 9, 3]], np.int32), "segment_ids": np.zeros((1, 4), np.int32),
+         "padding_mask": np.ones((1, 4), np.int32), "subject_span": np.array([[1, 2]], np.int32)}
+    ours, theirs = back.model.predict_on_batch(x), model.predict_on_batch(x)
+    for key in theirs:
+        np.testing.assert_allclose(np.asarray(ours[key]), np.asarray(theirs[key]), atol=1e-5, err_msg=key)
+
+
+def test_export_merges_the_adapters_and_gives_what_predict_gives(loaded, data, tmp_path):
+    """(Last in the file: it changes the shared tagger's weights.)"""
     import tensorflow as tf
 
-    lora_dir, _, _ = runs
-    tagger = Tagger.load(lora_dir)
+    tagger = loaded
     # Adapters and tag scores large enough to change many entities.
     rng = np.random.default_rng(0)
     for layer in lora_layers(tagger.model):
