@@ -235,7 +235,7 @@ def start_lora(model, checkpoint, settings):
     trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
     adapters = sum(int(np.prod(v.shape)) for v in model.encoder.trainable_variables)
     total = sum(int(np.prod(v.shape)) for v in model.weights)
-    print(f"LoRA rank {settings.lora_rank} on {len(layers)} encoder layers: {adapters:,} adapter + "
+    print(f"LoRA rank {settings.lora_rank} on {len(layers)} encoder kernels: {adapters:,} adapter + "
           f"{trainable - adapters:,} head weights train, {trainable / total:.2%} of {total:,}")
     reference = "starter" if settings.checkpoint == "starter" else str(Path(checkpoint.directory).resolve())
     return {"rank": int(settings.lora_rank), "checkpoint": reference}
