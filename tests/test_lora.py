@@ -113,6 +113,45 @@ def test_only_adapters_and_head_train(checkpoint):
     assert count(encoder.trainable_variables) < 0.1 * count(encoder.weights)
 
 
+def test_resume_backup_keeps_adapters_and_frozen_kernels_apart(checkpoint, tmp_path):
+    """Keras's BackupAndRestore alone would restore merged kernels and zero
+    adapters; kerasbert.training.Backup restores both as they were."""
+    from kerasbert.training import Backup
+
+    def lora_model(seed):
+        model = NerModel(load_encoder(checkpoint), 9, lstm_units=8)
+        ids = np.array([[2, 7, 9, 11, 3, 0]], "int32")
+        inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": (ids > 0).astype("int32")}
+        model(inputs)
+        layers = enable_lora(model.encoder, 4)
+        rng = np.random.default_rng(seed)
+        for layer in layers:  # trained adapters: b is no longer zero
+            layer.lora_kernel_a.assign(rng.normal(0, 0.1, layer.lora_kernel_a.shape))
+            layer.lora_kernel_b.assign(rng.normal(0, 0.1, layer.lora_kernel_b.shape))
+        model.compile(optimizer=keras.optimizers.Adam())
+        return model, layers, inputs
+
+    model, layers, inputs = lora_model(0)
+    original = [np.array(layer._kernel) for layer in layers]
+    adapters = [np.array(layer.lora_kernel_b) for layer in layers]
+    backup = Backup(backup_dir=str(tmp_path / "backup"))
+    backup.set_model(model)
+    backup._save_model()
+    assert (tmp_path / "backup" / Backup.ADAPTERS_FILE).exists()
+
+    resumed, resumed_layers, _ = lora_model(1)  # other adapters, as a fresh process would not have them
+    restore = Backup(backup_dir=str(tmp_path / "backup"))
+    restore.set_model(resumed)
+    restore.on_train_begin()
+    for layer, kernel, b in zip(resumed_layers, original, adapters):
+        np.testing.assert_allclose(np.array(layer._kernel), kernel, atol=1e-5)  # the checkpoint's, frozen
+        np.testing.assert_allclose(np.array(layer.lora_kernel_b), b)
+        assert np.abs(b).max() > 0.01
+    before, after = model(inputs), resumed(inputs)
+    for key in before:
+        np.testing.assert_allclose(np.array(after[key]), np.array(before[key]), atol=1e-4)
+
+
 def test_both_apps_offer_lora_rank():
     import dataclasses
 
