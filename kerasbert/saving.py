@@ -8,6 +8,23 @@ A pipeline folder holds everything needed to predict, nothing to train:
 * ``<name>.json`` -- the app's settings (labels, max length, thresholds...)
   and the tokenizer's settings under ``"tokenizer"``.
 
+A LoRA pipeline (settings with ``"lora": {"rank", "checkpoint"}``, trained
+with ``--lora-rank``) does not write ``model.keras``, which would hold the
+whole encoder (Keras saves a LoRA layer's kernel with the adapters merged
+in). Its folder holds instead:
+
+* ``model.json`` -- the Keras model's config (encoder architecture and head);
+* ``encoder.lora.h5`` -- the adapters, written by keras-hub's
+  ``Backbone.save_lora_weights``;
+* ``head.weights.npz`` -- every model weight outside the encoder, in the
+  model's order (as ``get_weights``: nested layers such as the LSTM cells get
+  automatic names, so variable paths differ from one build to the next);
+
+and :func:`load_pipeline` loads the encoder checkpoint named by
+``lora.checkpoint`` (the original, frozen weights), enables LoRA
+(:func:`kerasbert.lora.enable_lora`) and puts the adapters and the head on
+top. The checkpoint must still be there, unchanged.
+
 Write it through :func:`kerasbert.files.atomic_write_dir` to replace a
 previous version atomically. A training run keeps its best pipeline in
 ``OUTPUT/model`` (:data:`MODEL_DIR`); :func:`resolve_model_dir` accepts
@@ -20,6 +37,9 @@ from pathlib import Path
 from kerasbert.errors import KerasbertError
 
 MODEL_FILE = "model.keras"
+#: A LoRA pipeline's model config and head weights (the adapters: kerasbert.lora.ADAPTERS_FILE).
+LORA_CONFIG_FILE = "model.json"
+HEAD_WEIGHTS_FILE = "head.weights.npz"
 VOCAB_FILE = "vocab.txt"
 #: Where a training run (``OUTPUT``) keeps its best pipeline.
 MODEL_DIR = "model"
@@ -46,9 +66,12 @@ def save_pipeline(directory, model, tokenizer, settings, settings_name):
     """Write ``model``, ``tokenizer`` and the ``settings`` dict into ``directory``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    inference = type(model).from_config(model.get_config())
-    inference.set_weights(model.get_weights())
-    inference.save(directory / MODEL_FILE)
+    if settings.get("lora"):
+        _save_lora_model(directory, model)
+    else:
+        inference = type(model).from_config(model.get_config())
+        inference.set_weights(model.get_weights())
+        inference.save(directory / MODEL_FILE)
     (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in tokenizer.vocab), encoding="utf-8")
     settings = dict(settings, tokenizer=tokenizer.get_config())
     (directory / settings_name).write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -67,5 +90,58 @@ def load_pipeline(directory, settings_name, what):
         raise KerasbertError(f"{directory}: not a kerasbert {what} folder (no {settings_name})")
     settings = json.loads(settings_path.read_text(encoding="utf-8"))
     tokenizer = BertTokenizer(directory / VOCAB_FILE, **settings.pop("tokenizer"))
-    model = keras.saving.load_model(directory / MODEL_FILE)
+    if settings.get("lora"):
+        model = _load_lora_model(directory, settings["lora"])
+    else:
+        model = keras.saving.load_model(directory / MODEL_FILE)
     return model, tokenizer, settings
+
+
+def _head_weights(model):
+    """The model's variables outside its encoder (the head), in the model's order."""
+    inside = {id(v) for v in model.encoder.weights}
+    return [v for v in model.weights if id(v) not in inside]
+
+
+def _save_lora_model(directory, model):
+    """The config, the encoder's adapters and the head of a LoRA ``model``."""
+    import keras
+    import numpy as np
+
+    from kerasbert.lora import ADAPTERS_FILE
+
+    config = keras.saving.serialize_keras_object(model)
+    (directory / LORA_CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    model.encoder.save_lora_weights(str(directory / ADAPTERS_FILE))
+    np.savez(directory / HEAD_WEIGHTS_FILE, *[np.asarray(v) for v in _head_weights(model)])
+
+
+def _load_lora_model(directory, lora):
+    """A model saved by :func:`_save_lora_model`: built from its config, the
+    encoder's weights from the checkpoint ``lora["checkpoint"]``, then
+    Keras's LoRA with the saved adapters, then the head."""
+    import keras
+    import numpy as np
+
+    from kerasbert.lora import ADAPTERS_FILE
+    from kerasbert.lora import enable_lora
+    from kerasbert.loader import load_encoder
+
+    config = json.loads((directory / LORA_CONFIG_FILE).read_text(encoding="utf-8"))
+    model = keras.saving.deserialize_keras_object(config)
+    try:
+        original = load_encoder(lora["checkpoint"])
+        model.encoder.set_weights(original.get_weights())
+    except (KerasbertError, ValueError) as e:
+        raise KerasbertError(f"{directory}: cannot load the encoder checkpoint {lora['checkpoint']!r} that the LoRA "
+                             f"adapters go on: {e}")
+    enable_lora(model.encoder, lora["rank"])
+    model.encoder.load_lora_weights(str(directory / ADAPTERS_FILE))
+    head = _head_weights(model)
+    with np.load(directory / HEAD_WEIGHTS_FILE) as saved:
+        values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in head]:
+        raise KerasbertError(f"{directory / HEAD_WEIGHTS_FILE}: the head's weights do not match the model's")
+    for variable, value in zip(head, values):
+        variable.assign(value)
+    return model

@@ -252,11 +252,17 @@ class TrainSettings(RunSettings):
     checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
     max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
     dropout: float = setting(0.1, "dropout on the encoder output")
+    lora_rank: int = setting(0, "train Keras LoRA adapters of this rank on the encoder's attention and feed-forward "
+                             "kernels, the checkpoint's weights frozen (the head trains fully); the model folder then "
+                             "holds only the adapters and the head, and needs the checkpoint to load (0: fine-tune "
+                             "the whole encoder)")
 
     def check(self):
         check_settings(self, required=("checkpoint", "train", "dev", "output"))
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+        if self.lora_rank < 0:
+            raise KerasbertError(f"lora_rank must be 0 (no LoRA) or more, got {self.lora_rank}")
 
 
 def layer_list(value):

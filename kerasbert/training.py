@@ -426,12 +426,59 @@ def make_optimizer(total_steps, learning_rate, head_learning_rate, head_prefix, 
     return optimizer
 
 
+class Backup(keras.callbacks.BackupAndRestore):
+    """Keras's ``BackupAndRestore``, also right for a model with LoRA
+    adapters (``--lora-rank``): Keras saves a LoRA layer's kernel with the
+    adapters merged in and zeroes the adapters when it loads, which would
+    resume training on merged kernels and leave adapters that no longer fit
+    the checkpoint. Beside the weights the adapters are saved
+    (``lora_adapters.npz``, atomically); after Keras's restore they are put
+    back and taken out of the kernels again (kernel = merged - adapters'
+    delta), so the frozen kernels are the checkpoint's again."""
+
+    ADAPTERS_FILE = "lora_adapters.npz"
+
+    def _save_model(self):
+        super()._save_model()
+        from kerasbert.lora import lora_layers
+
+        layers = lora_layers(self.model)
+        if layers:
+            import io
+
+            from kerasbert.files import atomic_write_bytes
+
+            buffer = io.BytesIO()
+            np.savez(buffer, *[np.asarray(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)])
+            atomic_write_bytes(Path(self.backup_dir) / self.ADAPTERS_FILE, buffer.getvalue())
+
+    def _load_model(self):
+        super()._load_model()
+        from kerasbert.lora import lora_layers
+
+        layers = lora_layers(self.model)
+        path = Path(self.backup_dir) / self.ADAPTERS_FILE
+        if not layers or not path.exists():
+            return
+        with np.load(path) as saved:
+            values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+        if len(values) != 2 * len(layers):
+            raise KerasbertError(f"{path}: {len(values) // 2} LoRA adapters saved, the model has {len(layers)}")
+        for i, layer in enumerate(layers):
+            layer.lora_kernel_a.assign(values[2 * i])
+            layer.lora_kernel_b.assign(values[2 * i + 1])
+            # Keras restored the kernel with the adapters merged in; layer.kernel
+            # is _kernel + the adapters' delta.
+            delta = layer.kernel - layer._kernel
+            layer._kernel.assign(layer._kernel - delta)
+
+
 def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboard=True):
     """Resume-after-interruption (``BackupAndRestore``), the dev evaluator and
     TensorBoard logs under ``output_dir``."""
     output_dir = Path(output_dir)
     callbacks = [
-        keras.callbacks.BackupAndRestore(
+        Backup(
             backup_dir=str(output_dir / "backup"),
             save_freq=backup_every_steps or "epoch",
             delete_checkpoint=True,

@@ -33,7 +33,10 @@ window's slice of them (:meth:`window_labels`).
 A pipeline folder (:meth:`save` / :meth:`load`) holds ``model.keras``,
 ``vocab.txt`` and the settings file named by :attr:`settings_file`
 (:mod:`kerasbert.saving`). :meth:`load` also takes a training run's output
-folder and uses its ``model/``.
+folder and uses its ``model/``. A pipeline trained with ``--lora-rank``
+(:attr:`Pipeline.lora`) saves only its LoRA adapters and head, with a
+reference to the encoder checkpoint they go on; :meth:`export` merges the
+adapters into the kernels first (:meth:`Pipeline.merged`).
 """
 
 import numpy as np
@@ -171,6 +174,11 @@ class Pipeline:
     warmup_texts = ()
     #: The report :meth:`features` fills.
     FeatureReport = FeatureReport
+    #: ``{"rank": R, "checkpoint": ...}`` when the encoder carries Keras LoRA
+    #: adapters over a frozen checkpoint (``--lora-rank``; the folder then
+    #: stores adapters and head only, see :mod:`kerasbert.saving`); None for
+    #: a plain model.
+    lora = None
 
     def __init__(self, model, tokenizer, labels, max_length=128, overlap=None):
         self.model = model
@@ -196,7 +204,21 @@ class Pipeline:
     @classmethod
     def from_settings(cls, model, tokenizer, settings):
         settings = dict(settings)
-        return cls(model, tokenizer, settings.pop(cls.labels_key), **settings)
+        lora = settings.pop("lora", None)
+        pipeline = cls(model, tokenizer, settings.pop(cls.labels_key), **settings)
+        pipeline.lora = lora
+        return pipeline
+
+    def merged(self):
+        """This pipeline with its LoRA adapters merged into plain encoder
+        kernels (:func:`kerasbert.lora.merged_model`, Keras's own merge): same
+        results, no adapter matmuls, no LoRA layers. A pipeline without LoRA
+        returns itself."""
+        if not self.lora:
+            return self
+        from kerasbert.lora import merged_model
+
+        return type(self).from_settings(merged_model(self.model), self.tokenizer, self.settings())
 
     # -------------------------------------------------------- 1. windows
     @property
@@ -356,6 +378,8 @@ class Pipeline:
         from kerasbert.export import jit_warmup_texts
         from kerasbert.export import signature_and_warmup
 
+        if self.lora:  # serve plain kernels with the adapters merged in
+            return self.merged().export(base, version, input, warmup_texts, model_name, jit_compile)
         warmup_texts = list(self.warmup_texts if warmup_texts is None else warmup_texts)
         if input == "ids":
             if jit_compile:
@@ -378,7 +402,10 @@ class Pipeline:
     def save(self, directory):
         """Write everything needed to predict into ``directory`` (through
         :func:`kerasbert.files.atomic_write_dir` for an atomic save)."""
-        save_pipeline(directory, self.model, self.tokenizer, self.settings(), self.settings_file)
+        settings = self.settings()
+        if self.lora:
+            settings["lora"] = dict(self.lora)
+        save_pipeline(directory, self.model, self.tokenizer, settings, self.settings_file)
 
     @classmethod
     def load(cls, directory, verbose=False):
@@ -431,6 +458,8 @@ class Pipeline:
         from kerasbert.distill import copy_layer_weights
         from kerasbert.distill import student_encoder
 
+        if self.lora:  # rebuild from the merged kernels
+            return self.merged().rebuilt(layers, encoder_dtype)
         model = self.model
         layers = range(model.encoder.num_layers) if layers is None else layers
         encoder = student_encoder(model.encoder, layers, dtype=encoder_dtype)

@@ -9,7 +9,9 @@ written here and in :mod:`apps.base.cli` once for all apps:
   (:func:`kerasbert.training.start_run`), open the checkpoint once, build the
   model and the training rows under the distribution strategy, turn the
   ``auto`` batch size, epochs and patience into numbers for the number of
-  rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), compile, fit
+  rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), with
+  ``--lora-rank`` put Keras LoRA adapters on the frozen encoder
+  (:func:`start_lora`), compile, fit
   with dev evaluation after each epoch and the best pipeline kept
   (:func:`kerasbert.training.fit_and_select`);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
@@ -108,6 +110,8 @@ class Task:
         with training.distribution_scope(settings.strategy):
             model = head.build_model(load_encoder(checkpoint), labels, settings)
             pipeline = head.for_training(model, tokenizer, labels, settings)
+            if settings.lora_rank:
+                pipeline.lora = start_lora(model, checkpoint, settings)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
             settings = training.resolve_auto(settings, len(rows["token_ids"]))
@@ -215,6 +219,26 @@ class Task:
         examples = self.read(path, settings, "data")
         predictions = load_pipeline().predict([e.text for e in examples], batch_size=batch_size)
         return self.score(examples, predictions, settings)
+
+
+def start_lora(model, checkpoint, settings):
+    """Keras LoRA adapters of rank ``settings.lora_rank`` on ``model``'s
+    encoder, every original encoder weight frozen
+    (:func:`kerasbert.lora.enable_lora`); prints the trainable share. Returns
+    the pipeline's :attr:`~apps.base.pipeline.Pipeline.lora`: the rank and the
+    checkpoint the saved adapters go on (an absolute folder, or ``starter``)."""
+    from pathlib import Path
+
+    from kerasbert.lora import enable_lora
+
+    layers = enable_lora(model.encoder, settings.lora_rank)
+    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    adapters = sum(int(np.prod(v.shape)) for v in model.encoder.trainable_variables)
+    total = sum(int(np.prod(v.shape)) for v in model.weights)
+    print(f"LoRA rank {settings.lora_rank} on {len(layers)} encoder kernels: {adapters:,} adapter + "
+          f"{trainable - adapters:,} head weights train, {trainable / total:.2%} of {total:,}")
+    reference = "starter" if settings.checkpoint == "starter" else str(Path(checkpoint.directory).resolve())
+    return {"rank": int(settings.lora_rank), "checkpoint": reference}
 
 
 def read_unlabeled(path):

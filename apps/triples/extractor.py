@@ -142,7 +142,9 @@ class Extractor(Pipeline):
         all pointers."""
         if isinstance(thresholds, dict):
             thresholds = {**self.thresholds, **thresholds}
-        return type(self)(self.model, self.tokenizer, self.predicates, self.max_length, thresholds, self.overlap)
+        extractor = type(self)(self.model, self.tokenizer, self.predicates, self.max_length, thresholds, self.overlap)
+        extractor.lora = self.lora
+        return extractor
 
     # ------------------------------------------------------------ training rows
     def text_labels(self, example, offsets, report):
