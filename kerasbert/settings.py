@@ -256,6 +256,12 @@ class TrainSettings(RunSettings):
                              "kernels, the checkpoint's weights frozen (the head trains fully); the model folder then "
                              "holds only the adapters and the head, and needs the checkpoint to load (0: fine-tune "
                              "the whole encoder)")
+    freeze_encoder: bool = setting(False, "freeze the encoder's weights and feed the head a learned softmax-weighted "
+                                   "mix of all its layers' outputs (embeddings and every transformer layer; ELMo's "
+                                   "scalar mix); only the head and the mix train")
+    layer_lr_decay: float = setting(1.0, "layer-wise learning-rate decay: each encoder layer learns at the rate of "
+                                    "the one above times this (top layer: --learning-rate, embeddings: times this "
+                                    "to the number of layers); the head keeps --head-learning-rate (1.0: off)")
 
     def check(self):
         check_settings(self, required=("checkpoint", "train", "dev", "output"))
@@ -263,6 +269,13 @@ class TrainSettings(RunSettings):
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         if self.lora_rank < 0:
             raise KerasbertError(f"lora_rank must be 0 (no LoRA) or more, got {self.lora_rank}")
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise KerasbertError(f"layer_lr_decay must be in (0, 1] (1.0: off), got {self.layer_lr_decay}")
+        if self.freeze_encoder and self.lora_rank:
+            raise KerasbertError("freeze_encoder and lora_rank exclude each other (LoRA trains adapters inside the "
+                                 "encoder; freeze_encoder trains nothing in it)")
+        if self.freeze_encoder and self.layer_lr_decay != 1.0:
+            raise KerasbertError("layer_lr_decay has nothing to decay with freeze_encoder (no encoder layer trains)")
 
 
 def layer_list(value):

@@ -63,8 +63,10 @@ class GroupedAdamW(keras.optimizers.AdamW):
     """AdamW with per-group learning-rate multipliers.
 
     Args:
-        lr_multipliers: dict, variable-path prefix -> multiplier of the
-            (scheduled) learning rate. Variables matching no prefix use 1.
+        lr_multipliers: dict, variable path or path prefix -> multiplier
+            of the (scheduled) learning rate; a variable's exact path wins over
+            prefixes (e.g. :func:`layer_lr_multipliers`). Variables matching
+            nothing use 1.
             Weight decay is scaled the same way.
         **kwargs: ``keras.optimizers.AdamW`` arguments.
 
@@ -84,6 +86,8 @@ class GroupedAdamW(keras.optimizers.AdamW):
         self._lr_factors = [self._factor_for(v.path) for v in var_list]
 
     def _factor_for(self, path):
+        if path in self.lr_multipliers:  # a variable's own path first, then prefixes
+            return float(self.lr_multipliers[path])
         for prefix, factor in self.lr_multipliers.items():
             if path.startswith(prefix):
                 return float(factor)
@@ -409,15 +413,39 @@ def distribution_scope(strategy):
     raise KerasbertError(f"strategy must be 'default' or 'mirrored', got {strategy!r}")
 
 
-def make_optimizer(total_steps, learning_rate, head_learning_rate, head_prefix, warmup_ratio=0.1, weight_decay=0.01, precision="float32"):
+def layer_lr_multipliers(encoder, decay):
+    """Layer-wise learning-rate decay (ULMFiT, ELECTRA): ``{variable path:
+    multiplier}`` for every weight of ``encoder``: the top transformer layer
+    ``decay ** 0``, the one below ``decay ** 1``, ..., the bottom one
+    ``decay ** (L - 1)``, and everything else (the embeddings; the pooler)
+    ``decay ** L`` for ``L`` layers. An ALBERT whose layers share weights has
+    no per-layer weights to decay: refused."""
+    layers = list(encoder.transformer_layers)
+    if len(layers) != encoder.num_layers or not all(isinstance(layer, keras.layers.Layer) for layer in layers):
+        raise KerasbertError(f"layer_lr_decay needs one set of weights per encoder layer; this "
+                             f"{type(encoder).__name__} shares its {encoder.num_layers} layers' weights")
+    count = len(layers)
+    multipliers = {v.path: float(decay) ** count for v in encoder.weights}
+    for index, layer in enumerate(layers):
+        for v in layer.weights:
+            multipliers[v.path] = float(decay) ** (count - 1 - index)
+    return multipliers
+
+
+def make_optimizer(total_steps, learning_rate, head_learning_rate, head_prefix, warmup_ratio=0.1, weight_decay=0.01,
+                   precision="float32", encoder_multipliers=None):
     """GroupedAdamW with warm-up + linear decay; the head (variables whose path
-    starts with ``head_prefix``) learns at ``head_learning_rate``. Wrapped in
-    a loss-scale optimizer for ``mixed_float16``."""
+    starts with ``head_prefix``) learns at ``head_learning_rate``;
+    ``encoder_multipliers`` (``{variable path: multiplier}``, e.g.
+    :func:`layer_lr_multipliers`) scale ``learning_rate`` for those
+    variables. Wrapped in a loss-scale optimizer for ``mixed_float16``."""
     schedule = WarmupLinearDecay(learning_rate, total_steps, int(warmup_ratio * total_steps))
+    multipliers = {head_prefix: head_learning_rate / learning_rate}
+    multipliers.update({path: factor for path, factor in (encoder_multipliers or {}).items() if factor != 1.0})
     optimizer = GroupedAdamW(
         learning_rate=schedule,
         weight_decay=weight_decay,
-        lr_multipliers={head_prefix: head_learning_rate / learning_rate},
+        lr_multipliers=multipliers,
         epsilon=1e-6,
         clipnorm=1.0,
     )
@@ -550,10 +578,18 @@ def resolve_auto(settings, rows):
 
 
 def compile_for_training(model, steps_per_epoch, settings, head_prefix):
-    """Compile ``model`` with :func:`make_optimizer` for ``settings.epochs``."""
+    """Compile ``model`` with :func:`make_optimizer` for ``settings.epochs``
+    (with ``settings.layer_lr_decay`` below 1, the encoder's layers get
+    :func:`layer_lr_multipliers`)."""
+    decay = getattr(settings, "layer_lr_decay", 1.0)
+    encoder_multipliers = layer_lr_multipliers(model.encoder, decay) if decay != 1.0 else None
+    if encoder_multipliers:
+        print(f"layer-wise learning-rate decay {decay}: top encoder layer x1, embeddings "
+              f"x{decay ** model.encoder.num_layers:.3g}")
     optimizer = make_optimizer(
         steps_per_epoch * settings.epochs, settings.learning_rate, settings.head_learning_rate, head_prefix,
         warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, precision=settings.precision,
+        encoder_multipliers=encoder_multipliers,
     )
     model.compile(optimizer=optimizer, jit_compile=settings.jit_compile)
     # Create the optimizer's variables now. Left to the first training step,

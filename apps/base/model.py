@@ -6,8 +6,11 @@ head layers and its functional graph, lists its constructor arguments in
 :meth:`TaskModel.head_config` and writes its loss in :meth:`TaskModel.task_loss`;
 this class adds the rest once: the regularization losses, the scaling for
 ``tf.distribute`` (:func:`kerasbert.training.scale_loss_for_distribution`),
-``get_config``/``from_config`` (the encoder serialized inside), and the
-frozen pooler (no task here trains it).
+``get_config``/``from_config`` (the encoder serialized inside), the
+frozen pooler (no task here trains it) and, with ``layer_mix=True``
+(``--freeze-encoder``), the head's input: a learned softmax-weighted mix of all
+the encoder's hidden states (:class:`kerasbert.layer_mix.LayerMix`) instead of
+its last layer's output.
 """
 
 import keras
@@ -15,6 +18,7 @@ from keras import ops
 
 import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from apps.base.pipeline import ENCODER_INPUTS
+from kerasbert.layer_mix import LayerMix
 from kerasbert.training import scale_loss_for_distribution
 
 
@@ -37,6 +41,26 @@ class TaskModel(keras.Model):
         weights stay as loaded, and weight decay does not shrink them)."""
         if getattr(encoder, "pooled_dense", None) is not None:
             encoder.pooled_dense.trainable = False
+
+    def make_layer_mix(self, encoder, layer_mix, head_prefix):
+        """With ``layer_mix``, the :class:`LayerMix` (named
+        ``HEAD_PREFIX + "layer_mix"``, so it learns at the head's rate) that
+        :meth:`encoded` feeds the head with; the encoder must output its
+        hidden states (``output_hidden_states=True``). Call it first in the
+        subclass's constructor."""
+        self.layer_mix = bool(layer_mix)
+        self.mix = None
+        if self.layer_mix:
+            if not getattr(encoder, "output_hidden_states", False):
+                raise ValueError("layer_mix=True needs an encoder built with output_hidden_states=True")
+            self.mix = LayerMix(encoder.num_layers + 1, name=head_prefix + "layer_mix")
+
+    def encoded(self, encoder_outputs):
+        """What the head reads from the encoder's outputs: the last layer's
+        ``"sequence_output"``, or the mix of all ``"hidden_states"``."""
+        if self.mix is None:
+            return encoder_outputs["sequence_output"]
+        return self.mix(list(encoder_outputs["hidden_states"]))
 
     #: Distillation (``kerasbert APP distill``): the weight of the soft loss
     #: (the student's outputs against the teacher's); the gold loss gets

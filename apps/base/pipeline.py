@@ -462,6 +462,9 @@ class Pipeline:
             return self.merged().rebuilt(layers, encoder_dtype)
         model = self.model
         layers = range(model.encoder.num_layers) if layers is None else layers
+        if getattr(model, "layer_mix", False) and len(layers) != model.encoder.num_layers:
+            raise KerasbertError("a model whose head mixes all encoder layers (--freeze-encoder) cannot be given "
+                                 "fewer encoder layers (distilled)")
         encoder = student_encoder(model.encoder, layers, dtype=encoder_dtype)
         rebuilt = type(model)(encoder, **model.head_config())
         copy_layer_weights(model, rebuilt, skip=(encoder,))

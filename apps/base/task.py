@@ -11,7 +11,9 @@ written here and in :mod:`apps.base.cli` once for all apps:
   ``auto`` batch size, epochs and patience into numbers for the number of
   rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), with
   ``--lora-rank`` put Keras LoRA adapters on the frozen encoder
-  (:func:`start_lora`), compile, fit
+  (:func:`start_lora`) or with ``--freeze-encoder`` freeze it and mix its
+  layers for the head, compile (``--layer-lr-decay``: per-layer learning
+  rates), fit
   with dev evaluation after each epoch and the best pipeline kept
   (:func:`kerasbert.training.fit_and_select`);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
@@ -108,7 +110,12 @@ class Task:
         training.start_run(settings)
         checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
         with training.distribution_scope(settings.strategy):
-            model = head.build_model(load_encoder(checkpoint), labels, settings)
+            if settings.freeze_encoder:
+                model = head.build_model(load_encoder(checkpoint, trainable=False, output_hidden_states=True), labels,
+                                         settings)
+                print_frozen(model)
+            else:
+                model = head.build_model(load_encoder(checkpoint), labels, settings)
             pipeline = head.for_training(model, tokenizer, labels, settings)
             if settings.lora_rank:
                 pipeline.lora = start_lora(model, checkpoint, settings)
@@ -239,6 +246,14 @@ def start_lora(model, checkpoint, settings):
           f"{trainable - adapters:,} head weights train, {trainable / total:.2%} of {total:,}")
     reference = "starter" if settings.checkpoint == "starter" else str(Path(checkpoint.directory).resolve())
     return {"rank": int(settings.lora_rank), "checkpoint": reference}
+
+
+def print_frozen(model):
+    """Print what trains with ``--freeze-encoder``: the head and the layer mix."""
+    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    total = sum(int(np.prod(v.shape)) for v in model.weights)
+    print(f"encoder frozen; the head reads a learned mix of its {model.encoder.num_layers + 1} layer outputs: "
+          f"{trainable:,} head weights train, {trainable / total:.2%} of {total:,}")
 
 
 def read_unlabeled(path):

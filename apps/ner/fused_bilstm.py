@@ -77,7 +77,7 @@ def graph_scorer(model):
         return None
 
     def call(rows):
-        sequence = model.encoder(rows, training=False)["sequence_output"]
+        sequence = model.encoded(model.encoder(rows, training=False))
         potentials, tags = model.head(sequence, rows["padding_mask"], bilstm=bilstm, training=False)
         return {"potentials": tf.cast(potentials, tf.float32), "tags": tf.cast(tags, tf.int32)}
 

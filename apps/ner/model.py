@@ -39,13 +39,17 @@ class NerModel(TaskModel):
         dropout: dropout on the encoder output.
         allowed, allowed_start: CRF decode-time constraints (see
             :func:`kerasbert.crf.allowed_transitions`).
+        layer_mix: feed the head a learned mix of all the encoder's hidden
+            states (the encoder built with ``output_hidden_states=True``;
+            ``--freeze-encoder``) instead of its last layer.
     """
 
     def __init__(self, encoder, num_tags, use_lstm=True, lstm_units=128, use_crf=True, dropout=0.1,
-                 allowed=None, allowed_start=None, **kwargs):
+                 allowed=None, allowed_start=None, layer_mix=False, **kwargs):
         # === Layers ===
         self.encoder = encoder
         self.freeze_pooler(encoder)
+        self.make_layer_mix(encoder, layer_mix, HEAD_PREFIX)
         self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
         self.lstm = None
         if use_lstm:
@@ -57,7 +61,7 @@ class NerModel(TaskModel):
 
         # === Functional Model ===
         inputs = encoder_inputs()
-        potentials, tags = self.head(encoder(inputs)["sequence_output"], inputs["padding_mask"])
+        potentials, tags = self.head(self.encoded(encoder(inputs)), inputs["padding_mask"])
         super().__init__(inputs=inputs, outputs={"potentials": potentials, "tags": tags}, **kwargs)
 
         # === Config ===
@@ -128,4 +132,5 @@ class NerModel(TaskModel):
             "dropout": self.dropout,
             "allowed": self.allowed,
             "allowed_start": self.allowed_start,
+            "layer_mix": self.layer_mix,
         }

@@ -179,7 +179,8 @@ class Tagger(Pipeline):
         if settings.crf and settings.constrained_decoding:
             allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
         return NerModel(encoder, len(tags), use_lstm=settings.lstm, lstm_units=settings.lstm_units,
-                        use_crf=settings.crf, dropout=settings.dropout, allowed=allowed, allowed_start=allowed_start)
+                        use_crf=settings.crf, dropout=settings.dropout, allowed=allowed, allowed_start=allowed_start,
+                        layer_mix=settings.freeze_encoder)
 
     def batches(self, rows, settings, targets=()):
         from kerasbert.training import BucketedBatches

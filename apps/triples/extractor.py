@@ -273,7 +273,7 @@ class Extractor(Pipeline):
     def build_model(cls, encoder, predicates, settings):
         from apps.triples.model import TripleModel
 
-        return TripleModel(encoder, len(predicates), dropout=settings.dropout)
+        return TripleModel(encoder, len(predicates), dropout=settings.dropout, layer_mix=settings.freeze_encoder)
 
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):

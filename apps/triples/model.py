@@ -136,12 +136,16 @@ class TripleModel(TaskModel):
             ELECTRA; or any model with the same inputs and a ``"sequence_output"``).
         num_predicates: number of predicates ``P``.
         dropout: dropout on the encoder output.
+        layer_mix: feed the head a learned mix of all the encoder's hidden
+            states (the encoder built with ``output_hidden_states=True``;
+            ``--freeze-encoder``) instead of its last layer.
     """
 
-    def __init__(self, encoder, num_predicates, dropout=0.1, **kwargs):
+    def __init__(self, encoder, num_predicates, dropout=0.1, layer_mix=False, **kwargs):
         # === Layers ===
         self.encoder = encoder
         self.freeze_pooler(encoder)
+        self.make_layer_mix(encoder, layer_mix, HEAD_PREFIX)
         bias = keras.initializers.Constant(math.log(PRIOR / (1.0 - PRIOR)))
 
         def pointer(units, name):  # logits; the decoders apply the sigmoid
@@ -157,7 +161,7 @@ class TripleModel(TaskModel):
         # === Functional Model ===
         inputs = encoder_inputs()
         inputs["subject_span"] = keras.Input(shape=(2,), dtype="int32", name="subject_span")
-        sequence = encoder({name: inputs[name] for name in ENCODER_INPUTS})["sequence_output"]
+        sequence = self.encoded(encoder({name: inputs[name] for name in ENCODER_INPUTS}))
         sequence = self.head_dropout(sequence)
         outputs = self._subject_pointers(sequence)
         outputs.update(self._object_pointers(sequence, inputs["subject_span"]))
@@ -192,7 +196,7 @@ class TripleModel(TaskModel):
                 return {name: ops.sigmoid(value) for name, value in logits.items()}
 
             inputs = encoder_inputs()
-            sequence = self.encoder(inputs)["sequence_output"]
+            sequence = self.encoded(self.encoder(inputs))
             encode = keras.Model(inputs, {"sequence": sequence, **probabilities(self._subject_pointers(sequence))},
                                  name="triples_encode")
             seq_in = keras.Input(shape=(None, sequence.shape[-1]), dtype=sequence.dtype, name="sequence")
@@ -215,4 +219,4 @@ class TripleModel(TaskModel):
         return loss
 
     def head_config(self):
-        return {"num_predicates": self.num_predicates, "dropout": self.dropout}
+        return {"num_predicates": self.num_predicates, "dropout": self.dropout, "layer_mix": self.layer_mix}
