@@ -1,25 +1,21 @@
 """--freeze-encoder (a frozen encoder, the head on a learned mix of all its
 layers: kerasbert.layer_mix.LayerMix) and --layer-lr-decay (per-layer
-learning rates through GroupedAdamW's multipliers), both apps."""
+learning rates through GroupedAdamW's multipliers), both apps. A training
+run with --freeze-encoder, its saved model and its export:
+tests/test_freeze_encoder_run.py."""
 
 import dataclasses
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from apps.ner.model import NerModel
-from apps.ner.tagger import Tagger
 from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
 from apps.triples.model import TripleModel
-from conftest import conll_slice
-from conftest import require_shared
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
 from kerasbert.layer_mix import LayerMix
-from kerasbert.loader import load_encoder
 from kerasbert.training import GroupedAdamW
 from kerasbert.training import compile_for_training
 from kerasbert.training import layer_lr_multipliers
@@ -65,7 +61,7 @@ def test_a_model_with_the_mix_needs_the_hidden_states():
 
 
 def test_frozen_mixed_triples_model_saves_loads_and_trains_only_the_head(tmp_path):
-    """(The NER model: the toy run at the end.)"""
+    """(The NER model: tests/test_freeze_encoder_run.py, a toy training run.)"""
     encoder = _tiny_encoder(output_hidden_states=True)
     encoder.trainable = False
     model = TripleModel(encoder, 3, layer_mix=True)
@@ -158,43 +154,3 @@ def test_settings_are_checked():
         NerTrainSettings(**base, freeze_encoder=True, layer_lr_decay=0.9).check()
     NerTrainSettings(**base, layer_lr_decay=0.9).check()
     NerTrainSettings(**base, freeze_encoder=True).check()
-
-
-# ------------------------------------------------ a toy run, end to end
-
-
-def test_frozen_run_saves_loads_and_exports_with_predicts_results(tmp_path, capsys):
-    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
-    train_file = conll_slice(tmp_path, "train.conll", 0, 60)
-    dev_file = conll_slice(tmp_path, "dev.conll", 60, 16)
-    settings = NerTrainSettings(checkpoint=str(toy), train=str(train_file), dev=str(dev_file),
-                                output=str(tmp_path / "run"), epochs=1, batch_size=8, max_length=16,
-                                lstm_units=8, seed=7, freeze_encoder=True, head_learning_rate=1e-2)
-    train(settings)
-    out = capsys.readouterr().out
-    assert "encoder frozen; the head reads a learned mix of its 3 layer outputs" in out
-    tagger = Tagger.load(tmp_path / "run" / "model")
-    model = tagger.model
-    assert model.layer_mix and not model.encoder.trainable and model.mix.num_inputs == 3
-    assert not any(id(v) in {id(w) for w in model.trainable_variables} for v in model.encoder.weights)
-    assert not np.allclose(model.mix.mix_weights.numpy(), 0.0)  # the mix learned something
-    original = load_encoder(toy)
-    for v, w in zip(model.encoder.weights, original.weights):  # the encoder is the checkpoint's, untouched
-        np.testing.assert_array_equal(v.numpy(), w.numpy())
-
-    texts = [line.split()[0] for line in train_file.read_text().splitlines() if line.strip()][:3]
-    texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn in Brussels", ""] + texts
-    predicted = tagger.predict(texts)
-    potentials = model.predict(_rows(vocabulary=15), verbose=0)["potentials"]
-    # the export (the serving graph of the fused BiLSTM) gives predict's results
-    path = tagger.export(tmp_path / "export")
-    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
-    got = serve(text=tf.constant(texts))
-    for i, ours in enumerate(predicted):
-        n = int(got["count"][i])
-        theirs = [(int(got["start"][i, k]), int(got["end"][i, k]), got["type"][i, k].numpy().decode()) for k in range(n)]
-        assert [(e["start"], e["end"], e["type"]) for e in ours["entities"]] == theirs
-        np.testing.assert_allclose([e["score"] for e in ours["entities"]], got["score"][i, :n].numpy(), atol=2e-4)
-    # and a second load gives the same scores
-    np.testing.assert_allclose(Tagger.load(tmp_path / "run" / "model").model.predict(_rows(vocabulary=15), verbose=0)["potentials"],
-                               potentials, atol=1e-5)
