@@ -154,3 +154,22 @@ def test_settings_are_checked():
         NerTrainSettings(**base, freeze_encoder=True, layer_lr_decay=0.9).check()
     NerTrainSettings(**base, layer_lr_decay=0.9).check()
     NerTrainSettings(**base, freeze_encoder=True).check()
+
+
+def test_a_mixed_tagger_is_rebuilt_with_all_layers_but_not_distilled():
+    import kerasbert
+    from apps.ner.tagger import Tagger
+    from apps.ner.tags import bio_tags
+    from conftest import require_shared
+
+    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
+    encoder = kerasbert.load_encoder(toy, trainable=False, output_hidden_states=True)
+    tags = bio_tags(["PER"])
+    model = NerModel(encoder, len(tags), lstm_units=4, layer_mix=True)
+    model.mix.mix_weights.assign([1.0, -1.0, 0.5])
+    tagger = Tagger(model, kerasbert.load_tokenizer(toy), tags, max_length=16)
+    rebuilt = tagger.rebuilt()  # what with_precision (a bfloat16 export) does, in float32 here
+    assert rebuilt.model.layer_mix
+    np.testing.assert_allclose(rebuilt.model.mix.mix_weights.numpy(), [1.0, -1.0, 0.5])
+    with pytest.raises(KerasbertError, match="cannot be given fewer encoder layers"):
+        tagger.student([0])
