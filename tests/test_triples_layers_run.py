@@ -50,6 +50,7 @@ def test_layer_lr_decay_trains_every_layer(data, tmp_path, capsys):
     assert "layer-wise learning-rate decay 0.5: top encoder layer x1, embeddings x0.25" in capsys.readouterr().out
     model = Extractor.load(tmp_path / "run" / "model").model
     assert not model.layer_mix
+    # (the pooler is frozen; a key bias gets no gradient: the softmax ignores a shift)
     moved = [not np.allclose(v.numpy(), w.numpy()) for v, w in zip(model.encoder.weights, load_encoder(toy).weights)
-             if "pooled_dense" not in v.path and "key/bias" not in v.path]  # the pooler is frozen; a key bias gets no gradient (softmax ignores a shift)
+             if "pooled_dense" not in v.path and "key/bias" not in v.path]
     assert moved and all(moved)  # the embeddings too, at 0.25 x the top layer's rate
