@@ -1,10 +1,9 @@
 """A toy NER training run with --freeze-encoder: only the head and the layer
-mix train, the model folder loads (Tagger.load) and its text-in SavedModel
-gives predict's entities. (The mix itself, --layer-lr-decay and the triples
-model: tests/test_layer_mix.py.)"""
+mix train and the model folder loads (Tagger.load). (The mix itself,
+--layer-lr-decay and the triples model: tests/test_layer_mix.py; the export:
+tests/test_freeze_encoder_export.py.)"""
 
 import numpy as np
-import tensorflow as tf
 
 from apps.ner.tagger import Tagger
 from apps.ner.train import NerTrainSettings
@@ -14,7 +13,7 @@ from conftest import require_shared
 from kerasbert.loader import load_encoder
 
 
-def test_frozen_run_saves_loads_and_exports_with_predicts_results(tmp_path, capsys):
+def test_frozen_run_trains_the_head_and_the_mix_only_and_loads(tmp_path, capsys):
     toy = require_shared("data", "models", "keras_bert_test_checkpoint")
     train_file = conll_slice(tmp_path, "train.conll", 0, 24)
     dev_file = conll_slice(tmp_path, "dev.conll", 24, 8)
@@ -32,23 +31,3 @@ def test_frozen_run_saves_loads_and_exports_with_predicts_results(tmp_path, caps
     original = load_encoder(toy)
     for v, w in zip(model.encoder.weights, original.weights):  # the encoder is the checkpoint's, untouched
         np.testing.assert_array_equal(v.numpy(), w.numpy())
-
-
-    # The export (the serving graph: the mix, then the fused BiLSTM) gives
-    # predict's entities. A few training steps on the toy encoder mostly say
-    # O: random emission weights biased towards entity tags (as in
-    # test_ner_export.py) give many entities to compare.
-    kernel, bias = model.emissions.get_weights()
-    rng = np.random.default_rng(0)
-    model.emissions.set_weights([rng.normal(0, 2.0, kernel.shape), bias + np.array([-1.0] + [0.5] * (len(bias) - 1))])
-    texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn in Brussels", "",
-             "the of and a in " * 12]
-    predicted = tagger.predict(texts)
-    assert sum(len(p["entities"]) for p in predicted) >= 2  # the toy vocabulary (15 tokens) says [UNK] to most words
-    serve = tf.saved_model.load(str(tagger.export(tmp_path / "export"))).signatures["serving_default"]
-    got = serve(text=tf.constant(texts))
-    for i, ours in enumerate(predicted):
-        n = int(got["count"][i])
-        theirs = [(int(got["start"][i, k]), int(got["end"][i, k]), got["type"][i, k].numpy().decode()) for k in range(n)]
-        assert [(e["start"], e["end"], e["type"]) for e in ours["entities"]] == theirs, texts[i]
-        np.testing.assert_allclose([e["score"] for e in ours["entities"]], got["score"][i, :n].numpy(), atol=2e-4)

@@ -1,8 +1,9 @@
 """--freeze-encoder (a frozen encoder, the head on a learned mix of all its
 layers: kerasbert.layer_mix.LayerMix) and --layer-lr-decay (per-layer
-learning rates through GroupedAdamW's multipliers), both apps. A training
-run with --freeze-encoder, its saved model and its export:
-tests/test_freeze_encoder_run.py."""
+learning rates through GroupedAdamW's multipliers), both apps. An NER
+training run with --freeze-encoder: tests/test_freeze_encoder_run.py; the
+export of a mixed tagger: tests/test_freeze_encoder_export.py; triples CLI
+runs with either option: tests/test_triples_layers_run.py."""
 
 import dataclasses
 
