@@ -26,6 +26,7 @@ def test_frozen_run_trains_the_head_and_the_mix_only_and_loads(tmp_path, capsys)
     tagger = Tagger.load(tmp_path / "run" / "model")
     model = tagger.model
     assert model.layer_mix and not model.encoder.trainable and model.mix.num_inputs == 3
+    assert model.encoder.dropout == 0.0  # fixed features
     assert not any(id(v) in {id(w) for w in model.trainable_variables} for v in model.encoder.weights)
     assert not np.allclose(model.mix.mix_weights.numpy(), 0.0)  # the mix learned something
     original = load_encoder(toy)

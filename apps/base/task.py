@@ -110,9 +110,9 @@ class Task:
         training.start_run(settings)
         checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
         with training.distribution_scope(settings.strategy):
-            if settings.freeze_encoder:
-                model = head.build_model(load_encoder(checkpoint, trainable=False, output_hidden_states=True), labels,
-                                         settings)
+            if settings.freeze_encoder:  # fixed features: the encoder runs as at inference, without its dropout
+                encoder = load_encoder(checkpoint, trainable=False, output_hidden_states=True, dropout=0.0)
+                model = head.build_model(encoder, labels, settings)
                 print_frozen(model)
             else:
                 model = head.build_model(load_encoder(checkpoint), labels, settings)

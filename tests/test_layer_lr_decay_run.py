@@ -1,0 +1,44 @@
+"""Triples training from the CLI with --layer-lr-decay on the toy checkpoint
+(mechanics, not accuracy; the multipliers themselves: tests/test_layer_mix.py)."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from apps.triples.extractor import Extractor
+from conftest import require_shared
+from kerasbert.cli import main
+from kerasbert.loader import load_encoder
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("triples_data")
+    source = require_shared("data", "webnlg_exact", "train_triples.json.gz")
+    records = json.loads(gzip.decompress(source.read_bytes()).decode("utf-8"))
+    train_file, dev_file = tmp / "train.json", tmp / "dev.jsonl"
+    train_file.write_text(json.dumps(records[:16]), encoding="utf-8")
+    dev_file.write_text("".join(json.dumps(r) + "\n" for r in records[16:20]), encoding="utf-8")
+    return train_file, dev_file
+
+
+def _train(data, output, *options):
+    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
+    status = main(["triples", "train", "--checkpoint", str(toy), "--train", str(data[0]), "--dev", str(data[1]),
+                   "--output", str(output), "--epochs", "1", "--batch-size", "8", "--max-length", "16",
+                   "--seed", "7", *options])
+    assert status == 0
+    return toy
+
+
+def test_layer_lr_decay_trains_every_layer(data, tmp_path, capsys):
+    toy = _train(data, tmp_path / "run", "--layer-lr-decay", "0.5")
+    assert "layer-wise learning-rate decay 0.5: top encoder layer x1, embeddings x0.25" in capsys.readouterr().out
+    model = Extractor.load(tmp_path / "run" / "model").model
+    assert not model.layer_mix
+    # (the pooler is frozen; a key bias gets no gradient: the softmax ignores a shift)
+    moved = [not np.allclose(v.numpy(), w.numpy()) for v, w in zip(model.encoder.weights, load_encoder(toy).weights)
+             if "pooled_dense" not in v.path and "key/bias" not in v.path]
+    assert moved and all(moved)  # the embeddings too, at 0.25 x the top layer's rate
