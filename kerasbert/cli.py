@@ -1,6 +1,6 @@
 """The ``kerasbert`` command.
 
-The library's own subcommand is ``inspect``. Apps add theirs through the
+The library's own subcommands are ``inspect`` and ``pretrain``. Apps add theirs through the
 ``kerasbert.commands`` entry-point group: each entry point names a function
 ``register(subparsers)`` that adds one subcommand (an ``argparse`` parser whose
 ``func`` default takes the parsed arguments and returns an exit status). The
@@ -34,6 +34,15 @@ def cmd_inspect(args):
     else:
         print(format_inspection(info, verbose=args.verbose))
     return 1 if info["problems"] else 0
+
+
+def cmd_pretrain(args):
+    from kerasbert.pretraining import pretrain
+    from kerasbert.settings import PretrainSettings
+    from kerasbert.settings import settings_from_args
+
+    pretrain(settings_from_args(PretrainSettings, args))
+    return 0
 
 
 FAMILY_NAMES = {
@@ -113,6 +122,20 @@ def build_parser():
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("-v", "--verbose", action="store_true", help="list every variable mapping")
     inspect.set_defaults(func=cmd_inspect)
+    from kerasbert.settings import PretrainSettings
+    from kerasbert.settings import add_settings_options
+
+    pretrain = subparsers.add_parser(
+        "pretrain",
+        help="continue masked-LM pre-training of a BERT encoder on your text",
+        description="Train a BERT checkpoint's encoder and masked-LM head further on plain text (files streamed "
+        "line by line, .gz too), with BERT's masking (15%% of the tokens, whole words; 80%% [MASK], 10%% random, "
+        "10%% kept); the held-out masked-token accuracy after each epoch goes to OUTPUT/history.jsonl, the result "
+        "to OUTPUT/encoder in Google's official layout, for --checkpoint of the train commands. Settings: their "
+        "defaults, then --settings FILE, then these options.",
+    )
+    add_settings_options(pretrain, PretrainSettings)
+    pretrain.set_defaults(func=cmd_pretrain)
     for entry_point in entry_points(group=ENTRY_POINT_GROUP):
         entry_point.load()(subparsers)
     return parser

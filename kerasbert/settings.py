@@ -95,6 +95,10 @@ def load_settings(cls, path):
             f"{path}: unknown setting(s): {', '.join(unknown)} (known: {', '.join(sorted(fields))})"
         )
     for key, value in raw.items():
+        if isinstance(fields[key].default, tuple):
+            if isinstance(value, str):
+                value = [value]
+            raw[key] = value = tuple(value)
         parse = fields[key].metadata.get("type")
         if parse is not None:
             try:
@@ -115,6 +119,8 @@ def add_settings_options(parser, cls, settings_file=True):
         text = f"{help_text(cls, field)} (default: {field.default!r})"
         if isinstance(field.default, bool):
             parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif isinstance(field.default, tuple):  # a list of values: --text A B C
+            parser.add_argument(flag, dest=field.name, nargs="+", default=None, help=text)
         else:
             parser.add_argument(flag, dest=field.name, type=field.metadata.get("type") or type(field.default),
                                 default=None, help=text, choices=field.metadata["choices"])
@@ -320,3 +326,41 @@ class DistillSettings(RunSettings):
         if self.teacher_layers != "auto" and len(self.teacher_layers.split(",")) != self.student_layers:
             raise KerasbertError(f"teacher_layers names {len(self.teacher_layers.split(','))} layers but "
                                  f"student_layers is {self.student_layers}")
+
+
+@dataclasses.dataclass
+class PretrainSettings:
+    """``kerasbert pretrain``: continued masked-LM training of a BERT encoder."""
+
+    checkpoint: str = setting("", "BERT checkpoint folder (official or Hugging Face layout), or 'starter'; its "
+                              "masked-LM head (cls/predictions/*) is trained further, or a new one is started")
+    text: tuple = setting((), "plain-text or .gz files, one document or paragraph a line (streamed, never read "
+                          "whole)")
+    output: str = setting("", "output folder; the trained encoder and its masked-LM head go to OUTPUT/encoder")
+    max_length: int = setting(128, "tokens per packed sequence, [CLS]/[SEP] included")
+    batch_size: int = setting(32, "sequences per batch")
+    steps_per_epoch: int = setting(1000, "batches per epoch (a stream has no length); the held-out accuracy is "
+                                   "measured after each epoch")
+    epochs: int = setting(1, "epochs of --steps-per-epoch batches")
+    held_out: int = setting(256, "the first N sequences of the text are held out (never trained on) for the "
+                            "masked-token accuracy after each epoch")
+    whole_word_masking: bool = setting(True, "mask all pieces of a word together (English: WordPiece ## pieces; "
+                                       "Chinese: words from the jieba segmenter, pip install jieba)")
+    learning_rate: float = setting(5e-5, "peak learning rate")
+    warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
+    weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
+    precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
+    seed: int = setting(42, "random seed (initialisation of a new head, masking of the training batches)")
+    backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
+    jit_compile: bool = setting(False, "compile training steps with XLA")
+    resume: bool = setting(False, "continue an interrupted run in OUTPUT")
+
+    def check(self):
+        check_settings(self, required=("checkpoint", "text", "output"))
+        for key in ("batch_size", "steps_per_epoch", "epochs"):
+            if getattr(self, key) < 1:
+                raise KerasbertError(f"{key} must be at least 1, got {getattr(self, key)}")
+        if self.max_length < 8:
+            raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
+        if self.held_out < 0:
+            raise KerasbertError(f"held_out must be 0 or more, got {self.held_out}")

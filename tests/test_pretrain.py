@@ -1,0 +1,246 @@
+"""``kerasbert pretrain``: BERT's masking (whole words, 15%, 80/10/10, never
+special tokens), text streamed line by line, and a tiny run end to end (its
+OUTPUT/encoder loads with its masked-LM head; held-out accuracy per epoch;
+resume after an interruption). The encoder is a small random BERT written as
+an official checkpoint with a masked-LM head."""
+
+import gzip
+import importlib.util
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from conftest import interrupt_then_resume
+from kerasbert.encoder import BertEncoder
+from kerasbert.errors import KerasbertError
+from kerasbert.loader import load_encoder
+from kerasbert.loader import load_masked_lm
+from kerasbert.loader import save_encoder
+from kerasbert.masked_lm import BertMaskedLM
+from kerasbert.pretraining import Masker
+from kerasbert.pretraining import jieba_segmenter
+from kerasbert.pretraining import mask_tokens
+from kerasbert.pretraining import max_predictions
+from kerasbert.pretraining import pretrain
+from kerasbert.pretraining import read_lines
+from kerasbert.pretraining import stream_sequences
+from kerasbert.pretraining import word_starts
+from kerasbert.settings import PretrainSettings
+from kerasbert.tokenizer import BertTokenizer
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "play", "un", "run", "jump", "big", "small", "red", "blue"]
+PIECES = ["##ing", "##ed", "##s", "##believ", "##able", "##ny"]
+CHINESE = list("北京是中国的首都我爱天安门")
+VOCAB = SPECIAL + WORDS + PIECES + CHINESE
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return BertTokenizer(VOCAB)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A random 2-layer BERT (hidden 32) with a masked-LM head, official layout."""
+    keras.utils.set_random_seed(5)
+    encoder = BertEncoder(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
+                          intermediate_dim=64, max_sequence_length=64)
+    folder = tmp_path_factory.mktemp("pretrain_ckpt")
+    save_encoder(BertMaskedLM(encoder), folder, VOCAB)
+    return folder
+
+
+def _tokens(tokenizer, ids):
+    return [tokenizer.vocab[i] for i in ids]
+
+
+def test_english_words_from_wordpiece_marks(tokenizer):
+    (ids, starts), = stream_sequences(["the cat unbelievable playing dogs"], tokenizer, 32)
+    assert _tokens(tokenizer, ids) == ["[CLS]", "the", "cat", "un", "##believ", "##able", "play", "##ing", "dog",
+                                       "##s", "[SEP]"]
+    assert starts.tolist() == [False, True, True, True, False, False, True, False, True, False, False]
+
+
+def test_whole_words_are_masked_together_and_specials_never(tokenizer):
+    masker = Masker(tokenizer, 16)
+    sequences = list(stream_sequences(["the cat unbelievable playing", "dogs sat on a mat"], tokenizer, 16))
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        for ids, starts in sequences:
+            masked, positions, labels, weights = mask_tokens(ids, starts, rng, tokenizer.mask_id,
+                                                             tokenizer.vocabulary_size, masker.special_ids,
+                                                             masker.predictions)
+            chosen = set(positions[weights > 0].tolist())
+            assert chosen and not chosen & {i for i, t in enumerate(ids) if VOCAB[t] in SPECIAL}
+            # A word is chosen with all of its pieces or not at all.
+            for i in chosen:
+                j = i
+                while not starts[j]:
+                    j -= 1
+                    assert j in chosen
+                j = i + 1
+                while j < len(ids) and not starts[j] and VOCAB[ids[j]].startswith("##"):
+                    assert j in chosen
+                    j += 1
+            np.testing.assert_array_equal(labels[weights > 0], ids[sorted(chosen)])
+            unchosen = [i for i in range(len(ids)) if i not in chosen]
+            np.testing.assert_array_equal(masked[unchosen], ids[unchosen])
+
+
+def test_whole_word_masking_off_masks_pieces_alone(tokenizer):
+    (ids, starts), = stream_sequences(["unbelievable playing"], tokenizer, 32, whole_word=False)
+    assert starts[1:-1].all()
+
+
+def test_chinese_words_from_an_injected_segmenter(tokenizer):
+    words = ["北京", "是", "中国", "的", "首都"]
+    (ids, starts), = stream_sequences(["北京是中国的首都"], tokenizer, 32, segment=lambda text: words)
+    assert _tokens(tokenizer, ids)[1:-1] == list("北京是中国的首都")
+    assert starts.tolist() == [False, True, False, True, True, False, True, True, False, False]
+    # Mixed text: a ## piece never starts a word, whatever the segmenter says.
+    assert word_starts(["北", "京", "play", "##ing"], [[0, 1], [1, 2], [2, 6], [6, 9]],
+                       ["北京", "playing"]).tolist() == [True, False, True, False]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jieba") is None, reason="jieba is not installed (pip install jieba)")
+def test_chinese_words_from_jieba(tokenizer):
+    (ids, starts), = stream_sequences(["我爱北京天安门"], tokenizer, 32)
+    words, current = [], ""
+    for token, start in zip(_tokens(tokenizer, ids)[1:-1], starts[1:-1]):
+        if start and current:
+            words.append(current)
+            current = ""
+        current += token
+    words.append(current)
+    assert words == ["我", "爱", "北京", "天安门"]
+
+
+def test_without_jieba_a_clear_error(tokenizer, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_jieba(name, *args, **kwargs):
+        if name == "jieba":
+            raise ImportError("no jieba")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_jieba)
+    with pytest.raises(KerasbertError, match="pip install jieba"):
+        jieba_segmenter()
+    with pytest.raises(KerasbertError, match="kerasbert\\[zh\\]"):
+        next(stream_sequences(["北京"], tokenizer, 32))
+    # English needs no segmenter.
+    assert next(stream_sequences(["the cat"], tokenizer, 32))[0].size == 4
+
+
+def test_proportions_on_a_large_sample(tokenizer):
+    """200k tokens: 15% selected, of those 80% [MASK], 10% random, 10% unchanged."""
+    rng = np.random.default_rng(1)
+    masker = Masker(tokenizer, 128)
+    ordinary = np.setdiff1d(np.arange(len(VOCAB)), masker.special_ids)
+    tokens = selected = to_mask = unchanged = 0
+    while tokens < 200_000:
+        ids = np.concatenate([[tokenizer.cls_id], rng.choice(ordinary, 126), [tokenizer.sep_id]]).astype(np.int32)
+        starts = rng.random(128) < 0.6  # words of one to several pieces
+        masked, positions, _, weights = mask_tokens(ids, starts, rng, tokenizer.mask_id, len(VOCAB),
+                                                    masker.special_ids, max_predictions(128))
+        chosen = positions[weights > 0]
+        assert masked[0] == tokenizer.cls_id and masked[-1] == tokenizer.sep_id
+        tokens += 126
+        selected += len(chosen)
+        to_mask += int((masked[chosen] == tokenizer.mask_id).sum())
+        unchanged += int((masked[chosen] == ids[chosen]).sum())
+    # A random replacement can draw the same token (1 in len(ordinary)).
+    random_same = 0.1 / len(ordinary)
+    assert abs(selected / tokens - 0.15) < 0.003
+    assert abs(to_mask / selected - 0.8) < 0.01
+    assert abs(unchanged / selected - (0.1 + random_same)) < 0.006
+    assert abs(1 - (to_mask + unchanged) / selected - (0.1 - random_same)) < 0.006
+
+
+def test_text_is_streamed_line_by_line(tmp_path, tokenizer):
+    lines = [" ".join(["the big red dog sat on a mat"] * 3) for _ in range(2000)]
+    path = tmp_path / "corpus.txt.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n\n")
+    read = []
+
+    def counted(iterable):
+        for line in iterable:
+            read.append(line)
+            yield line
+
+    stream = stream_sequences(counted(read_lines([path])), tokenizer, 16)
+    ids, _ = next(stream)
+    assert len(ids) == 16 and len(read) <= 2  # one window needs one or two lines, not the file
+    rest = list(stream)
+    assert len(read) == 2000 and all(len(ids) <= 16 for ids, _ in rest)
+    # Windows of max_length - 2 tokens of the lines joined with [SEP] (none
+    # where a window ends with a line): nothing lost.
+    windows = [ids] + [ids for ids, _ in rest]
+    joined = [t for ids in windows for t in ids[1:-1]]
+    assert all(w[1] != tokenizer.sep_id for w in windows)
+    assert len([t for t in joined if t != tokenizer.sep_id]) == 2000 * 24
+    assert 1999 - len(windows) <= joined.count(tokenizer.sep_id) <= 1999
+
+
+def _corpus(tmp_path):
+    rng = np.random.default_rng(0)
+    words = WORDS + ["unbelievable", "playing", "dogs", "jumped"]
+    path = tmp_path / "text.txt"
+    path.write_text("\n".join(" ".join(rng.choice(words, rng.integers(5, 30))) for _ in range(300)) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def _settings(tmp_path, checkpoint, name, **overrides):
+    values = dict(checkpoint=str(checkpoint), text=(str(_corpus(tmp_path)),), output=str(tmp_path / name),
+                  max_length=32, batch_size=8, steps_per_epoch=6, epochs=2, held_out=16, learning_rate=1e-3, seed=3)
+    values.update(overrides)
+    return PretrainSettings(**values)
+
+
+def test_pretrain_end_to_end_from_the_command_line(tmp_path, checkpoint):
+    from kerasbert.cli import main
+
+    text = _corpus(tmp_path)
+    output = tmp_path / "run"
+    status = main(["pretrain", "--checkpoint", str(checkpoint), "--text", str(text), str(text), "--output",
+                   str(output), "--max-length", "32", "--batch-size", "8", "--steps-per-epoch", "5", "--epochs", "2",
+                   "--held-out", "16", "--learning-rate", "1e-3", "--no-whole-word-masking"])
+    assert status == 0
+    history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in history] == [1, 2]
+    assert all(0.0 <= r["held_out_accuracy"] <= 1.0 for r in history) and all("loss" in r for r in history)
+    settings = json.loads((output / "settings.json").read_text())
+    assert settings["text"] == [str(text), str(text)] and settings["whole_word_masking"] is False
+    assert (output / "logs").exists() and not (output / "backup").exists()
+    model = load_masked_lm(output / "encoder")  # the masked-LM head was written too
+    before = load_masked_lm(checkpoint)
+    head = "masked_lm_head/intermediate_dense/kernel"
+    weight = {v.path: v.numpy() for v in model.weights}
+    assert not np.allclose(weight[head], {v.path: v.numpy() for v in before.weights}[head])
+    assert load_encoder(output / "encoder").num_layers == 2
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["held_out_accuracy"] == history[-1]["held_out_accuracy"]
+
+
+def test_pretrain_resumes_after_an_interruption(tmp_path, checkpoint):
+    history = interrupt_then_resume(pretrain, _settings(tmp_path, checkpoint, "run"),
+                                    _settings(tmp_path, checkpoint, "run"), epoch=1, batch=2)
+    assert [r["epoch"] for r in history] == [1, 2]
+    assert all("held_out_accuracy" in r for r in history)
+    load_masked_lm(tmp_path / "run" / "encoder")
+
+
+def test_bad_settings_are_clear_errors(tmp_path, checkpoint):
+    with pytest.raises(KerasbertError, match="text"):
+        pretrain(_settings(tmp_path, checkpoint, "a", text=()))
+    with pytest.raises(KerasbertError, match="cannot read"):
+        pretrain(_settings(tmp_path, checkpoint, "b", text=(str(tmp_path / "missing.txt"),)))
+    with pytest.raises(KerasbertError, match="no sequences beyond"):
+        pretrain(_settings(tmp_path, checkpoint, "c", held_out=100_000))
