@@ -28,6 +28,7 @@ The pieces, in the order the data goes through them:
 """
 
 import gzip
+import itertools
 import json
 import time
 from pathlib import Path
@@ -273,6 +274,27 @@ def masked_accuracy(model, batch, batch_size=32):
     return right / total if total else float("nan")
 
 
+def training_batches(sequences, masker, batch_size, held_out, seed, skip=0):
+    """Training batches (:meth:`Masker.batch`) forever: pass after pass over
+    ``sequences()`` (a function returning a fresh stream), its first
+    ``held_out`` sequences left out each time; the first ``skip`` batches are
+    skipped (a resumed run). Batch ``i`` is masked with the seed ``(seed, i)``,
+    so a resumed run sees the batches an uninterrupted one would have."""
+    index, rows = 0, []
+    while True:
+        seen = False
+        for sequence in itertools.islice(sequences(), held_out, None):
+            seen = True
+            rows.append(sequence)
+            if len(rows) == batch_size:
+                if index >= skip:
+                    yield masker.batch(rows, np.random.default_rng([seed, index]))
+                index, rows = index + 1, []
+        if not seen:
+            raise KerasbertError(f"the text has no sequences beyond the {held_out} held out; give more text "
+                                 f"or a smaller --held-out")
+
+
 def pretrain(settings, callbacks=(), segment=None):
     """Run continued masked-LM pre-training (module docstring); returns the
     metrics dict (also ``OUTPUT/metrics.json``).
@@ -287,8 +309,6 @@ def pretrain(settings, callbacks=(), segment=None):
     the end and atomically, ``encoder/`` (official layout, masked-LM head
     included).
     """
-    import itertools
-
     from kerasbert.files import atomic_write_dir
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_masked_lm
@@ -317,23 +337,6 @@ def pretrain(settings, callbacks=(), segment=None):
     held = list(itertools.islice(sequences(), settings.held_out))
     held_batch = masker.batch(held, np.random.default_rng(HELD_OUT_SEED)) if held else None
 
-    def batches(skip):
-        """Training batches forever (pass after pass over the text, the held-out
-        sequences left out), the first ``skip`` batches skipped (a resumed run)."""
-        index, rows = 0, []
-        while True:
-            seen = False
-            for sequence in itertools.islice(sequences(), settings.held_out, None):
-                seen = True
-                rows.append(sequence)
-                if len(rows) == settings.batch_size:
-                    if index >= skip:
-                        yield masker.batch(rows, np.random.default_rng([settings.seed, index]))
-                    index, rows = index + 1, []
-            if not seen:
-                raise KerasbertError(f"the text has no sequences beyond the {len(held)} held out; give more text "
-                                     f"or a smaller --held-out")
-
     if any(name.startswith("cls/predictions/") for name in folder.shapes):
         model = load_masked_lm(folder)
     else:
@@ -360,7 +363,8 @@ def pretrain(settings, callbacks=(), segment=None):
     history_path = output / "history.jsonl"
     evaluator = HeldOutAccuracy(held_batch, history_path, settings.batch_size)
     started = time.perf_counter()
-    model.fit(batches(initial_epoch * settings.steps_per_epoch), steps_per_epoch=settings.steps_per_epoch,
+    model.fit(training_batches(sequences, masker, settings.batch_size, settings.held_out, settings.seed,
+                               skip=initial_epoch * settings.steps_per_epoch), steps_per_epoch=settings.steps_per_epoch,
               epochs=settings.epochs, verbose=progress_verbosity(), shuffle=False,
               callbacks=training_callbacks(output, evaluator, settings.backup_every_steps or None) + list(callbacks))
     encoder_dir = output / "encoder"

@@ -26,6 +26,7 @@ from kerasbert.pretraining import max_predictions
 from kerasbert.pretraining import pretrain
 from kerasbert.pretraining import read_lines
 from kerasbert.pretraining import stream_sequences
+from kerasbert.pretraining import training_batches
 from kerasbert.pretraining import word_starts
 from kerasbert.settings import PretrainSettings
 from kerasbert.tokenizer import BertTokenizer
@@ -186,6 +187,33 @@ def test_text_is_streamed_line_by_line(tmp_path, tokenizer):
     assert all(w[1] != tokenizer.sep_id for w in windows)
     assert len([t for t in joined if t != tokenizer.sep_id]) == 2000 * 24
     assert 1999 - len(windows) <= joined.count(tokenizer.sep_id) <= 1999
+
+
+def test_training_batches_cycle_skip_the_held_out_and_resume_where_they_were(tokenizer):
+    lines = [f"the {w} sat on a mat" for w in WORDS]
+    masker = Masker(tokenizer, 8)
+
+    def sequences():
+        return stream_sequences(iter(lines), tokenizer, 8)
+
+    count = len(list(sequences()))
+    held = next(sequences())[0]
+    first = training_batches(sequences, masker, 3, held_out=1, seed=0)
+    batches = [next(first) for _ in range(2 * count)]  # more than one pass over the text
+    resumed = training_batches(sequences, masker, 3, held_out=1, seed=0, skip=5)
+    for expected in batches[5:8]:
+        got = next(resumed)
+        for key in expected[0]:
+            np.testing.assert_array_equal(got[0][key], expected[0][key])
+        np.testing.assert_array_equal(got[1], expected[1])
+    trained = []
+    for x, labels, weights in batches:
+        for row in range(len(labels)):
+            ids = x["token_ids"][row].copy()
+            ids[x["mask_positions"][row][weights[row] > 0]] = labels[row][weights[row] > 0]
+            trained.append(ids[: len(held)])
+    assert len(trained) == 6 * count and not any(np.array_equal(held, ids) for ids in trained)  # never trained on
+    assert batches[0][0]["padding_mask"].shape == (3, 8)
 
 
 def _corpus(tmp_path):
