@@ -142,7 +142,7 @@ def settings_from_args(cls, args):
     for field in dataclasses.fields(cls):
         value = getattr(args, field.name, None)
         if value is not None:
-            setattr(settings, field.name, value)
+            setattr(settings, field.name, tuple(value) if isinstance(field.default, tuple) else value)
     return settings
 
 

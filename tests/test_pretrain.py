@@ -15,6 +15,7 @@ import pytest
 from conftest import interrupt_then_resume
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
+from kerasbert.loader import inspect_checkpoint
 from kerasbert.loader import load_encoder
 from kerasbert.loader import load_masked_lm
 from kerasbert.loader import save_encoder
@@ -252,7 +253,9 @@ def test_pretrain_end_to_end_from_the_command_line(tmp_path, checkpoint):
     head = "masked_lm_head/intermediate_dense/kernel"
     weight = {v.path: v.numpy() for v in model.weights}
     assert not np.allclose(weight[head], {v.path: v.numpy() for v in before.weights}[head])
-    assert load_encoder(output / "encoder").num_layers == 2
+    assert load_encoder(output / "encoder").num_layers == 2  # as the train commands' --checkpoint loads it
+    info = inspect_checkpoint(output / "encoder")
+    assert info["masked_lm_head"] and not info["problems"] and info["layout"] == "official"
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["held_out_accuracy"] == history[-1]["held_out_accuracy"]
 
@@ -272,3 +275,17 @@ def test_bad_settings_are_clear_errors(tmp_path, checkpoint):
         pretrain(_settings(tmp_path, checkpoint, "b", text=(str(tmp_path / "missing.txt"),)))
     with pytest.raises(KerasbertError, match="no sequences beyond"):
         pretrain(_settings(tmp_path, checkpoint, "c", held_out=100_000))
+
+
+def test_settings_file_and_options_for_the_text_files(tmp_path):
+    from kerasbert.cli import build_parser
+    from kerasbert.settings import settings_from_args
+
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"text": ["a.txt", "b.txt.gz"], "steps_per_epoch": 7}))
+    args = build_parser().parse_args(["pretrain", "--settings", str(path), "--no-whole-word-masking"])
+    settings = settings_from_args(PretrainSettings, args)
+    assert settings.text == ("a.txt", "b.txt.gz") and settings.steps_per_epoch == 7
+    assert settings.whole_word_masking is False
+    args = build_parser().parse_args(["pretrain", "--settings", str(path), "--text", "c.txt"])
+    assert settings_from_args(PretrainSettings, args).text == ("c.txt",)
