@@ -225,7 +225,10 @@ def mask_tokens(token_ids, starts, rng, mask_id, vocab_size, special_ids, predic
 
 
 class Masker:
-    """:func:`mask_tokens` with one tokenizer's special ids and a padded batch maker."""
+    """:func:`mask_tokens` with one tokenizer's special ids and a padded batch
+    maker. Never selected: ``[CLS]``, ``[SEP]``, ``[PAD]``, and also ``[UNK]``
+    (nothing to learn from) and ``[MASK]``; random replacements are never
+    these either."""
 
     def __init__(self, tokenizer, max_length, rate=MASK_RATE):
         if tokenizer.mask_id is None:

@@ -176,6 +176,12 @@ def test_text_is_streamed_line_by_line(tmp_path, tokenizer):
             read.append(line)
             yield line
 
+    # The first training batch (4 sequences after 2 held out) reads a few lines only.
+    batches = training_batches(lambda: stream_sequences(counted(read_lines([path])), tokenizer, 16),
+                               Masker(tokenizer, 16), 4, held_out=2, seed=0)
+    x, _, _ = next(batches)
+    assert x["token_ids"].shape == (4, 16) and len(read) <= 6
+    read.clear()
     stream = stream_sequences(counted(read_lines([path])), tokenizer, 16)
     ids, _ = next(stream)
     assert len(ids) == 16 and len(read) <= 2  # one window needs one or two lines, not the file
