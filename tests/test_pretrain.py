@@ -295,3 +295,17 @@ def test_settings_file_and_options_for_the_text_files(tmp_path):
     assert settings.whole_word_masking is False
     args = build_parser().parse_args(["pretrain", "--settings", str(path), "--text", "c.txt"])
     assert settings_from_args(PretrainSettings, args).text == ("c.txt",)
+
+
+def test_a_checkpoint_without_a_head_gets_a_new_one(tmp_path, capsys):
+    keras.utils.set_random_seed(6)
+    encoder = BertEncoder(vocabulary_size=len(VOCAB), num_layers=1, num_heads=2, hidden_dim=16,
+                          intermediate_dim=32, max_sequence_length=32)
+    folder = tmp_path / "no_head"
+    save_encoder(encoder, folder, VOCAB)
+    with pytest.raises(KerasbertError, match="no masked-LM head"):
+        load_masked_lm(folder)
+    pretrain(_settings(tmp_path, folder, "run", steps_per_epoch=2, epochs=1, held_out=4))
+    assert "a new one is trained" in capsys.readouterr().out
+    assert inspect_checkpoint(tmp_path / "run" / "encoder")["masked_lm_head"]
+    load_masked_lm(tmp_path / "run" / "encoder")
