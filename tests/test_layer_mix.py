@@ -3,7 +3,7 @@ layers: kerasbert.layer_mix.LayerMix) and --layer-lr-decay (per-layer
 learning rates through GroupedAdamW's multipliers), both apps. An NER
 training run with --freeze-encoder: tests/test_freeze_encoder_run.py; the
 export of a mixed tagger: tests/test_freeze_encoder_export.py; triples CLI
-runs: tests/test_triples_freeze_run.py, tests/test_layer_lr_decay_run.py."""
+runs: tests/test_triples_options.py."""
 
 import dataclasses
 

@@ -1,5 +1,6 @@
-"""Triples training from the CLI with --freeze-encoder on the toy checkpoint
-(mechanics, not accuracy). --layer-lr-decay: tests/test_layer_lr_decay_run.py."""
+"""Triples training from the CLI on the toy checkpoint with --freeze-encoder
+and with --layer-lr-decay (mechanics, not accuracy; the layer mix and the
+multipliers themselves: tests/test_layer_mix.py)."""
 
 import gzip
 import json
@@ -43,3 +44,14 @@ def test_freeze_encoder_trains_the_mix_and_the_head_only(data, tmp_path, capsys)
     for v, w in zip(model.encoder.weights, load_encoder(toy).weights):
         np.testing.assert_array_equal(v.numpy(), w.numpy())
     assert len(extractor.predict(["Alan Bean was born in Wheeler, Texas."])) == 1
+
+
+def test_layer_lr_decay_trains_every_layer(data, tmp_path, capsys):
+    toy = _train(data, tmp_path / "run", "--layer-lr-decay", "0.5")
+    assert "layer-wise learning-rate decay 0.5: top encoder layer x1, embeddings x0.25" in capsys.readouterr().out
+    model = Extractor.load(tmp_path / "run" / "model").model
+    assert not model.layer_mix
+    # (the pooler is frozen; a key bias gets no gradient: the softmax ignores a shift)
+    moved = [not np.allclose(v.numpy(), w.numpy()) for v, w in zip(model.encoder.weights, load_encoder(toy).weights)
+             if "pooled_dense" not in v.path and "key/bias" not in v.path]
+    assert moved and all(moved)  # the embeddings too, at 0.25 x the top layer's rate
