@@ -1,0 +1,93 @@
+"""Post-training int8 weight quantization of a tagger's encoder: worth it on this CPU?
+
+Figures, not a test. Keras's own ``encoder.quantize("int8")`` (int8 kernels
+with per-channel scales, activations quantized per row at run time) on the
+encoder of a trained NER tagger, against the same encoder in float32:
+
+* encoder time (a ``tf.function`` of the encoder alone, median of
+  ``--repeats`` calls after a warm-up call) at batch 1 x 20 tokens (one
+  short sentence) and 64 rows x 48 tokens;
+* the largest and mean absolute difference of the last hidden state;
+* entities of ``Tagger.predict`` on ``--sentences`` CoNLL-2003 test sentences,
+  int8 against float32 (identical entities, share of the union).
+
+kerasbert offers no int8 option: the README's "Make it fast" gives the
+measured reason.
+
+    python bench/int8_encoder.py --model RUN/model [--sentences 1000] [--repeats 30]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.serving_throughput import conll_sentences  # noqa: E402
+from bench.serving_throughput import cpu_flags  # noqa: E402
+
+
+def encoder_inputs(batch, width):
+    import numpy as np
+    import tensorflow as tf
+
+    ids = np.random.default_rng(0).integers(1000, 20000, size=(batch, width)).astype("int32")
+    return {"token_ids": tf.constant(ids), "segment_ids": tf.zeros((batch, width), tf.int32),
+            "padding_mask": tf.ones((batch, width), tf.int32)}
+
+
+def median_ms(function, inputs, repeats):
+    function(inputs)
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        function(inputs)
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+def entity_set(results):
+    return {(i, e["start"], e["end"], e["type"]) for i, r in enumerate(results) for e in r["entities"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a trained NER tagger folder")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+    import tensorflow as tf
+
+    from apps.ner.tagger import Tagger
+
+    print(f"flags: {' '.join(cpu_flags()) or 'none of avx512f/avx512_bf16/amx'}; {os.cpu_count()} cores")
+    texts = conll_sentences(args.sentences)
+    taggers, hidden, times = {}, {}, {}
+    for mode in ("float32", "int8"):
+        tagger = Tagger.load(args.model)
+        if mode == "int8":
+            tagger.model.encoder.quantize("int8")
+        encoder = tf.function(lambda x, e=tagger.model.encoder: e(x, training=False)["sequence_output"])
+        times[mode] = {"batch 1 x 20 tokens": median_ms(encoder, encoder_inputs(1, 20), args.repeats),
+                       "64 rows x 48 tokens": median_ms(encoder, encoder_inputs(64, 48), max(3, args.repeats // 4))}
+        hidden[mode] = encoder(encoder_inputs(4, 32)).numpy()
+        taggers[mode] = tagger
+        print(f"{mode}: encoder " + ", ".join(f"{k} {v:.1f} ms" for k, v in times[mode].items()), flush=True)
+    for key in times["float32"]:
+        print(f"int8 / float32 time, {key}: {times['int8'][key] / times['float32'][key]:.2f}x")
+    diff = np.abs(hidden["float32"] - hidden["int8"])
+    print(f"last hidden state |int8 - float32|: max {diff.max():.4f}, mean {diff.mean():.4f} "
+          f"(mean |float32| {np.abs(hidden['float32']).mean():.4f})")
+    a, b = (entity_set(taggers[m].predict(texts)) for m in ("float32", "int8"))
+    print(f"entities on {len(texts)} CoNLL test sentences: {len(a & b)} of {len(a)} float32 identical in int8 "
+          f"({len(b)} found), share of the union {len(a & b) / max(len(a | b), 1):.4f}")
+
+
+if __name__ == "__main__":
+    main()
