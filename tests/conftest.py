@@ -90,6 +90,21 @@ def conll_slice(tmp_path, name, start, count):
     return path
 
 
+def webnlg_slice(tmp_path, train_count, dev_count):
+    """The first ``train_count`` WebNLG training sentences as a JSON array and
+    the next ``dev_count`` as JSON lines: ``(train file, dev file)``."""
+    import gzip
+    import json
+
+    source = require_shared("data", "webnlg_exact", "train_triples.json.gz")
+    records = json.loads(gzip.decompress(source.read_bytes()).decode("utf-8"))
+    train_file, dev_file = tmp_path / "train.json", tmp_path / "dev.jsonl"
+    train_file.write_text(json.dumps(records[:train_count], indent=1), encoding="utf-8")
+    dev_file.write_text("".join(json.dumps(r) + "\n" for r in records[train_count : train_count + dev_count]),
+                        encoding="utf-8")
+    return train_file, dev_file
+
+
 def interrupt_then_resume(train, settings, refused, epoch, batch):
     """Train with ``settings`` until a simulated interruption after batch
     ``batch`` of epoch ``epoch`` (0-based), check that ``refused`` (the same

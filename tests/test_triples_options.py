@@ -2,7 +2,6 @@
 and with --layer-lr-decay (mechanics, not accuracy; the layer mix and the
 multipliers themselves: tests/test_layer_mix.py)."""
 
-import gzip
 import json
 
 import numpy as np
@@ -10,19 +9,14 @@ import pytest
 
 from apps.triples.extractor import Extractor
 from conftest import require_shared
+from conftest import webnlg_slice
 from kerasbert.cli import main
 from kerasbert.loader import load_encoder
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("triples_data")
-    source = require_shared("data", "webnlg_exact", "train_triples.json.gz")
-    records = json.loads(gzip.decompress(source.read_bytes()).decode("utf-8"))
-    train_file, dev_file = tmp / "train.json", tmp / "dev.jsonl"
-    train_file.write_text(json.dumps(records[:16]), encoding="utf-8")
-    dev_file.write_text("".join(json.dumps(r) + "\n" for r in records[16:20]), encoding="utf-8")
-    return train_file, dev_file
+    return webnlg_slice(tmp_path_factory.mktemp("triples_data"), 16, 4)
 
 
 def _train(data, output, *options):

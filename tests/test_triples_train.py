@@ -2,7 +2,6 @@
 evaluate / predict from the CLI, artifacts, true offsets, mixed precision,
 resume, and bad input at the CLI."""
 
-import gzip
 import json
 import os
 
@@ -17,6 +16,7 @@ from apps.triples.train import TriplesTrainSettings
 from apps.triples.train import train
 from conftest import interrupt_then_resume
 from conftest import require_shared
+from conftest import webnlg_slice
 from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
 
@@ -28,13 +28,7 @@ def toy():
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """64 WebNLG training sentences (a JSON array) and 16 dev sentences (JSON lines)."""
-    tmp = tmp_path_factory.mktemp("triples_data")
-    source = require_shared("data", "webnlg_exact", "train_triples.json.gz")
-    records = json.loads(gzip.decompress(source.read_bytes()).decode("utf-8"))
-    train_file, dev_file = tmp / "train.json", tmp / "dev.jsonl"
-    train_file.write_text(json.dumps(records[:64], indent=1), encoding="utf-8")
-    dev_file.write_text("".join(json.dumps(r) + "\n" for r in records[64:80]), encoding="utf-8")
-    return train_file, dev_file
+    return webnlg_slice(tmp_path_factory.mktemp("triples_data"), 64, 16)
 
 
 @pytest.fixture(scope="module")
