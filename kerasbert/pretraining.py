@@ -320,6 +320,7 @@ def pretrain(settings, callbacks=(), segment=None):
     from kerasbert.training import make_optimizer
     from kerasbert.training import open_encoder_checkpoint
     from kerasbert.training import progress_verbosity
+    from kerasbert.training import TrainingSpeed
     from kerasbert.training import start_run
     from kerasbert.training import training_callbacks
     from kerasbert.training import write_metrics
@@ -365,22 +366,45 @@ def pretrain(settings, callbacks=(), segment=None):
         initial_epoch = int(json.loads(metadata.read_text(encoding="utf-8"))["epoch"])
     history_path = output / "history.jsonl"
     evaluator = HeldOutAccuracy(held_batch, history_path, settings.batch_size)
+    before = _accuracy_before(history_path)  # a resumed run measured it already
+    if before is None and held_batch is not None:  # the checkpoint's own accuracy, as "epoch 0"
+        evaluator.set_model(model)
+        evaluator.on_epoch_end(-1)
+        before = evaluator.last
+    # Packed sequences are full (max_length tokens) but for the last one of each pass over the text.
+    speed = TrainingSpeed(settings.steps_per_epoch * settings.batch_size * settings.max_length)
     started = time.perf_counter()
     model.fit(training_batches(sequences, masker, settings.batch_size, settings.held_out, settings.seed,
                                skip=initial_epoch * settings.steps_per_epoch), steps_per_epoch=settings.steps_per_epoch,
               epochs=settings.epochs, verbose=progress_verbosity(), shuffle=False,
-              callbacks=training_callbacks(output, evaluator, settings.backup_every_steps or None) + list(callbacks))
+              callbacks=[speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None)
+              + list(callbacks))
     encoder_dir = output / "encoder"
     atomic_write_dir(encoder_dir, lambda directory: save_encoder(model, directory, tokenizer.vocab))
+    later = speed.epoch_seconds[1:]
     metrics = {
         "held_out_sequences": len(held),
+        "held_out_accuracy_before": before,
         "held_out_accuracy": evaluator.last,
         "steps": total_steps,
         "train_seconds": time.perf_counter() - started,
+        "train_epoch_seconds": speed.epoch_seconds,
+        "train_tokens_per_s_after_first_epoch": speed.tokens_per_epoch * len(later) / sum(later) if later else None,
     }
     write_metrics(output, metrics)
     print(f"\nencoder + masked-LM head: {encoder_dir}\nhistory: {history_path}\nlogs:    {output / 'logs'}")
     return metrics
+
+
+def _accuracy_before(history_path):
+    """The held-out accuracy before training ("epoch" 0) in ``history.jsonl``, if there."""
+    if not history_path.exists():
+        return None
+    for line in history_path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("epoch") == 0:
+            return record.get("held_out_accuracy")
+    return None
 
 
 def _lazy_segmenter():
@@ -397,7 +421,9 @@ def _lazy_segmenter():
 
 class HeldOutAccuracy(keras.callbacks.Callback):
     """After each epoch: masked-token accuracy on the held-out batch (logged as
-    ``held_out_accuracy``), one line appended to ``history.jsonl``."""
+    ``held_out_accuracy``), one line appended to ``history.jsonl``; called
+    with epoch -1 before training, it records the checkpoint's own accuracy
+    as epoch 0."""
 
     def __init__(self, held_batch, history_path, batch_size=32):
         super().__init__()
@@ -419,4 +445,5 @@ class HeldOutAccuracy(keras.callbacks.Callback):
         with open(self.history_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         if self.last is not None:
-            print(f"\nepoch {epoch + 1}: held-out masked-token accuracy {self.last:.4f}")
+            when = f"epoch {epoch + 1}" if epoch >= 0 else "before training"
+            print(f"\n{when}: held-out masked-token accuracy {self.last:.4f}")

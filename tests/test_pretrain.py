@@ -248,8 +248,8 @@ def test_pretrain_end_to_end_from_the_command_line(tmp_path, checkpoint):
                    "--held-out", "16", "--learning-rate", "1e-3", "--no-whole-word-masking"])
     assert status == 0
     history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in history] == [1, 2]
-    assert all(0.0 <= r["held_out_accuracy"] <= 1.0 for r in history) and all("loss" in r for r in history)
+    assert [r["epoch"] for r in history] == [0, 1, 2]  # 0: the checkpoint before training
+    assert all(0.0 <= r["held_out_accuracy"] <= 1.0 for r in history) and all("loss" in r for r in history[1:])
     settings = json.loads((output / "settings.json").read_text())
     assert settings["text"] == [str(text), str(text)] and settings["whole_word_masking"] is False
     assert (output / "logs").exists() and not (output / "backup").exists()
@@ -263,12 +263,14 @@ def test_pretrain_end_to_end_from_the_command_line(tmp_path, checkpoint):
     assert info["masked_lm_head"] and not info["problems"] and info["layout"] == "official"
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["held_out_accuracy"] == history[-1]["held_out_accuracy"]
+    assert metrics["held_out_accuracy_before"] == history[0]["held_out_accuracy"]
+    assert len(metrics["train_epoch_seconds"]) == 2 and metrics["train_tokens_per_s_after_first_epoch"] > 0
 
 
 def test_pretrain_resumes_after_an_interruption(tmp_path, checkpoint):
     history = interrupt_then_resume(pretrain, _settings(tmp_path, checkpoint, "run"),
                                     _settings(tmp_path, checkpoint, "run"), epoch=1, batch=2)
-    assert [r["epoch"] for r in history] == [1, 2]
+    assert [r["epoch"] for r in history] == [0, 1, 2]  # epoch 0 measured once, not again on resuming
     assert all("held_out_accuracy" in r for r in history)
     load_masked_lm(tmp_path / "run" / "encoder")
 

@@ -126,13 +126,16 @@ class Task:
             training.compile_for_training(model, len(batches), settings, head.head_prefix)
 
         dev_texts = [e.text for e in dev_examples]
-        return training.fit_and_select(
+        metrics = training.fit_and_select(
             model, batches, settings,
             dev_scores=lambda: self.score(dev_examples, pipeline.predict(dev_texts, batch_size=settings.batch_size), settings),
             save_pipeline=pipeline.save,
             format_scores=self.format_scores,
             callbacks=callbacks,
         )
+        metrics.update(weight_counts(model))
+        training.write_metrics(settings.output, metrics)
+        return metrics
 
     def read_run_data(self, settings):
         """``(train examples, dev examples)`` of a run, cut to
@@ -239,19 +242,24 @@ def start_lora(model, checkpoint, settings):
     from kerasbert.lora import enable_lora
 
     layers = enable_lora(model.encoder, settings.lora_rank)
-    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    trainable, total = weight_counts(model).values()
     adapters = sum(int(np.prod(v.shape)) for v in model.encoder.trainable_variables)
-    total = sum(int(np.prod(v.shape)) for v in model.weights)
     print(f"LoRA rank {settings.lora_rank} on {len(layers)} encoder kernels: {adapters:,} adapter + "
           f"{trainable - adapters:,} head weights train, {trainable / total:.2%} of {total:,}")
     reference = "starter" if settings.checkpoint == "starter" else str(Path(checkpoint.directory).resolve())
     return {"rank": int(settings.lora_rank), "checkpoint": reference}
 
 
+def weight_counts(model):
+    """``{"trainable_weights", "total_weights"}`` of ``model`` (numbers of
+    scalars; the optimizer's slots not counted), for ``metrics.json``."""
+    return {"trainable_weights": sum(int(np.prod(v.shape)) for v in model.trainable_variables),
+            "total_weights": sum(int(np.prod(v.shape)) for v in model.weights)}
+
+
 def print_frozen(model):
     """Print what trains with ``--freeze-encoder``: the head and the layer mix."""
-    trainable = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-    total = sum(int(np.prod(v.shape)) for v in model.weights)
+    trainable, total = weight_counts(model).values()
     print(f"encoder frozen; the head reads a learned mix of its {model.encoder.num_layers + 1} layer outputs: "
           f"{trainable:,} head weights train, {trainable / total:.2%} of {total:,}")
 

@@ -1,0 +1,217 @@
+"""Fine-tuning strategies on CoNLL-2003, and domain pre-training on GENIA (MiniLM checkpoint).
+
+Figures, not a test. Every run is a ``kerasbert`` CLI subprocess; the parent
+prints what it measured as JSON lines (``RESULT ...``) and a table.
+
+Part ``conll`` (the same budget for each system, ``--epochs``, default 1):
+
+* ``full``: the whole encoder fine-tuned (``ner train``'s defaults);
+* ``lora8``: ``--lora-rank 8 --learning-rate 5e-4`` (adapters; the head at
+  its usual ``--head-learning-rate``);
+* ``frozen``: ``--freeze-encoder`` (the head reads a learned mix of the layers);
+* ``decay0.9``: ``--layer-lr-decay 0.9``.
+
+Each trains on eng.train (model selected on eng.testa) and is scored on
+eng.testb (test) with seqeval; reported: test F1, trainable and total weights
+(``metrics.json``), the model folder's size, and training tokens/s.
+Tokens/s come from a separate short pass (part ``speed``): each system
+trains 2 epochs on the first ``--speed-examples`` sentences and the second
+epoch's real (unpadded) WordPiece tokens per second are kept (the first
+includes graph tracing); the systems run one after another in one process
+tree, so their ratio is the figure to read.
+
+Part ``genia`` (domain pre-training): GENIA has no train split here, so the
+NER runs train on the first 80% of dev.json, select on the last 20% and
+report on test.json (BIO head: nested entities resolved by the reader's
+rule, seqeval on what is left). ``kerasbert pretrain`` continues MiniLM's
+masked-LM on the GENIA dev sentences (words joined by spaces) for a fixed
+budget, with the test sentences first in the text and held out
+(``--held-out`` = their number of packed sequences), so the held-out
+masked-token accuracy before/after is measured on text it never trains
+on and the NER test text is never pre-trained on. NER F1 on GENIA test is
+reported with and without the pre-trained encoder, and pre-training tokens/s
+against ``full``'s NER tokens/s from part ``speed``.
+
+    python bench/finetuning_strategies.py [--parts conll,speed,genia] [--work DIR] [--epochs 1]
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
+CONLL = SHARED / "conll2003"
+GENIA = SHARED / "genia_nested_partial"
+MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+
+SYSTEMS = {
+    "full": [],
+    "lora8": ["--lora-rank", "8", "--learning-rate", "5e-4"],
+    "frozen": ["--freeze-encoder"],
+    "decay0.9": ["--layer-lr-decay", "0.9"],
+}
+
+
+def cpu_flags():
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in text]
+    return ",".join(flags) or "none of avx2/avx512f/avx512_bf16/amx_bf16"
+
+
+def run(command, log):
+    """Run a ``kerasbert`` CLI command, its output to ``log``; fail loudly."""
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        status = subprocess.run([sys.executable, "-m", "kerasbert.cli", *command], stdout=out,
+                                stderr=subprocess.STDOUT).returncode
+    if status:
+        sys.exit(f"failed ({status}): kerasbert {' '.join(command)}; see {log}")
+    return time.perf_counter() - started
+
+
+def folder_mb(path):
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20
+
+
+def result(**fields):
+    print("RESULT " + json.dumps(fields), flush=True)
+    return fields
+
+
+def train_and_test(name, output, train, dev, test, extra, epochs, log_dir, fmt=()):
+    seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train), "--dev", str(dev),
+                   "--output", str(output), "--epochs", str(epochs), "--batch-size", "32", "--max-length", "128",
+                   "--patience", "0", *fmt, *extra], log_dir / f"{name}.train.log")
+    scores_path = output / "test_scores.json"
+    run(["ner", "evaluate", "--model", str(output), "--data", str(test), "--output", str(scores_path), *fmt],
+        log_dir / f"{name}.test.log")
+    metrics = json.loads((output / "metrics.json").read_text())
+    test_scores = json.loads(scores_path.read_text())
+    return dict(dev_f1=metrics["dev"]["f1"], test_f1=test_scores["f1"], train_seconds=round(seconds),
+                trainable_weights=metrics["trainable_weights"], total_weights=metrics["total_weights"],
+                folder_mb=round(folder_mb(output / "model"), 1))
+
+
+def part_conll(args, work):
+    rows = []
+    for name in args.systems.split(","):
+        fields = train_and_test(name, work / "conll" / name, CONLL / "eng.train.gz", CONLL / "eng.testa",
+                                CONLL / "eng.testb", SYSTEMS[name], args.epochs, work)
+        rows.append(result(part="conll", system=name, epochs=args.epochs, **fields))
+    return rows
+
+
+def part_speed(args, work):
+    rows = []
+    for name in args.systems.split(","):
+        output = work / "speed" / name
+        run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(CONLL / "eng.train.gz"),
+             "--dev", str(CONLL / "eng.testa"), "--output", str(output), "--epochs", "2", "--batch-size", "32",
+             "--max-length", "128", "--max-train-examples", str(args.speed_examples), "--max-dev-examples", "50",
+             "--patience", "0", *SYSTEMS[name]], work / f"speed.{name}.log")
+        metrics = json.loads((output / "metrics.json").read_text())
+        rows.append(result(part="speed", system=name, examples=args.speed_examples,
+                           tokens_per_epoch=metrics["train_tokens_per_epoch"],
+                           tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1)))
+    return rows
+
+
+def genia_jsonl(source, target, lines=None):
+    """GENIA's JSON (word lists, word-index entities) as kerasbert JSON lines
+    (text = words joined by spaces, character offsets)."""
+    records = json.loads(Path(source).read_text(encoding="utf-8"))
+    lines = lines if lines is not None else range(len(records))
+    with open(target, "w", encoding="utf-8") as out:
+        for i in lines:
+            words = records[i]["sentence"]
+            starts, position = [], 0
+            for word in words:
+                starts.append(position)
+                position += len(word) + 1
+            entities = [{"start": starts[e["index"][0]], "end": starts[e["index"][-1]] + len(words[e["index"][-1]]),
+                         "type": e["type"]} for e in records[i]["ner"]]
+            out.write(json.dumps({"text": " ".join(words), "entities": entities}) + "\n")
+    return len(lines)
+
+
+def packed_sequences(text_path, max_length):
+    from kerasbert.loader import load_tokenizer
+    from kerasbert.loader import open_checkpoint
+    from kerasbert.pretraining import read_lines
+    from kerasbert.pretraining import stream_sequences
+
+    tokenizer = load_tokenizer(open_checkpoint(MINILM), max_length=max_length)
+    return sum(1 for _ in stream_sequences(read_lines([text_path]), tokenizer, max_length))
+
+
+def part_genia(args, work):
+    data = work / "genia"
+    data.mkdir(parents=True, exist_ok=True)
+    dev_count = len(json.loads((GENIA / "dev.json").read_text()))
+    cut = int(dev_count * 0.8)
+    genia_jsonl(GENIA / "dev.json", data / "train.jsonl", range(cut))
+    genia_jsonl(GENIA / "dev.json", data / "dev.jsonl", range(cut, dev_count))
+    genia_jsonl(GENIA / "test.json", data / "test.jsonl")
+    test_text = data / "test_text.txt"
+    test_text.write_text("".join(" ".join(r["sentence"]) + "\n" for r in json.loads((GENIA / "test.json").read_text())))
+    held_out = packed_sequences(test_text, 128)
+    text = data / "mlm_text.txt"
+    text.write_text(test_text.read_text() + "".join(" ".join(r["sentence"]) + "\n"
+                                                     for r in json.loads((GENIA / "dev.json").read_text())))
+    pre = work / "genia_pretrain"
+    seconds = run(["pretrain", "--checkpoint", str(MINILM), "--text", str(text), "--output", str(pre),
+                   "--max-length", "128", "--batch-size", "32", "--steps-per-epoch", str(args.pretrain_steps),
+                   "--epochs", str(args.pretrain_epochs), "--held-out", str(held_out)], work / "genia.pretrain.log")
+    metrics = json.loads((pre / "metrics.json").read_text())
+    rows = [result(part="pretrain", held_out_sequences=held_out, steps=metrics["steps"], batch_size=32,
+                   max_length=128, train_seconds=round(seconds),
+                   held_out_accuracy_before=round(metrics["held_out_accuracy_before"], 4),
+                   held_out_accuracy_after=round(metrics["held_out_accuracy"], 4),
+                   tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))]
+    for name, checkpoint in (("genia_minilm", MINILM), ("genia_pretrained", pre / "encoder")):
+        output = work / name
+        seconds = run(["ner", "train", "--checkpoint", str(checkpoint), "--train", str(data / "train.jsonl"), "--dev",
+                       str(data / "dev.jsonl"), "--output", str(output), "--epochs", str(args.genia_epochs),
+                       "--batch-size", "32", "--max-length", "128", "--patience", "0"], work / f"{name}.train.log")
+        run(["ner", "evaluate", "--model", str(output), "--data", str(data / "test.jsonl"), "--output",
+             str(output / "test_scores.json")], work / f"{name}.test.log")
+        scores = json.loads((output / "test_scores.json").read_text())
+        dev = json.loads((output / "metrics.json").read_text())["dev"]
+        rows.append(result(part="genia", system=name, train_sentences=cut, epochs=args.genia_epochs,
+                           dev_f1=dev["f1"], test_f1=scores["f1"], train_seconds=round(seconds)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", default="conll,speed,genia")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--work", default="/tmp/kerasbert-strategies")
+    parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per system")
+    parser.add_argument("--speed-examples", type=int, default=1000)
+    parser.add_argument("--pretrain-steps", type=int, default=30)
+    parser.add_argument("--pretrain-epochs", type=int, default=2)
+    parser.add_argument("--genia-epochs", type=int, default=4)
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    # the CPU flags beside every figure (a bf16 or AMX unit changes speed ratios)
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
+          f"checkpoint {MINILM.name}", flush=True)
+    rows = []
+    for part in args.parts.split(","):
+        rows += {"conll": part_conll, "speed": part_speed, "genia": part_genia}[part](args, work)
+    print("\n" + "\n".join(json.dumps(r) for r in rows))
+
+
+if __name__ == "__main__":
+    main()
