@@ -142,9 +142,8 @@ class Extractor(Pipeline):
         all pointers."""
         if isinstance(thresholds, dict):
             thresholds = {**self.thresholds, **thresholds}
-        extractor = type(self)(self.model, self.tokenizer, self.predicates, self.max_length, thresholds, self.overlap)
-        extractor.lora = self.lora
-        return extractor
+        return type(self).from_settings(self.model, self.tokenizer,
+                                        {**self.settings(), "thresholds": thresholds, "lora": self.lora})
 
     # ------------------------------------------------------------ training rows
     def text_labels(self, example, offsets, report):
