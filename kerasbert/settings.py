@@ -29,7 +29,7 @@ from typing import ClassVar
 from kerasbert.errors import KerasbertError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-STRATEGIES = ("default", "mirrored")
+STRATEGIES = ("default", "mirrored", "multiworker")
 
 # The "auto" rule of batch_size / epochs / patience (TrainSettings.resolve_auto).
 #: Halve the batch while an epoch would have fewer batches than this ...
@@ -201,7 +201,9 @@ class RunSettings:
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
-    strategy: str = setting("default", "default (one device) or mirrored (tf.distribute.MirroredStrategy)", STRATEGIES)
+    strategy: str = setting("default", "default (one device), mirrored (tf.distribute.MirroredStrategy: the devices of "
+                            "this machine) or multiworker (MultiWorkerMirroredStrategy: several machines, set up by "
+                            "the TF_CONFIG environment variable; the chief writes OUTPUT)", STRATEGIES)
     patience: int | str = setting("auto", "stop after this many epochs without a better dev F1 (0: never; auto: "
                                   "{AUTO_PATIENCE} with --epochs auto, else never)", type=auto_or_int(0))
     seed: int = setting(42, "random seed")

@@ -17,8 +17,12 @@
   progress bar or one line per epoch, TensorBoard, resume after an
   interruption).
 
-Everything here is backend-agnostic Keras except ``strategy="mirrored"``
-(TensorFlow's ``MirroredStrategy``) and TensorBoard logs (TensorFlow backend).
+Distribution (:func:`make_strategy`): ``--strategy mirrored`` is
+TensorFlow's ``MirroredStrategy`` or, on JAX, ``keras.distribution.DataParallel``;
+``--strategy multiworker`` is TensorFlow's ``MultiWorkerMirroredStrategy``
+(:func:`worker_batches` gives each worker its share of every global batch;
+only the chief writes OUTPUT, :func:`is_chief`). TensorBoard logs need the
+TensorFlow backend; everything else is backend-agnostic Keras.
 """
 
 import json
@@ -127,6 +131,22 @@ def scale_loss_for_distribution(loss):
     return loss
 
 
+def logs_for_distribution(logs):
+    """Under ``MultiWorkerMirroredStrategy``, each scalar of a training
+    step's logs as a 1-element vector; ``logs`` as they are otherwise.
+    Keras averages a step's logs over the workers with
+    ``strategy.reduce("MEAN", value, axis=0)``, which fails on a scalar
+    ("Invalid reduction dimension 0 for input with 0 dimensions"); over
+    1-element vectors it is the mean of the workers' values, a scalar again."""
+    if keras.backend.backend() != "tensorflow":
+        return logs
+    import tensorflow as tf
+
+    if not isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+        return logs
+    return {key: ops.reshape(value, (1,)) if len(ops.shape(value)) == 0 else value for key, value in logs.items()}
+
+
 # =============================================================================
 # Data
 # =============================================================================
@@ -190,16 +210,32 @@ class BucketedBatches(keras.utils.PyDataset):
         self.lengths = np.array([len(a) for a in features[self.names[0]]])
         self.rng = np.random.default_rng(seed)
         self._epoch = 0
+        self.row_multiple = 1
         self._make_batches()
+
+    def split_evenly(self, parts):
+        """Make every batch's row count a multiple of ``parts`` (devices or
+        replicas that each take an equal share of a batch): the rows of the
+        short batch beyond a multiple are left out of each epoch, chosen
+        anew each epoch. Returns how many rows an epoch leaves out."""
+        self.row_multiple = int(parts)
+        if len(self.lengths) % self.batch_size % self.row_multiple:  # else the batches already split evenly
+            self._make_batches()
+        return self.left_out
 
     def _make_batches(self):
         n = len(self.lengths)
+        rows = np.arange(n)
+        # Every batch a multiple of row_multiple rows: leave out (random) rows.
+        self.left_out = n % self.batch_size % self.row_multiple
+        if self.left_out:
+            rows = np.sort(self.rng.choice(n, n - self.left_out, replace=False) if self.shuffle else rows[: -self.left_out])
         if self.shuffle:
             # Sort by length with random tie-breaking, chunk, shuffle the chunks.
-            order = np.lexsort((self.rng.random(n), self.lengths))
+            order = rows[np.lexsort((self.rng.random(len(rows)), self.lengths[rows]))]
         else:
-            order = np.argsort(self.lengths, kind="stable")
-        batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+            order = rows[np.argsort(self.lengths[rows], kind="stable")]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         if self.shuffle:
             self.rng.shuffle(batches)
         self.batches = self._expose_shapes(batches)
@@ -225,8 +261,15 @@ class BucketedBatches(keras.utils.PyDataset):
         return len(self.batches)
 
     def __getitem__(self, index):
+        return self.batch(index)
+
+    def batch(self, index, share=(0, 1)):
+        """Batch ``index``; with ``share=(i, n)`` only its rows ``i::n`` (one
+        worker's share of a global batch, see :func:`worker_batches`), padded
+        to the whole batch's width."""
         rows = self.batches[index]
         width = self._width(rows)
+        rows = rows[share[0] :: share[1]]
         x, y = {}, {}
         for name in self.names:
             first = np.asarray(self.features[name][rows[0]])
@@ -266,10 +309,14 @@ class EpochEvaluator(keras.callbacks.Callback):
             resumed run continues it).
         metric: the key to maximise.
         patience: stop after this many epochs without improvement (None: never).
+        write: save the best model and append to the history (False: a
+            worker other than the chief, which evaluates -- every worker must
+            stop at the same epoch -- and writes nothing).
     """
 
-    def __init__(self, evaluate, save_best, best_dir, history_path, metric="f1", patience=None):
+    def __init__(self, evaluate, save_best, best_dir, history_path, metric="f1", patience=None, write=True):
         super().__init__()
+        self.write = write
         self.evaluate = evaluate
         self.save_best = save_best
         self.best_dir = Path(best_dir)
@@ -290,16 +337,18 @@ class EpochEvaluator(keras.callbacks.Callback):
         improved = value > self.best
         if improved:
             self.best, self.best_epoch = value, epoch + 1
-            atomic_write_dir(self.best_dir, self.save_best)
+            if self.write:
+                atomic_write_dir(self.best_dir, self.save_best)
         record = {"epoch": epoch + 1, **{k: _plain(v) for k, v in logs.items()}, "best": improved}
-        self.history_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.history_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        if self.write:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.history_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
         # Keras's progress bar is still on its line (it redraws with "\r" and
         # ends the line after the callbacks): start a new one.
         print(
             f"\nepoch {epoch + 1}: dev {self.metric} {value:.4f}"
-            + (" (best, saved to " + str(self.best_dir) + ")" if improved else f" (best {self.best:.4f} at epoch {self.best_epoch})")
+            + (" (best" + (", saved to " + str(self.best_dir) if self.write else "") + ")" if improved else f" (best {self.best:.4f} at epoch {self.best_epoch})")
         )
         if self.patience is not None and self.best_epoch is not None and epoch + 1 - self.best_epoch >= self.patience:
             print(f"early stopping: no improvement in dev {self.metric} for {self.patience} epochs")
@@ -391,26 +440,155 @@ def set_precision(precision):
     keras.mixed_precision.set_global_policy(precision)
 
 
+_STRATEGIES = {}
+
+
+def make_strategy(strategy):
+    """The distribution engine of ``strategy`` (created once per process,
+    then reused), or None for ``"default"``:
+
+    * ``"mirrored"`` (this machine's devices): on TensorFlow,
+      ``MirroredStrategy`` over the GPUs, or the logical CPU devices when
+      there are none; on JAX, ``keras.distribution.DataParallel`` over
+      ``keras.distribution.list_devices()`` (set as Keras's global
+      distribution: every batch is split over the devices);
+    * ``"multiworker"`` (TensorFlow): ``MultiWorkerMirroredStrategy``, its
+      cluster and this process's place in it read from the ``TF_CONFIG``
+      environment variable (``{"cluster": {"worker": ["host:port", ...]},
+      "task": {"type": "worker", "index": i}}``). TensorFlow must not have
+      run anything before it is created: :meth:`apps.base.task.Task.train`
+      creates it first.
+    """
+    if strategy in (None, "default"):
+        return None
+    if strategy not in ("mirrored", "multiworker"):
+        raise KerasbertError(f"strategy must be 'default', 'mirrored' or 'multiworker', got {strategy!r}")
+    backend = keras.backend.backend()
+    if strategy not in _STRATEGIES:
+        if backend == "jax" and strategy == "mirrored":
+            devices = keras.distribution.list_devices()
+            _STRATEGIES[strategy] = keras.distribution.DataParallel(devices=devices)
+            keras.distribution.set_distribution(_STRATEGIES[strategy])
+            print(f"DataParallel (keras.distribution, JAX) over {len(devices)} devices: {', '.join(devices)}")
+        elif backend != "tensorflow":
+            raise KerasbertError(f"--strategy {strategy} needs the TensorFlow backend (KERAS_BACKEND=tensorflow)"
+                                 + ("; on JAX, --strategy mirrored splits batches over this machine's devices"
+                                    if backend == "jax" else ""))
+        elif strategy == "mirrored":
+            import tensorflow as tf
+
+            # MirroredStrategy() alone takes GPUs, or just CPU:0 when there are
+            # none; name the devices so logical CPU devices are used too.
+            devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+            names = [d.name for d in devices]
+            print(f"MirroredStrategy over {len(names)} devices: {', '.join(names)}")
+            _STRATEGIES[strategy] = tf.distribute.MirroredStrategy(names)
+        else:
+            _STRATEGIES[strategy] = multi_worker_strategy()
+    return _STRATEGIES[strategy]
+
+
+def multi_worker_strategy():
+    """``MultiWorkerMirroredStrategy`` for the cluster of ``TF_CONFIG``
+    (checked first, so a missing or malformed one is a clear error rather
+    than a one-worker run or a hang)."""
+    import os
+
+    import tensorflow as tf
+
+    text = os.environ.get("TF_CONFIG", "")
+    if not text:
+        raise KerasbertError("--strategy multiworker needs the TF_CONFIG environment variable, e.g. "
+                             '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", '
+                             '"index": 0}} (the same cluster on every machine, each its own index)')
+    try:
+        config = json.loads(text)
+        cluster, task = config["cluster"], config["task"]
+        workers = list(cluster.get("chief", [])) + list(cluster["worker"])
+        kind, index = task["type"], int(task["index"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise KerasbertError(f"TF_CONFIG: expected {{'cluster': {{'worker': [...]}}, 'task': {{'type': ..., "
+                             f"'index': ...}}}}, got {text!r} ({error})") from None
+    if kind not in cluster or not 0 <= index < len(cluster[kind]):
+        raise KerasbertError(f"TF_CONFIG: task {kind} {index} is not in the cluster {cluster}")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    print(f"MultiWorkerMirroredStrategy: {len(workers)} workers, this is {kind} {index}"
+          + (" (the chief: it writes OUTPUT)" if is_chief(strategy) else " (writes nothing in OUTPUT)"))
+    return strategy
+
+
 def distribution_scope(strategy):
-    """A context manager for building the model under ``strategy``:
-    ``"default"`` (one device) or ``"mirrored"`` (TensorFlow
-    ``MirroredStrategy`` over all visible devices)."""
+    """A context manager for building the model under ``strategy`` (see
+    :func:`make_strategy`); a no-op for ``"default"``."""
     import contextlib
 
-    if strategy in (None, "default"):
+    made = make_strategy(strategy)
+    if made is None or isinstance(made, keras.distribution.DataParallel):  # JAX: set globally, for fit too
         return contextlib.nullcontext()
-    if strategy == "mirrored":
-        if keras.backend.backend() != "tensorflow":
-            raise KerasbertError("--strategy mirrored needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
-        import tensorflow as tf
+    return made.scope()
 
-        # MirroredStrategy() alone takes GPUs, or just CPU:0 when there are
-        # none; name the devices so logical CPU devices are used too.
-        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        names = [d.name for d in devices]
-        print(f"MirroredStrategy over {len(names)} devices: {', '.join(names)}")
-        return tf.distribute.MirroredStrategy(names).scope()
-    raise KerasbertError(f"strategy must be 'default' or 'mirrored', got {strategy!r}")
+
+def is_chief(strategy=None):
+    """Whether this process writes the run's files: always, except for a
+    worker other than the chief under ``MultiWorkerMirroredStrategy``."""
+    if strategy is None:
+        strategy = _STRATEGIES.get("multiworker")
+    return strategy is None or bool(strategy.extended.should_checkpoint)
+
+
+def worker_batches(batches, strategy):
+    """``batches`` (:class:`BucketedBatches` of the global batch size) as
+    ``fit`` input under ``strategy``: for ``MultiWorkerMirroredStrategy``,
+    each worker's own share of every global batch (rows ``i::n`` for worker
+    ``i`` of ``n``, padded to the global batch's width), epoch after epoch
+    with the same shuffling on every worker (the same seed), so ``n`` workers
+    take the steps of one worker with the global batch; ``batches`` itself
+    otherwise. Under both distributions every batch must split evenly
+    (:meth:`BucketedBatches.split_evenly`; rows left out are printed).
+    Returns ``(fit input, steps per epoch or None)``."""
+    if isinstance(strategy, keras.distribution.DataParallel):
+        parts, what = len(strategy.device_mesh.devices.ravel()), "devices"
+    elif strategy is not None and strategy is _STRATEGIES.get("multiworker"):
+        parts, what = strategy.num_replicas_in_sync, "replicas"
+    else:
+        return batches, None
+    if batches.batch_size % parts:
+        raise KerasbertError(f"the batch size ({batches.batch_size}) must divide by the {parts} {what} that split "
+                             "every batch: choose another --batch-size")
+    left_out = batches.split_evenly(parts)
+    if left_out:
+        print(f"every batch is split over {parts} {what}: {left_out} of {len(batches.lengths)} training rows are left "
+              "out of each epoch (others each epoch), so that the short last batch splits evenly")
+    if isinstance(strategy, keras.distribution.DataParallel):
+        return batches, None
+    import tensorflow as tf
+
+    replicas = parts
+
+    def spec(value):
+        if isinstance(value, dict):
+            return {k: spec(v) for k, v in value.items()}
+        if isinstance(value, tuple):
+            return tuple(spec(v) for v in value)
+        return tf.TensorSpec((None,) * value.ndim, tf.as_dtype(value.dtype))
+
+    signature = spec(batches[0])
+
+    def dataset(context):
+        # Consecutive elements of a worker's dataset go to its replicas in turn.
+        local = replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * local
+
+        def epochs():
+            while True:
+                for index in range(len(batches)):
+                    for replica in range(first, first + local):
+                        yield batches.batch(index, (replica, replicas))
+                batches.on_epoch_end()
+
+        return tf.data.Dataset.from_generator(epochs, output_signature=signature).prefetch(2)
+
+    return strategy.distribute_datasets_from_function(dataset), len(batches)
 
 
 def layer_lr_multipliers(encoder, decay):
@@ -466,7 +644,19 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     ADAPTERS_FILE = "lora_adapters.npz"
 
+    def __init__(self, backup_dir, write=True, **kwargs):
+        super().__init__(backup_dir, **kwargs)
+        # A worker other than the chief restores from the chief's backup (a
+        # folder every worker sees) and never writes or deletes it.
+        self.write = write
+
+    def on_train_end(self, logs=None):
+        if self.write:
+            super().on_train_end(logs)
+
     def _save_model(self):
+        if not self.write:
+            return
         super()._save_model()
         from kerasbert.lora import lora_layers
 
@@ -503,17 +693,20 @@ class Backup(keras.callbacks.BackupAndRestore):
 
 def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboard=True):
     """Resume-after-interruption (``BackupAndRestore``), the dev evaluator and
-    TensorBoard logs under ``output_dir``."""
+    TensorBoard logs under ``output_dir`` (a worker other than the chief
+    writes none of them, see :func:`is_chief`)."""
     output_dir = Path(output_dir)
+    chief = is_chief()
     callbacks = [
         Backup(
             backup_dir=str(output_dir / "backup"),
+            write=chief,
             save_freq=backup_every_steps or "epoch",
             delete_checkpoint=True,
         ),
         evaluator,
     ]
-    if tensorboard and keras.backend.backend() == "tensorflow":
+    if tensorboard and chief and keras.backend.backend() == "tensorflow":
         callbacks.append(keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"), update_freq=50))
     return callbacks
 
@@ -538,8 +731,9 @@ def start_run(settings):
         raise KerasbertError(
             f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
         )
-    output.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output / SETTINGS_FILE, json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n")
+    if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
+        output.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(output / SETTINGS_FILE, json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n")
     keras.utils.set_random_seed(settings.seed)
     set_precision(settings.precision)
     return output
@@ -600,8 +794,21 @@ def compile_for_training(model, steps_per_epoch, settings, head_prefix):
 
 
 def write_metrics(output, metrics):
-    """Write ``OUTPUT/metrics.json`` (atomically)."""
+    """Write ``OUTPUT/metrics.json`` (atomically; by the chief only, see :func:`is_chief`)."""
+    if not is_chief():
+        return
     atomic_write_text(Path(output) / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+
+
+def best_dev_scores(output, scores):
+    """The best epoch's dev scores: ``OUTPUT/model/dev_scores.json`` (its
+    epoch may be from before a ``--resume``), or, on a worker that cannot see
+    the chief's files, ``scores`` (this process's, None if the best epoch
+    was before a resume)."""
+    path = Path(output) / "model" / "dev_scores.json"
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    return scores or None
 
 
 def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_scores, callbacks=()):
@@ -616,9 +823,14 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
     history_path = output / "history.jsonl"
     last = {}
 
+    best = {}  # the best epoch's scores in this process (a worker that is not the chief reports them)
+
     def evaluate(_model):
         last.clear()
         last.update(dev_scores())
+        if last["f1"] > evaluator.best:
+            best.clear()
+            best.update(last)
         return {key: last[key] for key in ("f1", "precision", "recall")}
 
     def save_best(directory):
@@ -627,26 +839,33 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
             json.dumps(last, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
 
+    chief = is_chief()
     evaluator = EpochEvaluator(evaluate, save_best, output / "model", history_path, metric="f1",
-                               patience=settings.patience or None)
+                               patience=settings.patience or None, write=chief)
     tokens = int(sum(int(np.sum(mask)) for mask in batches.features["padding_mask"]))
     speed = TrainingSpeed(tokens)
     all_callbacks = [speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None) + list(callbacks)
     started = time.perf_counter()
-    model.fit(batches, epochs=settings.epochs, callbacks=all_callbacks, verbose=progress_verbosity())
+    data, steps = worker_batches(batches, make_strategy(settings.strategy))
+    model.fit(data, epochs=settings.epochs, steps_per_epoch=steps, shuffle=steps is None, callbacks=all_callbacks,
+              verbose=progress_verbosity())
     later = speed.epoch_seconds[1:]
     metrics = {
         "best_epoch": evaluator.best_epoch,
         "batch_size": settings.batch_size,
         "epochs": settings.epochs,
         "patience": settings.patience,
-        "dev": json.loads((output / "model" / "dev_scores.json").read_text(encoding="utf-8")),
+        "dev": best_dev_scores(output, best),
         "train_tokens_per_epoch": tokens,
         "train_seconds": time.perf_counter() - started,
         "train_epoch_seconds": speed.epoch_seconds,
         "train_tokens_per_s_after_first_epoch": tokens * len(later) / sum(later) if later else None,
     }
     write_metrics(output, metrics)
+    if not chief:
+        print(f"\nbest dev scores (epoch {evaluator.best_epoch}; the chief writes the run):\n"
+              + (format_scores(metrics["dev"]) if metrics["dev"] else "(from before the resume)"))
+        return metrics
     png = plot_history(history_path, output / "history.png")
     print(f"\nbest dev scores (epoch {evaluator.best_epoch}):\n" + format_scores(metrics["dev"]))
     print(f"\nmodel:   {output / 'model'}\nmetrics: {output / 'metrics.json'}\nhistory: {history_path}"

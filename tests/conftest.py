@@ -166,3 +166,56 @@ def train_on_two_logical_cpus(settings, module):
     assert "MirroredStrategy over 2 devices" in run.stdout
     line = next(l for l in run.stdout.splitlines() if l.startswith("RESULT"))
     return [json.loads(r) for r in line[len("RESULT "):].split("|") if r.strip()]
+
+
+WORKER_SCRIPT = """
+import importlib, json, sys
+module = importlib.import_module(sys.argv[1])
+settings = getattr(module, sys.argv[2])(**json.loads(sys.argv[3]))
+module.train(settings)
+"""
+
+
+def train_on_two_workers(settings, module, worker_output, timeout=420):
+    """Run ``module.train(settings)`` (``settings.strategy == "multiworker"``)
+    as a cluster of two worker processes on 127.0.0.1 set up by ``TF_CONFIG``:
+    worker 0 (the chief) with ``settings.output``, worker 1 with
+    ``worker_output`` (as on another machine, where OUTPUT is a local folder;
+    the worker must write nothing there). Both are killed after ``timeout``
+    seconds. Returns the chief's history (one dict per epoch) and the outputs
+    of both processes."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    sockets = [socket.socket() for _ in range(2)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index, output in enumerate((settings.output, str(worker_output))):
+        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        arguments = json.dumps(dict(vars(settings), output=output))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER_SCRIPT, module, type(settings).__name__, arguments],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+            env=dict(os.environ, TF_CONFIG=config, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
+        ))
+    outputs, deadline = [], time.monotonic() + timeout
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=max(deadline - time.monotonic(), 1))[0])
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            process.kill()
+        texts = [process.communicate()[0] for process in processes]
+        pytest.fail(f"the workers did not finish in {timeout} s:\n" + "\n".join(
+            f"worker {i}:\n{text[-2000:]}" for i, text in enumerate(texts)))
+    for index, (process, text) in enumerate(zip(processes, outputs)):
+        assert process.returncode == 0, f"worker {index}:\n{text[-3000:]}"
+    history = Path(settings.output) / "history.jsonl"
+    return [json.loads(line) for line in history.read_text().splitlines()], outputs

@@ -20,6 +20,7 @@ from conftest import conll_slice
 from conftest import interrupt_then_resume
 from conftest import require_shared
 from conftest import train_on_two_logical_cpus
+from conftest import train_on_two_workers
 from kerasbert.cli import main
 from kerasbert.training import progress_verbosity
 
@@ -70,20 +71,46 @@ def test_mixed_bfloat16_trains_and_logs_one_line_per_epoch(tmp_path, data, capsy
     assert metrics["best_epoch"] in (1, 2)
 
 
-def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
-    """The same run in a process with two logical CPUs under MirroredStrategy
-    and in this process on one device."""
-    runs = {strategy: _toy_settings(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0)
-               for strategy in ("default", "mirrored")}
-    two = train_on_two_logical_cpus(runs["mirrored"], "apps.ner.train")
-    train(runs["default"])
-    one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
-    assert len(one) == len(two) == 2
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory, data):
+    """The history of the run that MirroredStrategy and MultiWorkerMirroredStrategy
+    are compared with: this process, one device, the same global batch."""
+    tmp = tmp_path_factory.mktemp("one_device")
+    train(_toy_settings(tmp, data, output=str(tmp / "default"), dropout=0.0))
+    return [json.loads(line) for line in (tmp / "default" / "history.jsonl").read_text().splitlines()]
+
+
+def _assert_same_losses(one, other):
+    assert len(one) == len(other) == 2
     # Not bit-equal: a batch that does not split evenly over the replicas is
     # averaged as a mean of per-replica means, and reductions run in another
     # order. Measured: 0.2% apart per epoch; a wrong loss scaling is 100% off.
-    for a, b in zip(one, two):
+    for a, b in zip(one, other):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-2)
+
+
+def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data, one_device):
+    """The same run in a process with two logical CPUs under MirroredStrategy
+    and in this process on one device."""
+    settings = _toy_settings(tmp_path, data, strategy="mirrored", output=str(tmp_path / "mirrored"), dropout=0.0)
+    _assert_same_losses(one_device, train_on_two_logical_cpus(settings, "apps.ner.train"))
+
+
+def test_multiworker_two_processes_agree_with_one_device(tmp_path, data, one_device):
+    """Two worker processes on 127.0.0.1 (TF_CONFIG), each with half of every
+    global batch of 8: the same losses as one device with batches of 8; the
+    chief writes the run, the other worker nothing in its OUTPUT."""
+    settings = _toy_settings(tmp_path, data, strategy="multiworker", output=str(tmp_path / "chief"), dropout=0.0)
+    history, (chief, worker) = train_on_two_workers(settings, "apps.ner.train", tmp_path / "worker")
+    _assert_same_losses(one_device, history)
+    assert "MultiWorkerMirroredStrategy: 2 workers, this is worker 0 (the chief" in chief
+    assert "this is worker 1 (writes nothing in OUTPUT)" in worker
+    assert not (tmp_path / "worker").exists()
+    assert {"metrics.json", "settings.json", "model"} <= {p.name for p in (tmp_path / "chief").iterdir()}
+    assert not (tmp_path / "chief" / "backup").exists()  # removed by the chief at the end
+    # both workers stopped at the same epoch with the same best dev scores
+    best = [re.findall(r"best dev scores \(epoch (\d+)", text) for text in (chief, worker)]
+    assert best[0] == best[1] and len(best[0]) == 1
 
 
 @pytest.mark.parametrize(

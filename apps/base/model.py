@@ -19,6 +19,7 @@ from keras import ops
 import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from apps.base.pipeline import ENCODER_INPUTS
 from kerasbert.layer_mix import LayerMix
+from kerasbert.training import logs_for_distribution
 from kerasbert.training import scale_loss_for_distribution
 
 
@@ -82,6 +83,21 @@ class TaskModel(keras.Model):
         if self.losses:
             loss = loss + ops.sum(self.losses)
         return scale_loss_for_distribution(loss)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return logs_for_distribution(super().compute_metrics(x, y, y_pred, sample_weight=sample_weight))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras's TensorFlow trainer, under a tf.distribute strategy, takes the
+        # first batch of the training iterator and averages it over the
+        # replicas with strategy.reduce to build the model symbolically.
+        # MultiWorkerMirroredStrategy cannot reduce a dict of inputs (it
+        # fails), and with steps_per_epoch (multiworker) that batch would be
+        # lost to training. Our models and their optimizers are built before
+        # fit (kerasbert.training.compile_for_training): nothing to build.
+        if self.built and (self.optimizer is None or self.optimizer.built):
+            return None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def head_config(self):
         """The constructor arguments other than ``encoder`` and ``name``."""

@@ -119,9 +119,15 @@ class HostRunner:
         for begin in range(0, n_rows, self.batch_size):
             rows = order[begin : begin + self.batch_size]
             used = padded_length(max(int(lengths[rows].max()), 2), 8, width)
-            out = model.predict_on_batch({k: v[rows, :used] for k, v in arrays.items()})
+            # Row counts rounded up to a multiple of 8 with empty rows: fewer
+            # shapes to compile, and a batch that a keras.distribution
+            # DataParallel can split over its devices.
+            size = padded_length(len(rows), 8)
+            batch = {k: np.concatenate([v[rows, :used], np.zeros((size - len(rows), used) + v.shape[2:], v.dtype)])
+                     for k, v in arrays.items()}
+            out = model.predict_on_batch(batch)
             for key, value in out.items():
-                value = np.asarray(value)
+                value = np.asarray(value)[: len(rows)]
                 if key not in outputs:
                     outputs[key] = np.zeros((n_rows, width) + value.shape[2:], value.dtype)
                 outputs[key][rows, :used] = value

@@ -103,6 +103,7 @@ class Task:
         from kerasbert.loader import load_encoder
 
         settings.check()
+        training.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
         train_examples, dev_examples = self.read_run_data(settings)
         head = self.pipeline_class(settings)
         labels = head.training_labels(train_examples, dev_examples, settings)
@@ -134,7 +135,7 @@ class Task:
             callbacks=callbacks,
         )
         metrics.update(weight_counts(model))
-        training.write_metrics(settings.output, metrics)
+        training.write_metrics(settings.output, metrics)  # the chief only
         return metrics
 
     def read_run_data(self, settings):
@@ -163,6 +164,7 @@ class Task:
         from kerasbert.distill import shares_layers
 
         settings.check()
+        training.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
         train_examples, dev_examples = self.read_run_data(settings)
         unlabeled = read_unlabeled(settings.unlabeled) if settings.unlabeled else []
         teacher = self.load(settings.teacher, verbose=True)
@@ -206,7 +208,7 @@ class Task:
         metrics["teacher_dev"] = teacher_dev
         metrics["teacher_layers"] = layers
         training.write_metrics(settings.output, metrics)
-        if settings.save_encoder:
+        if settings.save_encoder and training.is_chief():
             from pathlib import Path
 
             from kerasbert.loader import save_encoder

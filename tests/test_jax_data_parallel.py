@@ -1,0 +1,110 @@
+"""Training on the JAX backend, one device and ``--strategy mirrored``
+(``keras.distribution.DataParallel``) over 2 virtual CPU devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=2``): both apps, the same
+losses and dev scores; the model folder a JAX run writes exports through
+TensorFlow as usual."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT
+from conftest import conll_slice
+from conftest import require_shared
+from conftest import webnlg_slice
+
+SCRIPT = r"""
+import json, sys
+import keras
+assert keras.backend.backend() == "jax", keras.backend.backend()
+import jax
+from apps.ner.train import NerTrainSettings, train as train_ner
+from apps.triples.train import TriplesTrainSettings, train as train_triples
+ner, triples, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+assert len(jax.devices()) == devices, jax.devices()
+for settings, train in ((NerTrainSettings(**ner), train_ner), (TriplesTrainSettings(**triples), train_triples)):
+    train(settings)
+    print("RESULT", open(settings.output + "/history.jsonl").read().replace("\n", "|"))
+"""
+
+
+def _run_on_jax(tmp_path, data, devices):
+    toy = str(require_shared("data", "models", "keras_bert_test_checkpoint"))
+    strategy = "mirrored" if devices > 1 else "default"
+    common = dict(checkpoint=toy, epochs=1, batch_size=8, max_length=16, seed=7, dropout=0.0, strategy=strategy)
+    ner = dict(common, train=str(data["ner"][0]), dev=str(data["ner"][1]), output=str(tmp_path / f"ner{devices}"),
+               lstm_units=8)
+    triples = dict(common, train=str(data["triples"][0]), dev=str(data["triples"][1]),
+                   output=str(tmp_path / f"triples{devices}"))
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(ner), json.dumps(triples), str(devices)],
+                         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    histories = [[json.loads(r) for r in line[len("RESULT "):].split("|") if r.strip()]
+                 for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    return run.stdout, histories
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    pytest.importorskip("jax")
+    tmp = tmp_path_factory.mktemp("jax_runs")
+    data = {"ner": (conll_slice(tmp, "train.conll", 0, 32), conll_slice(tmp, "dev.conll", 32, 12)),
+            "triples": webnlg_slice(tmp, 24, 8)}
+    return tmp, _run_on_jax(tmp, data, 1), _run_on_jax(tmp, data, 2)
+
+
+def test_data_parallel_on_two_devices_agrees_with_one(runs):
+    _, (_, one), (stdout, two) = runs
+    assert "DataParallel (keras.distribution, JAX) over 2 devices" in stdout
+    assert len(one) == len(two) == 2  # NER, triples
+    for app_one, app_two in zip(one, two):
+        assert [h["epoch"] for h in app_one] == [h["epoch"] for h in app_two] == [1]
+        for a, b in zip(app_one, app_two):
+            # one program over the whole batch, split by XLA: equal up to the
+            # order of the reductions
+            assert b["loss"] == pytest.approx(a["loss"], rel=1e-3)
+            assert b["val_f1"] == pytest.approx(a["val_f1"], abs=1e-6)
+
+
+def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path):
+    import tensorflow as tf
+
+    from apps.ner.tagger import Tagger
+
+    folder = runs[0] / "ner2" / "model"
+    texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn", "BRUSSELS 1996-08-22", ""]
+    tagger = Tagger.load(folder)
+    export = tagger.export(tmp_path / "export")
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    got = serve(text=tf.constant(texts))
+    predicted = tagger.predict(texts)
+    for i, result in enumerate(predicted):
+        n = int(got["count"][i])
+        assert [(e["start"], e["end"], e["type"]) for e in result["entities"]] == \
+               [(int(got["start"][i, k]), int(got["end"][i, k]), got["type"][i, k].numpy().decode()) for k in range(n)]
+        np.testing.assert_allclose([e["score"] for e in result["entities"]], got["score"][i, :n].numpy(), atol=2e-4)
+
+
+def test_batches_split_evenly_over_devices_leave_out_counted_rows():
+    from kerasbert.training import BucketedBatches
+
+    features = {"token_ids": [np.arange(1 + i % 7) for i in range(163)]}
+    batches = BucketedBatches(features, 8)
+    assert sorted(len(b) for b in batches.batches)[0] == 3  # 163 = 20 x 8 + 3
+    assert batches.split_evenly(2) == 1 and len(batches) == 21
+    assert all(len(b) % 2 == 0 for b in batches.batches)
+    kept = [set(np.concatenate(batches.batches))]
+    for _ in range(5):
+        batches.on_epoch_end()
+        assert sum(len(b) for b in batches.batches) == 162
+        kept.append(set(np.concatenate(batches.batches)))
+    assert len(set.union(*kept)) == 163  # a different row is left out from epoch to epoch
+    already_even = BucketedBatches({"token_ids": features["token_ids"][:160]}, 8)
+    order = [list(b) for b in already_even.batches]
+    assert already_even.split_evenly(2) == 0 and [list(b) for b in already_even.batches] == order  # untouched
