@@ -253,8 +253,8 @@ def _genia_record(path, line, record):
         if not index or not all(_is_int(i) and 0 <= i < len(words) for i in index):
             raise InputDataError(path, line, f'"index" {index!r} must be word positions 0..{len(words) - 1}')
         if sorted(index) != list(range(min(index), max(index) + 1)):
-            raise InputDataError(path, line, f'"index" {index!r} is not contiguous (discontinuous entities are '
-                                             f'not supported)')
+            raise InputDataError(path, line, f'"index" {index!r} is not contiguous (discontinuous entities '
+                                             f'are not supported)')
         entities.append(_span(path, line, text, spans[min(index)][0], spans[max(index)][1], item.get("type")))
     return text, entities, spans
 
