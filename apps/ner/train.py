@@ -49,7 +49,7 @@ class NerReadSettings:
 
 @dataclasses.dataclass
 class NerTrainSettings(NerReadSettings, TrainSettings):
-    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)")
+    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
     lstm: bool = setting(True, "use a BiLSTM between encoder and tag scores")
