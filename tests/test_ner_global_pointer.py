@@ -157,6 +157,8 @@ def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
     assert "scorer: exact spans" in out and "nested  P" in out
     assert "nested and overlapping entities kept" in out and "overlapping spans kept" in out
     assert json.loads((tmp / "scores.json").read_text())["scorer"] == "exact spans"
+    with pytest.raises(KerasbertError, match="cannot be distilled"):
+        tagger.student([0])
 
 
 def test_bio_heads_resolve_overlaps_and_say_their_scorer(run):

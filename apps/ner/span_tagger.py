@@ -219,6 +219,10 @@ class SpanTagger(Pipeline):
                                max_width=self.max_length)
 
 
+    def student(self, layers):
+        raise KerasbertError("a GlobalPointer model cannot be distilled (ner distill takes a BIO tagger as teacher)")
+
+
 def is_span_model(directory):
     """Whether ``directory`` (a model folder or a training run's output
     folder) holds a :class:`SpanTagger`."""
