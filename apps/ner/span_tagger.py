@@ -11,10 +11,10 @@ another or overlap, and a span may carry several types.
 Training rows use the token offsets in reverse (:meth:`SpanTagger.text_labels`):
 an entity is the span from the first to the last token it overlaps (an entity
 whose edges fall inside a token is counted as misaligned, as for the BIO
-heads). A window holds the entities that lie wholly inside it; an entity cut
-by a window edge is left out of that window (counted; a longer text's
-overlapping windows usually hold it whole in another one), and one that fits
-in no window is counted apart.
+heads). A window holds the entities that lie inside it; an entity cut by a
+window edge is labelled on its part inside the window, as the BIO heads tag
+it (counted; at inference a span at a cut edge loses to a window that sees it
+further from the cut), and one that fits whole in no window is counted apart.
 """
 
 import dataclasses
@@ -43,8 +43,9 @@ class SpanFeatureReport(FeatureReport):
     LINES = (
         ("nested_entities", "  {n} entities lie inside another entity (kept: the GlobalPointer head represents them)"),
         ("misaligned_entities", "  {n} entities start or end inside a WordPiece token (labelled on the tokens they overlap)"),
-        ("entities_split_by_windows", "  {n} times an entity crosses a window edge (left out of that window)"),
-        ("entities_in_no_window", "  {n} entities are longer than a window; skipped"),
+        ("entities_split_by_windows", "  {n} times an entity crosses a window edge (labelled on its part in the "
+                                      "window)"),
+        ("entities_in_no_window", "  {n} entities are longer than a window (labelled in parts only)"),
         ("entities_without_tokens", "  {n} entities cover no token (only characters the tokenizer drops); skipped"),
         ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
     )
@@ -131,12 +132,16 @@ class SpanTagger(Pipeline):
     def window_labels(self, state, start, end, report):
         per_start = [[] for _ in range(end - start + 2)]
         for index, (first, last, kind) in enumerate(state["spans"]):
+            if first >= end or last < start:
+                continue
             if first >= start and last < end:
-                code = (last - start + 1) * len(self.types) + kind + 1
-                per_start[first - start + 1].append(code)
                 state["placed"].add(index)
-            elif first < end and last >= start:
+            else:  # cut by a window edge: its part in the window
                 report.entities_split_by_windows += 1
+                first, last = max(first, start), min(last, end - 1)
+            code = (last - start + 1) * len(self.types) + kind + 1
+            if code not in per_start[first - start + 1]:
+                per_start[first - start + 1].append(code)
         k = max(1, max(len(codes) for codes in per_start))
         spans = np.zeros((len(per_start), k), np.int32)
         for position, codes in enumerate(per_start):
