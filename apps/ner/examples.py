@@ -6,8 +6,8 @@ An :class:`Example` holds ``text``, its ``entities`` (:class:`Entity` with
 character offsets into ``text``, ``end`` exclusive), ``source`` (``"file:line"``
 where the example starts) and ``words``: the character spans of the original
 tokens when the source was tokenized (CoNLL, character-per-line, parallel
-files), else ``None``. Entities in an example never overlap and are sorted by
-``(start, end)``.
+files), else ``None``. Entities are sorted by ``(start, end)`` and never
+overlap, unless read with ``keep_overlaps`` (below).
 
 Every reader returns a :class:`ReadResult`: the examples plus a
 :class:`ReadReport` that counts what was read and everything that was skipped,
@@ -23,6 +23,12 @@ is kept only if it overlaps no span kept before it in that order; every
 dropped span is counted (``overlapping span``, and by kind: same span with
 another type / nested / crossing) and the ``file:line`` of the first few
 examples is listed in the report.
+
+With ``keep_overlaps`` (the JSON readers, for the GlobalPointer head, which
+represents nested and overlapping entities) no span is dropped for an
+overlap: duplicates are still dropped, and the kept overlapping spans are
+counted by the same kinds (a span inside another counts as nested, before
+crossing). The BIO heads read with the rule above.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ class Example:
 
     Attributes:
         text: the text.
-        entities: non-overlapping entities sorted by ``(start, end)``.
+        entities: entities sorted by ``(start, end)``; non-overlapping unless
+            read with ``keep_overlaps``.
         source: ``"file:line"`` where the example starts.
         words: character spans of the source's tokens when the source was
             tokenized (CoNLL, character-per-line, parallel files), else None.
@@ -78,6 +85,8 @@ class ReadReport(Report):
     overlaps: int = 0
     overlap_kinds: dict[str, int] = field(default_factory=dict)
     overlap_locations: list[str] = field(default_factory=list)
+    overlaps_kept: int = 0
+    kept_overlap_kinds: dict[str, int] = field(default_factory=dict)
     trimmed: int = 0
     docstarts: int = 0
     blank_lines: int = 0
@@ -100,6 +109,7 @@ class ReadReport(Report):
         ("skipped", "  SKIPPED {n} entity spans: {key}"),
         ("overlaps", "  overlaps resolved: {n} spans dropped ({report.overlap_kinds:items}); "
                      "first at {report.overlap_locations:items}"),
+        ("overlaps_kept", "  overlapping spans kept: {n} ({report.kept_overlap_kinds:items})"),
         ("trimmed", "  {n} spans trimmed of leading/trailing whitespace"),
         ("tag_violations", "  REPAIRED {n} x {key}"),
         ("violation_locations", "  first repairs at {n:items}"),
@@ -139,8 +149,9 @@ class ReadResult:
 
 
 def finish_entities(spans: list[Entity], text: str, source: str, report: ReadReport,
-                     trim: bool = False) -> list[Entity]:
-    """Trim, deduplicate and resolve overlaps (rule in the module doc); count everything."""
+                     trim: bool = False, keep_overlaps: bool = False) -> list[Entity]:
+    """Trim, deduplicate and resolve overlaps (rule in the module doc; with
+    ``keep_overlaps`` overlapping spans are kept and counted); count everything."""
     report.entities_read += len(spans)
     if trim:
         trimmed = []
@@ -166,6 +177,17 @@ def finish_entities(spans: list[Entity], text: str, source: str, report: ReadRep
         else:
             seen.add(entity)
             unique.append(entity)
+    if keep_overlaps:
+        for entity in unique:
+            kind = overlap_kind(entity, unique)
+            if kind:
+                report.overlaps_kept += 1
+                report.count("kept_overlap_kinds", kind)
+        unique.sort(key=lambda e: (e.start, e.end, e.type))
+        report.entities += len(unique)
+        for entity in unique:
+            report.count("types", entity.type)
+        return unique
     order = sorted(range(len(unique)),
                    key=lambda i: (-(unique[i].end - unique[i].start), unique[i].start, i))
     kept: list[Entity] = []
@@ -193,6 +215,21 @@ def finish_entities(spans: list[Entity], text: str, source: str, report: ReadRep
     for entity in kept:
         report.count("types", entity.type)
     return kept
+
+
+def overlap_kind(entity: Entity, entities: list[Entity]) -> str | None:
+    """How ``entity`` overlaps the others of ``entities``: ``"nested"`` (it
+    lies inside another, not the same span), else ``"same span, other
+    type"``, else ``"crossing"``; None when it overlaps none."""
+    others = [o for o in entities if o != entity and o.start < entity.end and entity.start < o.end]
+    if any(o.start <= entity.start and entity.end <= o.end and (o.start, o.end) != (entity.start, entity.end)
+           for o in others):
+        return "nested"
+    if any((o.start, o.end) == (entity.start, entity.end) for o in others):
+        return "same span, other type"
+    if any(not (entity.start <= o.start and o.end <= entity.end) for o in others):
+        return "crossing"
+    return None
 
 
 def finish_report(path, report: ReadReport, examples: list[Example]) -> ReadResult:

@@ -25,9 +25,15 @@ from apps.base.task import Task
 from apps.ner.readers import FORMATS
 from apps.ner.readers import OUTPUT_FORMATS
 from apps.ner.tags import SCHEMES
+from kerasbert.errors import KerasbertError
 from kerasbert.settings import DistillSettings
 from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
+
+#: ``--head`` choices: two BIO token taggers and the span head (nested entities).
+HEADS = ("crf", "softmax", "global-pointer")
+#: What the scores of each head are computed with (printed with them).
+SCORERS = {"bio": "seqeval BIO", "spans": "exact spans"}
 
 
 @dataclasses.dataclass
@@ -43,13 +49,29 @@ class NerReadSettings:
 
 @dataclasses.dataclass
 class NerTrainSettings(NerReadSettings, TrainSettings):
-    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz)")
+    train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
     lstm: bool = setting(True, "use a BiLSTM between encoder and tag scores")
     lstm_units: int = setting(128, "BiLSTM units per direction")
-    crf: bool = setting(True, "use a CRF (else softmax per token)")
+    crf: bool = setting(True, "use a CRF (else softmax per token); --no-crf is --head softmax")
     constrained_decoding: bool = setting(True, "forbid invalid BIO transitions when decoding")
+    head: str = setting("crf", "the tagging head: crf and softmax tag tokens BIO (an entity cannot lie inside "
+                        "another; overlapping spans in the data are resolved and counted); global-pointer scores "
+                        "every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the "
+                        "data and predicted; --lstm and --constrained-decoding do not apply)", HEADS)
+    pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
+
+    def check(self):
+        super().check()
+        if self.head == "softmax":
+            self.crf = False
+        elif not self.crf:
+            if self.head == "global-pointer":
+                raise KerasbertError("--no-crf is the softmax head; it does not go with --head global-pointer")
+            self.head = "softmax"
+        if self.head == "global-pointer" and (self.pointer_size < 2 or self.pointer_size % 2):
+            raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {self.pointer_size}")
 
 
 @dataclasses.dataclass
@@ -74,24 +96,56 @@ class NerTask(Task):
         "--use-predictions for tasks left unannotated); doccano: JSON lines of doccano's sequence-labelling import")
 
     def pipeline_class(self, settings=None):
+        from apps.ner.span_tagger import SpanTagger
         from apps.ner.tagger import Tagger
 
-        return Tagger
+        return SpanTagger if spans_head(settings) else Tagger
 
-    def read(self, path, settings, what="data"):
+    def load(self, model_dir, verbose=False):
+        from apps.ner.span_tagger import SpanTagger
+        from apps.ner.span_tagger import is_span_model
+        from apps.ner.tagger import Tagger
+
+        return (SpanTagger if is_span_model(model_dir) else Tagger).load(model_dir, verbose=verbose)
+
+    @staticmethod
+    def data_format(path, settings):
         from apps.ner.readers import detect_format
+
+        return detect_format(path) if settings.format == "auto" else settings.format
+
+    def read(self, path, settings, what="data", keep_overlaps=None):
+        """The examples of ``path``; nested and overlapping entities are kept
+        for the GlobalPointer head (``keep_overlaps``, default: whether
+        ``settings`` name that head), else resolved (counted either way)."""
         from apps.ner.readers import read_ner_file
 
-        fmt = detect_format(path) if settings.format == "auto" else settings.format
+        fmt = self.data_format(path, settings)
         if fmt == "conll":
             options = {"tag_column": settings.tag_column, "scheme": settings.scheme}
         elif fmt == "parallel":
             options = {"scheme": settings.scheme}
         else:
             options = {"use_predictions": settings.use_predictions}
+            if spans_head(settings) if keep_overlaps is None else keep_overlaps:
+                options["keep_overlaps"] = True
         result = read_ner_file(path, format=fmt, **options)
         print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
         return result.examples
+
+    def evaluate(self, load_pipeline, path, settings, batch_size=32):
+        """:meth:`Task.evaluate`; for a GlobalPointer model the file is read
+        again with nested and overlapping entities kept, and scored on exact
+        spans (``settings`` of ``evaluate`` do not name the head)."""
+        from apps.ner.span_tagger import SpanTagger
+
+        examples = self.read(path, settings, "data")
+        pipeline = load_pipeline()
+        spans = isinstance(pipeline, SpanTagger)
+        if spans and self.data_format(path, settings) not in ("conll", "parallel"):  # BIO files cannot nest
+            examples = self.read(path, settings, "data (nested and overlapping entities kept)", keep_overlaps=True)
+        predictions = pipeline.predict([e.text for e in examples], batch_size=batch_size)
+        return self.score(examples, predictions, settings, spans=spans)
 
     def unlabeled_example(self, text):
         from apps.ner.examples import Example
@@ -103,15 +157,30 @@ class NerTask(Task):
 
         return prediction_record(result, format)
 
-    def score(self, examples, predictions, settings=None):
+    def score(self, examples, predictions, settings=None, spans=None):
+        """seqeval scores of the BIO heads, or exact (start, end, type)
+        scores of the GlobalPointer head (``spans``, default: whether
+        ``settings`` name it); ``"scorer"`` says which."""
+        if spans_head(settings) if spans is None else spans:
+            from apps.ner.span_scores import span_scores
+
+            return {"scorer": SCORERS["spans"], **span_scores(examples, predictions)}
         from apps.ner.evaluate import score
 
-        return score(examples, predictions)
+        return {"scorer": SCORERS["bio"], **score(examples, predictions)}
 
     def format_scores(self, scores):
         from apps.ner.evaluate import format_scores
+        from apps.ner.span_scores import format_span_scores
 
-        return format_scores(scores)
+        if scores.get("scorer") == SCORERS["spans"]:
+            return format_span_scores(scores)
+        return f"scorer: {SCORERS['bio']}\n" + format_scores(scores)
+
+
+def spans_head(settings):
+    """Whether ``settings`` (train settings, or None) name the GlobalPointer head."""
+    return getattr(settings, "head", None) == "global-pointer"
 
 
 NER = NerTask()

@@ -1,4 +1,4 @@
-"""NER readers for JSON lines and JSON arrays: doccano, Label Studio, CLUENER, kerasbert, spaCy.
+"""NER readers for JSON lines and JSON arrays: doccano, Label Studio, CLUENER, kerasbert, spaCy, GENIA.
 
 Records are read by :func:`kerasbert.datafiles.json_records` (gzip, strict
 UTF-8, the line of every record); every reader returns an
@@ -28,10 +28,19 @@ UTF-8, the line of every record); every reader returns an
   - ``spacy`` (spaCy v2's training format, which many converters write):
     ``{"text", "entities": [[start, end, "TYPE"], ...]}``; ends exclusive.
 
+  - ``genia`` (the W2NER-style JSON of GENIA and other nested corpora; a
+    JSON array): ``{"sentence": [word, ...], "ner": [{"index": [word
+    positions], "type"}, ...]}``. The text is the words joined by single
+    spaces (``words`` are their spans); an entity covers its words, from the
+    first word's start to the last word's end. Positions are 0-based and
+    must be contiguous (a discontinuous entity is an error naming its line).
+
   A record with only a text (no annotation key, e.g. CLUENER's test.json) is
   kept with no entities and counted as ``unannotated``.
   Spans with leading/trailing whitespace are trimmed (counted as ``trimmed``);
-  a span that is only whitespace is dropped (counted).
+  a span that is only whitespace is dropped (counted). Overlapping spans are
+  resolved by the rule of :mod:`apps.ner.examples` (for the BIO heads), or
+  all kept with ``keep_overlaps`` (the GlobalPointer head); counted either way.
 """
 
 from __future__ import annotations
@@ -52,11 +61,13 @@ from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import records_flavour
 from kerasbert.errors import InputDataError
 
-JSON_FLAVOURS = ("doccano", "labelstudio", "cluener", "kerasbert", "spacy")
+JSON_FLAVOURS = ("doccano", "labelstudio", "cluener", "kerasbert", "spacy", "genia")
 
 
 def _record_flavour(record) -> str | None:
     """The JSON flavour a record's annotations show, or None if it has none to show."""
+    if isinstance(record.get("sentence"), list) and "ner" in record:
+        return "genia"
     if isinstance(record.get("data"), dict):
         return "labelstudio"
     entities = record.get("entities")
@@ -225,6 +236,29 @@ def _triples(path, line, text, record, key):
     return spans
 
 
+def _genia_record(path, line, record):
+    """``(text, spans, words)`` of a GENIA (W2NER-style) record."""
+    words = _expect(path, line, record.get("sentence"), list, '"sentence"')
+    if not all(isinstance(w, str) for w in words):
+        raise InputDataError(path, line, '"sentence" must be a list of strings (the words)')
+    spans, start = [], 0
+    for word in words:
+        spans.append((start, start + len(word)))
+        start += len(word) + 1
+    text = " ".join(words)
+    entities = []
+    for item in _expect(path, line, record.get("ner", []), list, '"ner"'):
+        item = _expect(path, line, item, dict, "an entity")
+        index = _expect(path, line, item.get("index"), list, '"index"')
+        if not index or not all(_is_int(i) and 0 <= i < len(words) for i in index):
+            raise InputDataError(path, line, f'"index" {index!r} must be word positions 0..{len(words) - 1}')
+        if sorted(index) != list(range(min(index), max(index) + 1)):
+            raise InputDataError(path, line, f'"index" {index!r} is not contiguous (discontinuous entities '
+                                             f'are not supported)')
+        entities.append(_span(path, line, text, spans[min(index)][0], spans[max(index)][1], item.get("type")))
+    return text, entities, spans
+
+
 def _read_words(path, line, record, text):
     words = record.get("words")
     if words is None:
@@ -238,13 +272,14 @@ def _read_words(path, line, record, text):
     return spans
 
 
-def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictions: bool = False) -> ReadResult:
+def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictions: bool = False,
+               keep_overlaps: bool = False) -> ReadResult:
     """Read a JSON-lines (or JSON array) file with character spans into examples.
 
     Args:
         path: the file (may be gzip-compressed).
         format: ``"auto"`` or one of ``doccano``, ``labelstudio``, ``cluener``,
-            ``kerasbert`` (see the module doc). ``auto`` takes the flavour of
+            ``kerasbert``, ``spacy``, ``genia`` (see the module doc). ``auto`` takes the flavour of
             the first record with annotations; every record must agree.
         text_key: key of the text (in ``"data"`` for Label Studio).
         use_predictions: Label Studio tasks with no annotation take their
@@ -252,6 +287,9 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictio
             predict --output-format label-studio``); counted as
             ``from_predictions``. Without it they are read as unannotated and
             their predictions are counted as ignored.
+        keep_overlaps: keep nested and overlapping spans (for the
+            GlobalPointer head), counted by kind; else resolve them by the
+            rule of :mod:`apps.ner.examples` (for the BIO heads).
 
     Raises:
         InputDataError: invalid JSON, missing text, spans outside the text or
@@ -269,12 +307,17 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictio
     examples = []
     for line, record in records:
         source = f"{path}:{line}"
-        text, spans = _parse_record(path, line, record, flavour, report, text_key, use_predictions)
+        words = None
+        if flavour == "genia":
+            text, spans, words = _genia_record(path, line, record)
+        else:
+            text, spans = _parse_record(path, line, record, flavour, report, text_key, use_predictions)
+            if flavour == "kerasbert":
+                words = _read_words(path, line, record, text)
         if spans is None:
             report.unannotated += 1
             spans = []
-        entities = finish_entities(spans, text, source, report, trim=True)
-        words = _read_words(path, line, record, text) if flavour == "kerasbert" else None
+        entities = finish_entities(spans, text, source, report, trim=True, keep_overlaps=keep_overlaps)
         examples.append(Example(text, entities, source, words))
     return finish_report(path, report, examples)
 

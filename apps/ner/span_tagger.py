@@ -1,0 +1,239 @@
+"""The GlobalPointer NER head (``--head global-pointer``): raw text -> possibly nested entities.
+
+A :class:`SpanTagger` is a :class:`~apps.base.pipeline.Pipeline` around a
+trained :class:`~apps.ner.span_model.GlobalPointerNerModel`: the same windows
+as the BIO :class:`~apps.ner.tagger.Tagger` (step 1), the model's span logits
+per window (step 2), and :func:`apps.ner.span_decode.span_entities` (step 3:
+windows merged, every (span, type) with a logit above 0 an entity, scored by
+the sigmoid of the logit). Unlike the BIO heads, entities may lie inside one
+another or overlap, and a span may carry several types.
+
+Training rows use the token offsets in reverse (:meth:`SpanTagger.text_labels`):
+an entity is the span from the first to the last token it overlaps (an entity
+whose edges fall inside a token is counted as misaligned, as for the BIO
+heads). A window holds the entities that lie inside it; an entity cut by a
+window edge is labelled on its part inside the window, as the BIO heads tag
+it (counted; at inference a span at a cut edge loses to a window that sees it
+further from the cut), and one that fits whole in no window is counted apart.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from apps.base.pipeline import Pipeline
+from apps.base.report import FeatureReport
+from apps.ner.tagger import WARMUP_TEXTS
+from kerasbert.errors import KerasbertError
+
+#: The model folder's settings file (a BIO tagger's is ``tagger.json``).
+SETTINGS_FILE = "span_tagger.json"
+
+
+@dataclasses.dataclass
+class SpanFeatureReport(FeatureReport):
+    entities: int = 0
+    nested_entities: int = 0
+    misaligned_entities: int = 0
+    entities_split_by_windows: int = 0
+    entities_in_no_window: int = 0
+    entities_without_tokens: int = 0
+    unknown_types: dict = dataclasses.field(default_factory=dict)
+
+    LINES = (
+        ("nested_entities", "  {n} entities lie inside another entity (kept: the GlobalPointer head represents them)"),
+        ("misaligned_entities", "  {n} entities start or end inside a WordPiece token (labelled on the tokens they overlap)"),
+        ("entities_split_by_windows", "  {n} times an entity crosses a window edge (labelled on its part in the "
+                                      "window)"),
+        ("entities_in_no_window", "  {n} entities are longer than a window (labelled in parts only)"),
+        ("entities_without_tokens", "  {n} entities cover no token (only characters the tokenizer drops); skipped"),
+        ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
+    )
+
+    def headline(self):
+        return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
+
+
+class _EndsPadded:
+    """The model with its ``logits`` padded (or cut) to ``length`` on the end
+    axis, so that every group of rows gives ``[rows, len, length, types]``
+    and the runners can stack them: ``__call__`` in TensorFlow graphs
+    (:class:`~apps.base.pipeline.GraphRunner`), ``predict_on_batch`` on the
+    host (:class:`~apps.base.pipeline.HostRunner`)."""
+
+    def __init__(self, model, length):
+        self.model = model
+        self.length = int(length)
+
+    def __call__(self, rows):
+        import tensorflow as tf
+
+        logits = tf.cast(self.model(rows, training=False)["logits"], tf.float32)
+        pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
+        return {"logits": tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]}
+
+    def predict_on_batch(self, rows):
+        logits = np.asarray(self.model.predict_on_batch(rows)["logits"], np.float32)
+        pad = max(self.length - logits.shape[2], 0)
+        return {"logits": np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]}
+
+
+class SpanTagger(Pipeline):
+    """A trained GlobalPointer NER model: predict (possibly nested) entities
+    with character offsets.
+
+    Args:
+        model: a :class:`~apps.ner.span_model.GlobalPointerNerModel` (or any
+            Keras model with the encoder's inputs and an output ``logits``
+            ``[batch, len, len, types]``).
+        tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
+        types: entity type names, index = the model's type axis.
+        max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
+        overlap: tokens shared by consecutive windows of a long text.
+    """
+
+    settings_file = SETTINGS_FILE
+    kind = "NER model"
+    task = "ner"
+    labels_key = "types"
+    head_prefix = "ner_head_"
+    model_module = "apps.ner.span_model"
+    warmup_texts = WARMUP_TEXTS
+    FeatureReport = SpanFeatureReport
+    #: The scorer :meth:`apps.ner.train.NerTask.score` uses for this head.
+    scorer = "exact spans"
+
+    def __init__(self, model, tokenizer, types, max_length=128, overlap=None):
+        super().__init__(model, tokenizer, types, max_length=max_length, overlap=overlap)
+        self.types = list(self.labels)
+        self.type_ids = {t: i for i, t in enumerate(self.types)}
+
+    # ------------------------------------------------------------ training rows
+    def text_labels(self, example, offsets, report):
+        starts, ends = offsets[:, 0], offsets[:, 1]
+        spans = []
+        for entity in example.entities:
+            if entity.type not in self.type_ids:
+                report.count("unknown_types", entity.type)
+                continue
+            report.entities += 1
+            if any(o is not entity and o.start <= entity.start and entity.end <= o.end
+                   and (o.start, o.end) != (entity.start, entity.end) for o in example.entities):
+                report.nested_entities += 1
+            inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
+            if len(inside) == 0:
+                report.entities_without_tokens += 1
+                continue
+            if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
+                report.misaligned_entities += 1
+            spans.append((int(inside[0]), int(inside[-1]), self.type_ids[entity.type]))
+        return {"spans": spans, "placed": set()}
+
+    def window_labels(self, state, start, end, report):
+        per_start = [[] for _ in range(end - start + 2)]
+        for index, (first, last, kind) in enumerate(state["spans"]):
+            if first >= end or last < start:
+                continue
+            if first >= start and last < end:
+                state["placed"].add(index)
+            else:  # cut by a window edge: its part in the window
+                report.entities_split_by_windows += 1
+                first, last = max(first, start), min(last, end - 1)
+            code = (last - start + 1) * len(self.types) + kind + 1
+            if code not in per_start[first - start + 1]:
+                per_start[first - start + 1].append(code)
+        k = max(1, max(len(codes) for codes in per_start))
+        spans = np.zeros((len(per_start), k), np.int32)
+        for position, codes in enumerate(per_start):
+            spans[position, : len(codes)] = codes
+        return {"spans": spans}
+
+    def text_done(self, state, report):
+        report.entities_in_no_window += len(state["spans"]) - len(state["placed"])
+
+    def features(self, examples, report=None):
+        """:meth:`Pipeline.features`, the ``spans`` of every row widened to
+        the same number of columns (the most entities that start at one token)."""
+        rows, report = super().features(examples, report)
+        if rows.get("spans"):
+            k = max(s.shape[1] for s in rows["spans"])
+            rows["spans"] = [np.pad(s, [(0, 0), (0, k - s.shape[1])]) for s in rows["spans"]]
+        return rows, report
+
+    # ---------------------------------------------------------------- inference
+    def infer(self, texts, windows, run):
+        import tensorflow as tf
+
+        from apps.ner.span_decode import span_entities
+        from kerasbert.export import nonempty_encoder_inputs
+
+        n_rows = tf.shape(windows["token_ids"])[0]
+        width = tf.shape(windows["token_ids"])[1]
+        # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
+        inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        out = run.rows(_EndsPadded(self.model, self.max_length), inputs)
+        logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
+        return span_entities(texts, windows, logits, self.types)
+
+    def result(self, text, row):
+        return {
+            "text": text,
+            "entities": [
+                {"start": s, "end": e, "type": t, "text": text[s:e], "score": round(float(p), 4)}
+                for s, e, t, p in zip(row["start"], row["end"], row["type"], row["score"])
+            ],
+        }
+
+    def ids_endpoint(self):
+        """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``logits``
+        float32 [batch, len, len, types] (start, end inclusive, type: the
+        types of ``assets.extra/kerasbert.json``); core TensorFlow ops."""
+
+        def serve(token_ids, segment_ids, padding_mask):
+            out = self.model({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                             training=False)
+            return {"logits": out["logits"]}
+
+        return serve
+
+    # --------------------------------------------------------------- training
+    @classmethod
+    def training_labels(cls, train_examples, dev_examples, settings):
+        types = sorted({e.type for ex in train_examples for e in ex.entities})
+        if not types:
+            raise KerasbertError(f"{settings.train}: no entities in the training data; nothing to learn")
+        dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
+        if dev_only:
+            print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
+                  f"they cannot be predicted and count as misses in dev scores")
+        return types
+
+    @classmethod
+    def build_model(cls, encoder, types, settings):
+        from apps.ner.span_model import GlobalPointerNerModel
+
+        return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
+                                     layer_mix=settings.freeze_encoder)
+
+    def batches(self, rows, settings, targets=()):
+        from kerasbert.training import BucketedBatches
+
+        if targets:
+            raise KerasbertError("the GlobalPointer head cannot be distilled")
+        return BucketedBatches(rows, settings.batch_size, targets=("spans",), seed=settings.seed,
+                               max_width=self.max_length)
+
+
+    def student(self, layers):
+        raise KerasbertError("a GlobalPointer model cannot be distilled (ner distill takes a BIO tagger as teacher)")
+
+
+def is_span_model(directory):
+    """Whether ``directory`` (a model folder or a training run's output
+    folder) holds a :class:`SpanTagger`."""
+    from pathlib import Path
+
+    from kerasbert.saving import MODEL_DIR
+
+    directory = Path(directory)
+    return (directory / SETTINGS_FILE).exists() or (directory / MODEL_DIR / SETTINGS_FILE).exists()

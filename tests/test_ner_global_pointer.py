@@ -1,0 +1,228 @@
+"""The GlobalPointer NER head (--head global-pointer) on the toy checkpoint:
+training rows (nested entities, window edges), the in-graph span decoding and
+its window merge (against a brute-force numpy reading), a short training run
+through the CLI settings, loading, exact-span scoring, and the text-in
+SavedModel (fresh process, op allowlist) against predict. One trained toy
+model is shared by the module."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasbert
+from apps.ner.examples import Entity
+from apps.ner.examples import Example
+from apps.ner.span_decode import span_entities
+from apps.ner.span_tagger import SpanTagger
+from apps.ner.train import NER
+from apps.ner.train import NerTrainSettings
+from apps.ner.train import train
+from conftest import require_shared
+from kerasbert.cli import main as cli_main
+from kerasbert.errors import KerasbertError
+from kerasbert.graph_tokenizer import disallowed_ops
+from kerasbert.graph_tokenizer import list_ops
+from kerasbert.graph_tokenizer import non_core_ops
+
+WORDS = "all work and no play makes jack a dull boy".split()
+
+
+def _toy():
+    return require_shared("data", "models", "keras_bert_test_checkpoint")
+
+
+def _records(n, seed):
+    """Sentences of the toy vocabulary: every ``jack`` is a PER, every ``dull
+    X`` a THING -- ``dull jack`` is a THING with a PER inside."""
+    rng = random.Random(seed)
+    records = []
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 20))]
+        if rng.random() < 0.5:
+            at = rng.randrange(len(words))
+            words[at:at] = ["dull", "jack"]
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+        entities = []
+        for i, word in enumerate(words):
+            if word == "jack":
+                entities.append({"start": starts[i], "end": starts[i] + 4, "type": "PER"})
+            if word == "dull" and i + 1 < len(words):
+                entities.append({"start": starts[i], "end": starts[i + 1] + len(words[i + 1]), "type": "THING"})
+        records.append({"text": " ".join(words), "entities": entities})
+    return records
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gp")
+    for name, n, seed in (("train", 40, 0), ("dev", 12, 1)):
+        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records(n, seed)), encoding="utf-8")
+    settings = NerTrainSettings(checkpoint=str(_toy()), train=str(tmp / "train.jsonl"), dev=str(tmp / "dev.jsonl"),
+                                output=str(tmp / "run"), epochs=1, batch_size=8, max_length=16, seed=7,
+                                head="global-pointer", pointer_size=8)
+    metrics = train(settings)
+    return tmp, metrics
+
+
+# --- training rows
+
+
+def test_training_rows_keep_nested_entities_and_count_window_edges():
+    tokenizer = kerasbert.load_tokenizer(_toy())
+    tagger = SpanTagger(None, tokenizer, ["PER", "THING"], max_length=8)  # windows of 6 tokens, overlap 1
+    words = "jack makes a dull jack boy and all work and no play".split()
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+    span = lambda a, b, t: Entity(starts[a], starts[b] + len(words[b]), t)  # noqa: E731  (words a..b)
+    entities = [span(0, 0, "PER"), span(3, 4, "THING"), span(4, 4, "PER"), span(4, 5, "THING"),
+                span(0, 6, "THING"), span(8, 8, "ORG")]
+    rows, report = tagger.features([Example(" ".join(words), entities, "t:1")])
+    assert report.windows == 3  # tokens [0, 6), [5, 11), [10, 12)
+    assert report.entities == 5 and report.unknown_types == {"ORG": 1}
+    assert report.nested_entities == 4  # PER(0), THING(3-4), THING(4-5) inside THING(0-6); PER(4) inside THING(3-4)
+    assert report.entities_in_no_window == 1  # THING(0-6): 7 tokens
+    assert report.entities_split_by_windows == 3  # THING(4-5) in window 1, THING(0-6) in windows 0 and 1:
+    # labelled on their parts in those windows, as the BIO heads tag them
+
+    def decoded(row):
+        spans = rows["spans"][row]
+        return sorted((int(p) - 1, int(c - 1) // 2 - 1, int(c - 1) % 2) for p, cs in enumerate(spans) for c in cs if c)
+
+    # (first, last) token positions within the window, type 0 = PER, 1 = THING
+    assert decoded(0) == [(0, 0, 0), (0, 5, 1), (3, 4, 1), (4, 4, 0), (4, 5, 1)]
+    assert decoded(1) == [(0, 0, 1), (0, 1, 1)]
+    assert decoded(2) == []
+    assert rows["spans"][0].shape[1] == rows["spans"][1].shape[1] == rows["spans"][2].shape[1]
+
+
+# --- decoding
+
+
+def test_window_merge_against_brute_force():
+    """Random span logits per window, the same text seen by several windows
+    with different verdicts: each span is decided by its window furthest from
+    a cut (ties: the earlier window), as a brute-force numpy reading says."""
+    tokenizer = kerasbert.load_tokenizer(_toy())
+    tagger = SpanTagger(None, tokenizer, ["A", "B"], max_length=9)
+    texts = [" ".join(random.Random(s).choice(WORDS) for _ in range(n)) for s, n in ((0, 23), (1, 3), (2, 0), (3, 15))]
+    w = tagger.windows_numpy(texts)
+    rng = np.random.default_rng(0)
+    rows, width = w["token_ids"].shape
+    logits = rng.normal(0, 1, size=(rows, width, width, 2)).astype("float32")
+    got = span_entities(tf.constant(texts), {k: tf.constant(v) for k, v in w.items()}, tf.constant(logits), ["A", "B"])
+
+    for t, text in enumerate(texts):
+        row_ids = [r for r in range(rows) if w["text_index"][r] == t]
+        offsets = {}
+        for r in row_ids:
+            for p in range(w["token_end"][r] - w["token_start"][r]):
+                offsets[w["token_start"][r] + p] = tuple(w["offsets"][r, p + 1])
+        best = {}
+        for k, r in enumerate(row_ids):
+            s, e = int(w["token_start"][r]), int(w["token_end"][r])
+            for a in range(s, e):
+                for b in range(a, e):
+                    left = a - s if s > 0 else 1 << 20
+                    right = e - 1 - b if e < w["num_tokens"][t] else 1 << 20
+                    key = (min(left, right), -k)
+                    if (a, b) not in best or key > best[(a, b)][0]:
+                        best[(a, b)] = (key, logits[r, a - s + 1, b - s + 1])
+        expected = sorted((offsets[a][0], offsets[b][1], kind, 1 / (1 + np.exp(-v[kind])))
+                          for (a, b), (_, v) in best.items() for kind in range(2) if v[kind] > 0)
+        n = int(got["count"][t])
+        ours = [(int(got["start"][t, i]), int(got["end"][t, i]), got["type"][t, i].numpy().decode(),
+                 float(got["score"][t, i])) for i in range(n)]
+        assert [(s, e, "AB"[k]) for s, e, k, _ in expected] == [(s, e, k) for s, e, k, _ in ours], t
+        np.testing.assert_allclose([x[3] for x in expected], [x[3] for x in ours], rtol=1e-5)
+        assert all(text[s:e] == got["mention"][t, i].numpy().decode() for i, (s, e, _, _) in enumerate(ours))
+    assert int(got["count"][0]) > 50 and int(got["count"][2]) == 0
+
+
+# --- training, loading, scoring
+
+
+def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
+    tmp, metrics = run
+    assert metrics["dev"]["scorer"] == "exact spans"
+    assert {"precision", "recall", "f1", "macro_f1", "per_type", "nested"} <= set(metrics["dev"])
+    assert metrics["dev"]["nested"]["gold"] > 0  # the dev file's PERs inside THINGs were kept
+    assert (tmp / "run" / "model" / "span_tagger.json").exists()
+    assert json.loads((tmp / "run" / "settings.json").read_text())["head"] == "global-pointer"
+    tagger = NER.load(tmp / "run")
+    assert isinstance(tagger, SpanTagger) and tagger.types == ["PER", "THING"]
+    capsys.readouterr()
+    assert cli_main(["ner", "evaluate", "--model", str(tmp / "run"), "--data", str(tmp / "dev.jsonl"),
+                     "--output", str(tmp / "scores.json")]) == 0
+    out = capsys.readouterr().out
+    assert "scorer: exact spans" in out and "nested  P" in out
+    assert "nested and overlapping entities kept" in out and "overlapping spans kept" in out
+    assert json.loads((tmp / "scores.json").read_text())["scorer"] == "exact spans"
+    with pytest.raises(KerasbertError, match="cannot be distilled"):
+        tagger.student([0])
+
+
+def test_bio_heads_resolve_overlaps_and_say_their_scorer(run):
+    tmp, _ = run
+    examples = NER.read(tmp / "dev.jsonl", NerTrainSettings(head="crf"))
+    assert not any(a is not b and a.start < b.end and b.start < a.end for ex in examples
+                   for a in ex.entities for b in ex.entities)
+    scores = NER.score(examples, [{"entities": []} for _ in examples], NerTrainSettings())
+    assert scores["scorer"] == "seqeval BIO" and NER.format_scores(scores).startswith("scorer: seqeval BIO\n")
+
+
+def test_exact_span_scores_count_nested_entities():
+    from apps.ner.span_scores import span_scores
+
+    gold = [Example("x" * 20, [Entity(0, 10, "A"), Entity(2, 4, "B"), Entity(12, 14, "B")], "t:1")]
+    predicted = [{"entities": [{"start": 0, "end": 10, "type": "A"}, {"start": 2, "end": 4, "type": "A"},
+                               {"start": 12, "end": 14, "type": "B"}, {"start": 12, "end": 13, "type": "B"}]}]
+    scores = span_scores(gold, predicted)
+    assert (scores["precision"], scores["recall"]) == (2 / 4, 2 / 3)
+    assert scores["per_type"]["A"]["precision"] == 0.5 and scores["per_type"]["B"]["recall"] == 0.5
+    assert scores["macro_f1"] == pytest.approx((2 * 0.5 * 1 / 1.5 + 2 * 0.5 * 0.5 / 1.0) / 2)
+    # nested: gold B(2-4) inside A (missed: predicted as A); predicted A(2-4) and B(12-13) inside others, both wrong
+    assert scores["nested"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "gold": 1, "predicted": 2}
+
+
+def test_head_settings():
+    settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="softmax")
+    settings.check()
+    assert settings.crf is False
+    settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", crf=False)
+    settings.check()
+    assert settings.head == "softmax"
+    with pytest.raises(KerasbertError, match="--no-crf is the softmax head"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", crf=False, head="global-pointer").check()
+    with pytest.raises(KerasbertError, match="head must be one of"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="pointer").check()
+
+
+# --- export
+
+
+def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
+    from test_ner_export import _run_fresh
+
+    tmp, _ = run
+    tagger = SpanTagger.load(tmp / "run" / "model")
+    bias = tagger.model.pointer.q_dense.bias
+    bias.assign(bias.numpy() + 2.0)  # many entities, nested and crossing, to compare
+    long_text = " ".join(random.Random(5).choice(WORDS) for _ in range(300))
+    texts = [r["text"] for r in _records(30, 9)] + [long_text, "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
+    predicted = tagger.predict(texts)
+    path = tagger.export(tmp_path / "export")
+    ops = list_ops(path)
+    assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
+    served = _run_fresh(path, texts, tmp_path)
+    total = nested = 0
+    for text, ours, theirs in zip(texts, predicted, served):
+        assert [(e["start"], e["end"], e["type"], e["text"]) for e in ours["entities"]] == [
+            (e["start"], e["end"], e["type"], e["text"]) for e in theirs], text[:80]
+        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
+        spans = {(e["start"], e["end"]) for e in theirs}
+        nested += sum(any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans) for s, e in spans)
+        total += len(theirs)
+    assert total > 300 and nested > 100
+    assert len(served[texts.index(long_text)]) > 100  # decoded across many windows
