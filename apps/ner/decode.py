@@ -107,24 +107,25 @@ def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags
     transitions, start = _constrained(num_tags, crf)
     time_major = tf.transpose(potentials, [1, 0, 2])
     steps = tf.range(time)
+    rows_first = tf.zeros_like(potentials[:, 0])
 
-    def forward(alpha, step):
-        unary, t = step
+    # Forward (step t) and backward (step time - 1 - t) in one loop: alpha[t]
+    # sums the prefixes ending at t (its potential included), beta[t] the
+    # suffixes after t (0 at a row's last step and beyond).
+    def step(t, alpha, beta, alphas, betas):
+        unary = time_major[t]
         moved = tf.reduce_logsumexp(alpha[:, :, None] + transitions[None], axis=1) + unary
-        new = tf.where(t == 0, unary + start[None], moved)
-        return tf.where((t < lengths)[:, None], new, alpha)
+        alpha = tf.where((t < lengths)[:, None], tf.where(t == 0, unary + start[None], moved), alpha)
+        back = time - 1 - t
+        after = time_major[tf.minimum(back + 1, time - 1)] + beta
+        moved = tf.reduce_logsumexp(transitions[None] + after[:, None, :], axis=2)
+        beta = tf.where((back + 1 < lengths)[:, None], moved, tf.zeros_like(moved))
+        return t + 1, alpha, beta, alphas.write(t, alpha), betas.write(back, beta)
 
-    zeros = tf.zeros_like(potentials[:, 0])
-    alpha = tf.scan(forward, (time_major, steps), initializer=zeros)  # [time, rows, tags]
-
-    def backward(carry, step):
-        beta_next, unary_next = carry
-        unary, t = step
-        moved = tf.reduce_logsumexp(transitions[None] + (unary_next + beta_next)[:, None, :], axis=2)
-        return tf.where((t + 1 < lengths)[:, None], moved, tf.zeros_like(moved)), unary
-
-    beta, _ = tf.scan(backward, (time_major, steps), initializer=(zeros, zeros), reverse=True)
-    alpha, beta = tf.transpose(alpha, [1, 0, 2]), tf.transpose(beta, [1, 0, 2])
+    arrays = [tf.TensorArray(tf.float32, size=time, element_shape=rows_first.shape) for _ in range(2)]
+    _, _, _, alphas, betas = tf.while_loop(
+        lambda t, *_: t < time, step, (0, rows_first, rows_first, *arrays), maximum_iterations=time)
+    alpha, beta = tf.transpose(alphas.stack(), [1, 0, 2]), tf.transpose(betas.stack(), [1, 0, 2])
     last = tf.gather(alpha, tf.maximum(lengths - 1, 0), batch_dims=1)
     log_norm = tf.reduce_logsumexp(last, axis=1)
 
