@@ -57,9 +57,9 @@ def test_entity_outcomes_match_gold_entities_exactly_on_words():
     ]}
     widened = {"entities": [{"start": 1, "end": 15, "type": "PER", "score": 0.7},  # inside a word: widened, right
                             {"start": 24, "end": 32, "type": "ORG", "score": 0.8}]}  # right span, wrong type
-    scores, correct = entity_outcomes([example, example], [prediction, widened])
+    scores, correct, unscored = entity_outcomes([example, example], [prediction, widened])
     np.testing.assert_allclose(scores, [0.9, 0.6, 0.2, 0.1, 0.7, 0.8])
-    assert correct.tolist() == [True, False, False, False, True, False]
+    assert correct.tolist() == [True, False, False, False, True, False] and unscored == 0
 
     result = score([example, example], [prediction, widened])["calibration"]
     assert (result["entities"], result["correct"], result["bins"]) == (6, 2, 10)
@@ -69,7 +69,14 @@ def test_entity_outcomes_match_gold_entities_exactly_on_words():
     assert "10 equal-width score bins [0, 0.1) ... [0.9, 1]" in lines[0]
     assert len(lines) == 2 + sum(row["count"] > 0 for row in result["table"])
     assert calibration([example], [{"entities": []}])["ece"] is None
-    assert format_calibration(calibration([example], [{"entities": []}])) == "calibration: no predicted entities"
+    assert format_calibration(calibration([example], [{"entities": []}])) == \
+        "calibration: no predicted entities with a score"
+    # Entities without a score (hand-made predictions) are counted and left out.
+    no_score = {"entities": [{"start": 0, "end": 15, "type": "PER"}, {"start": 24, "end": 32, "type": "LOC"}]}
+    result = calibration([example, example], [no_score, prediction])
+    assert (result["entities"], result["unscored"], result["correct"]) == (4, 2, 1)
+    assert "(2 predicted entities without a score left out)" in format_calibration(result)
+    assert score([example], [no_score])["f1"] == 1.0
 
 
 def test_reliability_figure_is_written_without_pyplot(tmp_path):

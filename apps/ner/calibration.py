@@ -27,18 +27,23 @@ def _unit_span(units, span):
 
 
 def entity_outcomes(examples, predictions):
-    """``(scores, correct)``: float and bool numpy arrays with one item per
-    predicted entity of ``predictions`` (the tagger's output dicts, in the
-    order of ``examples``, which carry the gold entities). A predicted entity
-    that covers no unit is an outcome too (incorrect)."""
-    scores, correct = [], []
+    """``(scores, correct, unscored)``: float and bool numpy arrays with one
+    item per predicted entity of ``predictions`` (the tagger's output dicts,
+    in the order of ``examples``, which carry the gold entities) that has a
+    ``score``, and the number of predicted entities without one (left out).
+    A predicted entity that covers no unit is an outcome too (incorrect)."""
+    scores, correct, unscored = [], [], 0
     for example, prediction in zip(examples, predictions):
         units = units_of(example)
         gold = {_unit_span(units, e) for e in example.entities} - {None}
         for entity in prediction["entities"]:
-            scores.append(float(entity["score"]))
+            value = entity.get("score") if isinstance(entity, dict) else getattr(entity, "score", None)
+            if value is None:
+                unscored += 1
+                continue
+            scores.append(float(value))
             correct.append(_unit_span(units, entity) in gold)
-    return np.array(scores, np.float64), np.array(correct, bool)
+    return np.array(scores, np.float64), np.array(correct, bool), unscored
 
 
 def reliability_table(scores, correct, bins=BINS):
@@ -72,14 +77,16 @@ def expected_calibration_error(scores, correct, bins=BINS):
 
 def calibration(examples, predictions, bins=BINS):
     """The ``calibration`` entry of :func:`apps.ner.evaluate.score`: ``ece``,
-    ``bins``, ``entities`` (predicted), ``correct`` and the reliability
-    ``table``."""
-    scores, correct = entity_outcomes(examples, predictions)
+    ``bins``, ``entities`` (predicted, with a score), ``correct``,
+    ``unscored`` (predicted entities without a score, left out) and the
+    reliability ``table``."""
+    scores, correct, unscored = entity_outcomes(examples, predictions)
     return {
         "ece": expected_calibration_error(scores, correct, bins),
         "bins": bins,
         "entities": int(scores.size),
         "correct": int(correct.sum()),
+        "unscored": unscored,
         "table": reliability_table(scores, correct, bins),
     }
 
@@ -87,12 +94,14 @@ def calibration(examples, predictions, bins=BINS):
 def format_calibration(result):
     """A few lines: the ECE (with which bins) and the reliability table."""
     bins = result["bins"]
+    unscored = result.get("unscored", 0)
+    left_out = f" ({unscored} predicted entities without a score left out)" if unscored else ""
     if result["ece"] is None:
-        return "calibration: no predicted entities"
+        return "calibration: no predicted entities with a score" + left_out
     lines = [
         f"calibration: ECE {result['ece']:.4f} over {result['entities']} predicted entities "
         f"({result['correct']} exactly right), {bins} equal-width score bins [0, {1 / bins:g}) ... "
-        f"[{1 - 1 / bins:g}, 1]",
+        f"[{1 - 1 / bins:g}, 1]{left_out}",
         f"{'score bin':<12} {'count':>7} {'mean score':>10} {'accuracy':>9}",
     ]
     for row in result["table"]:
