@@ -247,9 +247,11 @@ def entities(texts, windows, row_tags, row_potentials, tables, crf=None):
     for tag_id, (prefix_id, type_id) in enumerate(zip(prefix_table, type_table)):
         if prefix_id:
             (begin_of if prefix_id == 1 else inside_of)[type_id] = tag_id
-    log_p = entity_log_probabilities(
-        row_potentials, row_last + 2, e_row, e_first, e_last, tf.gather(begin_of, e_kind),
-        tf.gather(inside_of, e_kind), closed, crf,
+    log_p = tf.cond(  # no forward-backward for a batch without entities
+        n_entities > 0,
+        lambda: entity_log_probabilities(row_potentials, row_last + 2, e_row, e_first, e_last,
+                                         tf.gather(begin_of, e_kind), tf.gather(inside_of, e_kind), closed, crf),
+        lambda: tf.zeros([0], tf.float32),
     )
     score = tf.clip_by_value(tf.exp(log_p), 0.0, 1.0)
     e_text = tf.gather(token_text, first_token)
