@@ -16,7 +16,7 @@ requests arrive) and at batch 64:
   row), summed over the groups;
 * ``grouping``  -- :func:`kerasbert.export.by_length` around the model (the
   ``While`` loop, gathers, scatter back) minus the model called on each group;
-* ``entities``  -- tag probabilities, window merge, BIO -> entities with offsets;
+* ``entities``  -- window merge, BIO -> entities with offsets, entity probabilities;
 * ``whole``     -- the signature as exported (``Tagger.serving_function``).
 
 With ``--jit-compile`` the model stages are replaced by one, ``model (XLA)``:
@@ -53,8 +53,8 @@ def stages(tagger, jit_compile):
     """name -> tf.function."""
     import tensorflow as tf
 
+    from apps.ner.decode import crf_parameters
     from apps.ner.decode import entities
-    from apps.ner.decode import tag_probabilities
     from apps.ner.decode import tag_tables
     from apps.ner.fused_bilstm import fused_bilstm
     from apps.ner.fused_bilstm import graph_scorer
@@ -77,7 +77,7 @@ def stages(tagger, jit_compile):
         return potentials, model.crf(potentials, mask=tf.cast(mask, tf.bool))
 
     def decode(texts, w, tags, potentials):
-        return entities(texts, w, tags, tag_probabilities(potentials, tags), tables)
+        return entities(texts, w, tags, potentials, tables, crf_parameters(model))
 
     return {
         "tokenize": tf.function(lambda t: gt.tokenize(t), input_signature=text),

@@ -36,6 +36,12 @@ potentials do not). If every path is forbidden, the least-penalized path is
 returned and `best_score` includes the penalties. Constraints do not affect the
 likelihood, only decoding.
 
+Probabilities (forward-backward): `crf_forward_backward`, `crf_marginals` (tag
+marginals) and `crf_segment_log_probability` (the probability that a BIO
+decoder reads an entity exactly on given steps: the entity score of the NER
+tagger) take the same optional constraints, applied as in `crf_decode`, so they
+are probabilities over the labellings the constrained decoder can return.
+
 Time loops use `keras.ops` only (`ops.scan`; for the differentiated forward
 algorithm on TensorFlow, `ops.while_loop` with a bounded trip count, see
 `_fold_over_time`), so everything works with a dynamic time dimension and
@@ -50,6 +56,8 @@ from keras import ops
 
 # Added to the score of a forbidden transition or first tag in `crf_decode`.
 FORBIDDEN_SCORE = -1e4
+# Stands in for log(0) where some tags are left out of a logsumexp.
+_EXCLUDED = -1e30
 
 
 def _compute_dtype(x):
@@ -128,6 +136,23 @@ def _time_major(x):
     steps return their carry as outputs.
     """
     return ops.transpose(x, (1, 0, 2))
+
+
+def _constrained(transition_params, num_tags, dtype, allowed, allowed_start):
+    """`(transitions, start_penalty)` with `FORBIDDEN_SCORE` added to the
+    forbidden transitions and first tags (the decode-time constraints)."""
+    if allowed is not None:
+        allowed = ops.cast(ops.convert_to_tensor(allowed), "bool")
+        transition_params = ops.where(
+            allowed, transition_params, transition_params + FORBIDDEN_SCORE
+        )
+    start_penalty = ops.zeros((num_tags,), dtype=dtype)
+    if allowed_start is not None:
+        allowed_start = ops.cast(ops.convert_to_tensor(allowed_start), "bool")
+        start_penalty = ops.where(
+            allowed_start, start_penalty, start_penalty + FORBIDDEN_SCORE
+        )
+    return transition_params, start_penalty
 
 
 def crf_sequence_score(
@@ -252,19 +277,10 @@ def crf_decode(
     potentials, sequence_lengths, transition_params = _prepare(
         potentials, sequence_lengths, transition_params
     )
-    dtype = potentials.dtype
     num_tags = _num_tags(potentials, transition_params)
-    if allowed is not None:
-        allowed = ops.cast(ops.convert_to_tensor(allowed), "bool")
-        transition_params = ops.where(
-            allowed, transition_params, transition_params + FORBIDDEN_SCORE
-        )
-    start_penalty = ops.zeros((num_tags,), dtype=dtype)
-    if allowed_start is not None:
-        allowed_start = ops.cast(ops.convert_to_tensor(allowed_start), "bool")
-        start_penalty = ops.where(
-            allowed_start, start_penalty, start_penalty + FORBIDDEN_SCORE
-        )
+    transition_params, start_penalty = _constrained(
+        transition_params, num_tags, potentials.dtype, allowed, allowed_start
+    )
     mask = _step_mask(potentials, sequence_lengths)
     # A back-pointer to oneself: used at step 0 and at steps beyond the length,
     # so that backtracking carries the last real tag through the padding.
@@ -310,6 +326,213 @@ def crf_decode(
         sequence_lengths > 0, best_score, ops.zeros_like(best_score)
     )
     return tags, best_score
+
+
+def crf_forward_backward(
+    potentials,
+    sequence_lengths,
+    transition_params,
+    allowed=None,
+    allowed_start=None,
+):
+    """Forward and backward log-scores, with the decode-time constraints.
+
+    With `allowed` / `allowed_start` (as in `crf_decode`) the forbidden
+    transitions and first tags get `FORBIDDEN_SCORE` added, exactly as Viterbi
+    sees them, so the distribution is (up to `exp(-10^4)`) that over the
+    labellings `crf_decode` can return. Without them it is the training
+    distribution (`crf_log_norm`).
+
+    Args:
+        potentials: `[batch, time, num_tags]` unary scores.
+        sequence_lengths: `[batch]` integer lengths.
+        transition_params: `[num_tags, num_tags]` transition scores.
+        allowed, allowed_start: optional constraints, see `crf_decode`.
+
+    Returns:
+        `(alpha, beta, log_norm)`: `alpha[b, t, j]` is the log of the summed
+        exp-scores of the prefixes `y_0..y_t` with `y_t = j` (step t's
+        potential included); `beta[b, t, j]` that of the suffixes
+        `y_{t+1}..y_{len-1}` given `y_t = j` (0 at the last step);
+        `log_norm` `[batch]` the log-normalizer (0 for empty sequences).
+        At steps beyond the length, alpha repeats the last step's and beta
+        is 0.
+    """
+    potentials, sequence_lengths, transition_params = _prepare(
+        potentials, sequence_lengths, transition_params
+    )
+    num_tags = _num_tags(potentials, transition_params)
+    transition_params, start_penalty = _constrained(
+        transition_params, num_tags, potentials.dtype, allowed, allowed_start
+    )
+    time_major = _time_major(potentials)
+    zero = ops.zeros((), dtype="int32")
+    first = ops.zeros_like(potentials[:, 0, :])
+
+    def forward(carry, unary):
+        alpha, t = carry
+        moved = ops.logsumexp(
+            alpha[:, :, None] + transition_params[None, :, :], axis=1
+        )
+        new_alpha = ops.where(
+            ops.equal(t, 0), unary + start_penalty, moved + unary
+        )
+        keep = ops.less(t, sequence_lengths)[:, None]
+        carry = (ops.where(keep, new_alpha, alpha), t + 1)
+        return carry, carry
+
+    (last_alpha, _), (alpha, _) = ops.scan(forward, (first, zero), time_major)
+
+    def backward(carry, unary):
+        # carry: beta and unary at step t + 1; `unary` is step t's.
+        beta_next, unary_next, t = carry
+        moved = ops.logsumexp(
+            transition_params[None, :, :] + (unary_next + beta_next)[:, None, :],
+            axis=2,
+        )
+        inside = ops.less(t + 1, sequence_lengths)[:, None]
+        carry = (ops.where(inside, moved, ops.zeros_like(moved)), unary, t - 1)
+        return carry, carry
+
+    last = ops.shape(potentials)[1] - 1
+    _, (beta, _, _) = ops.scan(
+        backward, (first, first, zero + last), time_major, reverse=True
+    )
+    log_norm = ops.logsumexp(last_alpha, axis=1)
+    log_norm = ops.where(sequence_lengths > 0, log_norm, ops.zeros_like(log_norm))
+    return (
+        ops.transpose(alpha, (1, 0, 2)),
+        ops.transpose(beta, (1, 0, 2)),
+        log_norm,
+    )
+
+
+def crf_marginals(
+    potentials,
+    sequence_lengths,
+    transition_params,
+    allowed=None,
+    allowed_start=None,
+):
+    """Tag marginals `P(y_t = j)`: `[batch, time, num_tags]`, each step's
+    summing to 1, 0 at steps beyond the length. Constraints as in
+    `crf_forward_backward`."""
+    alpha, beta, log_norm = crf_forward_backward(
+        potentials, sequence_lengths, transition_params, allowed, allowed_start
+    )
+    marginals = ops.exp(alpha + beta - log_norm[:, None, None])
+    mask = _step_mask(alpha, ops.cast(sequence_lengths, "int32"))[:, :, None]
+    return ops.where(mask, marginals, ops.zeros_like(marginals))
+
+
+def crf_segment_log_probability(
+    potentials,
+    sequence_lengths,
+    transition_params,
+    rows,
+    starts,
+    ends,
+    begin_tags,
+    inside_tags,
+    closed=None,
+    allowed=None,
+    allowed_start=None,
+):
+    """Log-probability that a BIO decoder reads one entity exactly on
+    steps `starts..ends` (inclusive) of sequence `rows`, for `n` segments.
+
+    With `B = begin_tags`, `I = inside_tags` (e.g. "B-PER", "I-PER"), the
+    event is: step `s` begins the entity (`y_s = B`, or `y_s = I` after a
+    step that is neither `B` nor `I`, or at step 0: the lenient reading of a
+    dangling `I`), steps `s+1..e` are `I`, and, if `closed`, step `e + 1`
+    does not continue it (`y_{e+1} != I`, or `e` is the last step). With
+    `closed` False the segment's end is left open (it may continue). Under
+    the BIO constraints (`allowed_transitions`) a dangling `I` is forbidden,
+    so the event is `y_s = B`, `y_{s+1..e} = I`, `y_{e+1} != I`.
+
+    A CRF with zero transitions and no constraints is independent softmaxes
+    per step: the same function then gives the per-token product.
+
+    Args:
+        potentials, sequence_lengths, transition_params: as elsewhere.
+        rows, starts, ends, begin_tags, inside_tags: `[n]` integers; steps
+            must satisfy `0 <= starts <= ends < sequence_lengths[rows]`.
+        closed: optional boolean `[n]` (default all True).
+        allowed, allowed_start: optional constraints, see `crf_decode`.
+
+    Returns:
+        `[n]` log-probabilities (float32, or float64 for float64 input).
+    """
+    potentials, sequence_lengths, transition_params = _prepare(
+        potentials, sequence_lengths, transition_params
+    )
+    num_tags = _num_tags(potentials, transition_params)
+    alpha, beta, log_norm = crf_forward_backward(
+        potentials, sequence_lengths, transition_params, allowed, allowed_start
+    )
+    trans, start_penalty = _constrained(
+        transition_params, num_tags, potentials.dtype, allowed, allowed_start
+    )
+    rows, starts, ends, b, c = (
+        ops.cast(ops.convert_to_tensor(x), "int32")
+        for x in (rows, starts, ends, begin_tags, inside_tags)
+    )
+    closed = (
+        ops.ones_like(starts, dtype="bool")
+        if closed is None
+        else ops.cast(ops.convert_to_tensor(closed), "bool")
+    )
+    time = ops.shape(potentials)[1]
+    lengths = ops.take(sequence_lengths, rows)
+    tags = ops.arange(num_tags, dtype="int32")[None, :]
+    row_potentials = ops.take(potentials, rows, axis=0)  # [n, time, tags]
+    row_alpha = ops.take(alpha, rows, axis=0)
+    row_beta = ops.take(beta, rows, axis=0)
+
+    def at(values, steps, tag):  # values [n, time, tags] at (step, tag) per segment
+        step = ops.take_along_axis(values, ops.clip(steps, 0, time - 1)[:, None, None], axis=1)[:, 0]
+        return ops.take_along_axis(step, tag[:, None], axis=1)[:, 0]
+
+    def pair(i, j):
+        return ops.take(ops.reshape(trans, (-1,)), i * num_tags + j)
+
+    def excluded(values, where_excluded):  # logsumexp over the tags not excluded
+        return ops.logsumexp(ops.where(where_excluded, _EXCLUDED, values), axis=1)
+
+    # Prefixes ending at s with y_s = B, or with y_s = I after neither B nor I.
+    head_b = at(row_alpha, starts, b)
+    before = ops.take_along_axis(row_alpha, ops.clip(starts - 1, 0, time - 1)[:, None, None], axis=1)[:, 0]
+    into_c = ops.transpose(ops.take(trans, c, axis=1))  # [n, tags]: trans[i, c]
+    not_entity = (tags == b[:, None]) | (tags == c[:, None])
+    head_c = ops.where(
+        starts > 0,
+        excluded(before + into_c, not_entity),
+        ops.take(start_penalty, c),
+    ) + at(row_potentials, starts, c)
+
+    # Steps s+1..e all I.
+    steps = ops.arange(time, dtype="int32")[None, :]
+    body_mask = (steps > starts[:, None]) & (steps <= ends[:, None])
+    is_c = tags[:, None, :] == c[:, None, None]
+    inside_unary = ops.sum(ops.where(is_c, row_potentials, ops.zeros_like(row_potentials)), axis=2)
+    body = ops.sum(ops.where(body_mask, inside_unary, ops.zeros_like(inside_unary)), axis=1)
+    body = body + ops.cast(ends - starts - 1, body.dtype) * pair(c, c)
+
+    # Suffixes after e given y_e = j, with y_{e+1} != I when closed.
+    after = ops.take_along_axis(
+        row_potentials + row_beta, ops.clip(ends + 1, 0, time - 1)[:, None, None], axis=1
+    )[:, 0]  # [n, tags]: unary + beta at e + 1
+    has_next = closed & ops.less(ends + 1, lengths)
+
+    def tail(j):
+        from_j = ops.take(trans, j, axis=0)  # [n, tags]: trans[j, k]
+        stop = excluded(from_j + after, tags == c[:, None])
+        return ops.where(has_next, stop, at(row_beta, ends, j))
+
+    single = ops.logaddexp(head_b + tail(b), head_c + tail(c))
+    longer = ops.logaddexp(head_b + pair(b, c), head_c + pair(c, c)) + body + tail(c)
+    score = ops.where(ends > starts, longer, single)
+    return score - ops.take(log_norm, rows)
 
 
 def allowed_transitions(labels, scheme="BIO"):

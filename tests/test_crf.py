@@ -303,6 +303,121 @@ def test_compiled_with_dynamic_shapes(ref, jit_compile):
     )
 
 
+# --- forward-backward: marginals and segment probabilities ---------------------
+
+
+def brute_force_events(potentials, transitions, length, segments, allowed=None, allowed_start=None):
+    """Marginals `[time, num_tags]` and the probability of each segment event
+    `(start, end, begin_tag, inside_tag, closed)` of one sequence, by summing
+    over every labelling (the permitted ones only, with constraints)."""
+    num_tags = transitions.shape[0]
+    marginals = np.zeros(potentials.shape, dtype=np.float64)
+    paths = [
+        p for p in itertools.product(range(num_tags), repeat=length)
+        if (allowed_start is None or allowed_start[p[0]])
+        and (allowed is None or all(allowed[a, b] for a, b in zip(p[:-1], p[1:])))
+    ]
+    scores = np.array([path_score(potentials, transitions, p) for p in paths])
+    probabilities = np.exp(scores - scores.max())
+    probabilities /= probabilities.sum()
+    events = np.zeros(len(segments))
+    for path, probability in zip(paths, probabilities):
+        marginals[np.arange(length), list(path)] += probability
+        for k, (s, e, b, c, closed) in enumerate(segments):
+            begins = path[s] == b or (path[s] == c and (s == 0 or path[s - 1] not in (b, c)))
+            inside = all(path[t] == c for t in range(s + 1, e + 1))
+            ends = not closed or e + 1 == length or path[e + 1] != c
+            events[k] += probability * (begins and inside and ends)
+    return marginals, events
+
+
+def random_segments(rng, lengths, count=12):
+    """Segments `(row, start, end, begin_tag, inside_tag, closed)` inside the lengths."""
+    segments = []
+    rows = [b for b, length in enumerate(lengths) if length > 0]
+    for _ in range(count):
+        row = int(rng.choice(rows))
+        start = int(rng.integers(0, lengths[row]))
+        end = int(rng.integers(start, lengths[row]))
+        kind = int(rng.integers(0, 2))
+        segments.append((row, start, end, 1 + 2 * kind, 2 + 2 * kind, bool(rng.integers(0, 4) > 0)))
+    return segments
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_marginals_and_segments_match_brute_force(seed, constrained):
+    """Tag marginals and BIO segment probabilities against enumerating every
+    (permitted) labelling; NaN potentials in the padding change nothing."""
+    rng = np.random.default_rng(100 + seed)
+    batch, time = 4, 5
+    lengths = np.array([time, 1, int(rng.integers(2, time)), 0], np.int32)
+    potentials = rng.normal(size=(batch, time, 5)) * 2
+    potentials[:, :, [2, 4]] += 1.0  # dangling I-X labellings carry weight when unconstrained
+    transitions = rng.normal(size=(5, 5))
+    constraints = crf.allowed_transitions(BIO_LABELS, "BIO") if constrained else (None, None)
+    padded = potentials.copy()
+    for b, length in enumerate(lengths):
+        padded[b, length:] = np.nan
+    segments = random_segments(rng, lengths)
+    rows, starts, ends, begins, insides, closed = (np.array(x) for x in zip(*segments))
+
+    marginals = to_numpy(crf.crf_marginals(padded, lengths, transitions, *constraints))
+    log_p = to_numpy(crf.crf_segment_log_probability(
+        padded, lengths, transitions, rows, starts, ends, begins, insides, closed, *constraints))
+    atol = atol_for(log_p, 1e-9)
+    assert np.isfinite(marginals).all() and np.isfinite(log_p).all()
+    for b, length in enumerate(lengths):
+        mine = [k for k, segment in enumerate(segments) if segment[0] == b]
+        if length == 0:
+            assert not mine and (marginals[b] == 0).all()
+            continue
+        want_marginals, want_events = brute_force_events(
+            potentials[b, :length], transitions, length, [segments[k][1:] for k in mine], *constraints)
+        np.testing.assert_allclose(marginals[b, :length], want_marginals, atol=atol)
+        np.testing.assert_allclose(marginals[b, :length].sum(axis=-1), 1.0, atol=atol)
+        assert (marginals[b, length:] == 0).all()
+        np.testing.assert_allclose(np.exp(log_p[mine]), want_events, atol=atol)
+    if constrained:  # forbidden tags have probability 0: no I-X at step 0
+        assert marginals[:, 0, [2, 4]].max() < 1e-30
+
+
+def test_segment_probability_of_a_zero_transition_crf_is_the_softmax_product():
+    """Zero transitions, no constraints: independent softmaxes per step, so a
+    B-I-I segment followed by a step is p(B or dangling I) * p(I) * p(I) * p(not I)."""
+    rng = np.random.default_rng(5)
+    potentials = rng.normal(size=(1, 6, 5))
+    p = np.exp(potentials[0]) / np.exp(potentials[0]).sum(-1, keepdims=True)
+    got = to_numpy(crf.crf_segment_log_probability(
+        potentials, [6], np.zeros((5, 5)), [0], [1], [3], [1], [2]))
+    begin = p[1, 1] + p[1, 2] * (1 - p[0, 1] - p[0, 2])
+    assert np.exp(got[0]) == pytest.approx(begin * p[2, 2] * p[3, 2] * (1 - p[4, 2]), abs=atol_for(got, 1e-12))
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_forward_backward_compiled_with_dynamic_shapes(ref, jit_compile):
+    """Marginals and segment probabilities under tf.function (dynamic shapes,
+    with and without XLA) / jax.jit: what eager execution gives."""
+    allowed, allowed_start = crf.allowed_transitions(BIO_LABELS, "BIO")
+
+    def fn(potentials, tags, lengths, transitions):
+        marginals = crf.crf_marginals(potentials, lengths, transitions, allowed, allowed_start)
+        rows = ops.zeros_like(lengths[:2])
+        log_p = crf.crf_segment_log_probability(
+            potentials, lengths, transitions, rows, rows, rows + 1, rows + 1, rows + 2,
+            allowed=allowed, allowed_start=allowed_start)
+        return marginals, log_p, tags
+
+    compiled = backend_jit(fn, jit_compile)
+    args = (ref["potentials"], ref["tag_indices"], ref["sequence_lengths"], ref["transition_params"])
+    for case in (args, (args[0][:, :2], args[1][:, :2], np.array([2, 0, 1, 2], np.int32), args[3])):
+        got = [to_numpy(x) for x in compiled(*case)]
+        want = [to_numpy(x) for x in fn(*case)]
+        np.testing.assert_allclose(got[0], want[0], atol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], atol=1e-5)
+
+
+
 # --- constraints -------------------------------------------------------------
 
 
@@ -575,6 +690,15 @@ JAX_SCRIPT = textwrap.dedent(
     grad = jax.grad(lambda q: -crf.crf_log_likelihood(q, tags, lengths, trans)[0].sum())(p)
     short = [0, 1, 1, 0]
     sll, sdecoded, _ = jax.jit(both)(p[:, :1], tags[:, :1], np.int32(short), trans)
+    allowed, allowed_start = crf.allowed_transitions(["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], "BIO")
+    seg = [np.int32(x) for x in ([0, 0, 1, 2], [0, 1, 0, 0], [1, 3, 0, 2], [1, 3, 1, 3], [2, 4, 2, 4])]
+
+    def probabilities(p, lengths, trans):
+        return (crf.crf_marginals(p, lengths, trans, allowed, allowed_start),
+                crf.crf_segment_log_probability(p, lengths, trans, *seg, allowed=allowed, allowed_start=allowed_start))
+
+    marginals, log_p = probabilities(p, lengths, trans)
+    jmarginals, jlog_p = jax.jit(probabilities)(p, lengths, trans)
     layer = crf.CRF(5)
     layer.build(p.shape)
     layer.transitions.assign(trans)
@@ -590,7 +714,11 @@ JAX_SCRIPT = textwrap.dedent(
         "short_log_likelihood": np.asarray(sll).tolist(),
         "short_decode_tags": np.asarray(sdecoded).tolist(),
         "layer_decode_tags": np.asarray(layer(p, sequence_lengths=lengths)).tolist(),
-        "dtypes": [str(ll.dtype), str(decoded.dtype), str(best.dtype)],
+        "dtypes": [str(ll.dtype), str(decoded.dtype), str(best.dtype), str(marginals.dtype), str(log_p.dtype)],
+        "marginals": np.asarray(marginals).tolist(),
+        "jit_marginals": np.asarray(jmarginals).tolist(),
+        "segment_log_p": np.asarray(log_p).tolist(),
+        "jit_segment_log_p": np.asarray(jlog_p).tolist(),
     }
     print("RESULT " + json.dumps(result))
     """
@@ -626,7 +754,17 @@ def test_jax_backend_matches_reference(ref):
     lengths = ref["sequence_lengths"]
     mask = np.arange(ref["potentials"].shape[1])[None, :] < lengths[:, None]
     want_tags = np.where(mask, ref["decode_tags"], 0)
-    assert got["dtypes"] == ["float32", "int32", "float32"]
+    assert got["dtypes"] == ["float32", "int32", "float32", "float32", "float32"]
+    # Forward-backward (with the BIO constraints): what this process's backend computes.
+    allowed, allowed_start = crf.allowed_transitions(BIO_LABELS, "BIO")
+    seg = [np.int32(x) for x in ([0, 0, 1, 2], [0, 1, 0, 0], [1, 3, 0, 2], [1, 3, 1, 3], [2, 4, 2, 4])]
+    p, trans = ref["potentials"], ref["transition_params"]
+    marginals = to_numpy(crf.crf_marginals(p, lengths, trans, allowed, allowed_start))
+    log_p = to_numpy(crf.crf_segment_log_probability(p, lengths, trans, *seg, allowed=allowed,
+                                                     allowed_start=allowed_start))
+    for prefix in ("", "jit_"):
+        np.testing.assert_allclose(got[prefix + "marginals"], marginals, atol=1e-5)
+        np.testing.assert_allclose(got[prefix + "segment_log_p"], log_p, atol=1e-4)
     for prefix in ("", "jit_"):
         np.testing.assert_allclose(got[prefix + "log_likelihood"], ref["log_likelihood"], atol=1e-4)
         np.testing.assert_allclose(got[prefix + "best_score"], ref["best_score"], atol=1e-4)

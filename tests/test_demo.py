@@ -71,7 +71,10 @@ def test_evaluate_cli_prints_and_writes_json(trained, capsys, tmp_path):
     assert main(["ner", "evaluate", "--model", str(trained / "model"), "--data", dev, "--output", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "strict" in printed and "PER" in printed
+    assert "calibration: ECE" in printed and "10 equal-width score bins" in printed
     scores = json.loads(out.read_text())
+    calibration = scores["calibration"]
+    assert 0 <= calibration["ece"] <= 1 and calibration["entities"] == scores["predicted_entities"]
     expected = json.loads((trained / "model" / "dev_scores.json").read_text())
     assert scores["f1"] == pytest.approx(expected["f1"])  # same model, same data
 

@@ -7,6 +7,7 @@ without training anything.
 """
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
@@ -116,7 +117,8 @@ def test_predict_edge_cases(tokenizer):
 
 
 def decode(text, offsets, tag_names, probs=None):
-    """One text of one window through the TensorFlow decoding."""
+    """One text of one window through the TensorFlow decoding (softmax head);
+    ``probs``: each token's tag distribution (default: sure of its tag)."""
     n = len(tag_names)
     windows = {
         "token_ids": tf.zeros([1, n + 2], tf.int32),
@@ -125,8 +127,11 @@ def decode(text, offsets, tag_names, probs=None):
         "num_tokens": tf.constant([n]),
     }
     tags = tf.constant([[0] + [TAGS.index(t) for t in tag_names] + [0]], tf.int32)
-    probs = tf.constant([[0.0] + list(probs or [1.0] * n) + [0.0]], tf.float32)
-    out = entities(tf.constant([text]), windows, tags, probs, tag_tables(TAGS))
+    if probs is None:
+        probs = np.eye(len(TAGS))[[TAGS.index(t) for t in tag_names]] * 0.999 + 0.001 / len(TAGS)
+    sure_o = np.eye(len(TAGS))[[0]] * (1 - 1e-9 * len(TAGS)) + 1e-9  # [CLS] and [SEP]
+    potentials = tf.constant(np.log(np.concatenate([sure_o, probs, sure_o]))[None], tf.float32)
+    out = entities(tf.constant([text]), windows, tags, potentials, tag_tables(TAGS))
     count = int(out["count"][0])
     return [(int(out["start"][0, k]), int(out["end"][0, k]), out["type"][0, k].numpy().decode(),
              out["mention"][0, k].numpy().decode(), float(out["score"][0, k])) for k in range(count)]
@@ -138,11 +143,18 @@ def test_decode_repairs_dangling_inside_tags():
     assert [(s, e, t, m) for s, e, t, m, _ in got] == [(0, 3, "LOC", "a b"), (4, 5, "PER", "c"), (6, 7, "LOC", "d")]
 
 
-def test_decode_scores_are_the_mean_over_the_entity_tokens_and_b_splits():
+def test_decode_scores_are_entity_probabilities_under_token_softmaxes_and_b_splits():
+    """Softmax head: P(first token begins the entity: B-X, or I-X after
+    neither B-X nor I-X) x P(I-X) per following token x P(next is not I-X)."""
     offsets = [(0, 5), (6, 11), (12, 17), (18, 23)]
-    got = decode("aaaaa bbbbb ccccc ddddd", offsets, ["B-PER", "I-PER", "B-PER", "O"], probs=[0.9, 0.5, 0.4, 1.0])
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(len(TAGS)), size=4)
+    got = decode("aaaaa bbbbb ccccc ddddd", offsets, ["B-PER", "I-PER", "B-PER", "O"], probs=probs)
     assert [(s, e) for s, e, *_ in got] == [(0, 11), (12, 17)]
-    assert [round(p, 5) for *_, p in got] == [0.7, 0.4]
+    b, i = TAGS.index("B-PER"), TAGS.index("I-PER")
+    first = (probs[0, b] + probs[0, i]) * probs[1, i] * (1 - probs[2, i])  # [CLS] before it is surely O
+    second = (probs[2, b] + probs[2, i] * (1 - probs[1, b] - probs[1, i])) * (1 - probs[3, i])
+    np.testing.assert_allclose([p for *_, p in got], [first, second], atol=1e-6)
 
 
 def test_windows_merge_takes_each_token_from_its_most_central_window(tokenizer):
@@ -197,3 +209,137 @@ def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, t
         assert loaded.predict(texts) == want
     with pytest.raises(KerasbertError, match="nor a training output folder"):
         Tagger.load(tmp_path)
+
+
+# --- entity scores: probabilities from the window's potentials -----------------
+
+
+def _forward_log_norm(potentials, transitions, start):
+    """log Z of one row by the plain forward recursion (numpy, float64)."""
+    alpha = potentials[0] + start
+    for unary in potentials[1:]:
+        alpha = np.logaddexp.reduce(alpha[:, None] + transitions, axis=0) + unary
+    return np.logaddexp.reduce(alpha)
+
+
+def entity_probability_by_clamping(potentials, transitions, start, s, e, b, c):
+    """P(positions s..e read as one entity B-X/I-X) as a ratio of partition
+    functions over clamped lattices: {y_s = B} + {y_{s-1} not B/I, y_s = I},
+    then y_{s+1..e} = I and y_{e+1} != I."""
+    never = -1e9
+
+    def clamped(first, before=None):
+        p = potentials.astype(np.float64).copy()
+        keep = np.full(p.shape, False)
+        keep[s, first] = True
+        keep[s + 1:e + 1, c] = True
+        p[s:e + 1][~keep[s:e + 1]] = never
+        if e + 1 < len(p):
+            p[e + 1, c] = never
+        if before is not None:
+            p[s - 1, before] = never
+        return _forward_log_norm(p, transitions, start)
+
+    log_z = _forward_log_norm(potentials.astype(np.float64), transitions, start)
+    return np.exp(np.logaddexp(clamped(b), clamped(c, before=[b, c])) - log_z)
+
+
+# "softmax" (no CRF) works too; its arithmetic is checked by
+# test_decode_scores_are_entity_probabilities_under_token_softmaxes_and_b_splits.
+@pytest.fixture(scope="module", params=["crf"])
+def small_tagger(request, tokenizer):
+    """A small random NER model that predicts many entities (emission biases
+    pushed towards entity tags), with the BIO-constrained CRF or without CRF."""
+    from apps.ner.model import NerModel
+    from kerasbert.crf import allowed_transitions
+    from kerasbert.encoder import BertEncoder
+
+    keras.utils.set_random_seed(11)
+    encoder = BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
+                          intermediate_dim=32, max_sequence_length=64)
+    use_crf = request.param == "crf"
+    allowed, allowed_start = (a.tolist() for a in allowed_transitions(TAGS, "BIO"))
+    model = NerModel(encoder, len(TAGS), lstm_units=8, use_crf=use_crf,
+                     allowed=allowed if use_crf else None, allowed_start=allowed_start if use_crf else None)
+    kernel, bias = model.emissions.get_weights()
+    rng = np.random.default_rng(0)
+    model.emissions.set_weights([rng.normal(0, 1.0, kernel.shape), bias + np.array([0.5, 0.8, 0.8, 0.8, 0.8])])
+    if use_crf:
+        model.crf.transitions.assign(rng.normal(0, 1.0, (len(TAGS), len(TAGS))).astype("float32"))
+    return Tagger(model, tokenizer, TAGS, max_length=32)
+
+
+def _numpy_lattice(model):
+    """(transitions, first-tag scores) as numpy, constraints as -1e9 (hard zeros)."""
+    num_tags = len(TAGS)
+    if model.crf is None:
+        return np.zeros((num_tags, num_tags)), np.zeros(num_tags)
+    return (np.where(np.array(model.crf.allowed), np.asarray(model.crf.transitions), -1e9),
+            np.where(np.array(model.crf.allowed_start), 0.0, -1e9))
+
+
+def test_entity_scores_are_the_windows_entity_probabilities(small_tagger):
+    """Each entity's float32 score equals (1e-5) the probability of its
+    labelling computed in numpy from its window's potentials by clamping (the
+    CRF's transitions with the BIO constraints as hard zeros, or independent
+    softmaxes); ``predict`` gives them rounded; scores of a long, windowed
+    text lie in [0, 1]."""
+    import tensorflow as tf
+
+    texts = ["Peter Blackburn met Acme Corp in Paris on Monday.", "Alice and Bob flew to New York City.",
+             "The European Commission said on Thursday it disagreed with German advice."]
+    long_text = " ".join(f"Peter{i} met Acme in Paris, day {i}." for i in range(30))
+    out = small_tagger.serving_function(tf.constant(texts + [long_text]))
+    count, scores = out["count"].numpy(), out["score"].numpy()
+    assert count[3] > 10 and ((scores[3, :count[3]] >= 0) & (scores[3, :count[3]] <= 1)).all()
+    assert (scores[3, :count[3]] > 0.01).any()
+
+    windows = small_tagger.windows_numpy(texts)
+    assert (np.bincount(windows["text_index"]) == 1).all()  # one window each: positions are exact
+    rows = {k: windows[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    potentials = np.asarray(small_tagger.model.predict_on_batch(rows)["potentials"], np.float64)
+    transitions, start = _numpy_lattice(small_tagger.model)
+    for r in range(len(texts)):
+        n = int(windows["num_tokens"][r])
+        offsets = windows["offsets"][r, 1:n + 1]
+        for k in range(count[r]):
+            s = 1 + int(np.nonzero(offsets[:, 0] == out["start"][r, k].numpy())[0][0])
+            e = 1 + int(np.nonzero(offsets[:, 1] == out["end"][r, k].numpy())[0][-1])
+            kind = out["type"][r, k].numpy().decode()
+            want = entity_probability_by_clamping(potentials[r, :n + 2], transitions, start, s, e,
+                                                  TAGS.index("B-" + kind), TAGS.index("I-" + kind))
+            assert scores[r, k] == pytest.approx(want, abs=1e-5)
+    assert count[:3].sum() >= 5
+    predicted = small_tagger.predict(texts)
+    assert [[e["score"] for e in p["entities"]] for p in predicted] == [
+        [round(float(x), 4) for x in scores[r, :count[r]]] for r in range(len(texts))]
+
+
+def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
+    """apps.ner.decode.entity_log_probabilities (TensorFlow, inference) is the
+    twin of kerasbert.crf.crf_segment_log_probability (keras.ops)."""
+    import tensorflow as tf
+
+    from apps.ner.decode import entity_log_probabilities
+    from kerasbert import crf
+
+    rng = np.random.default_rng(3)
+    potentials = rng.normal(size=(3, 7, 5)).astype(np.float32) * 2
+    lengths = np.array([7, 4, 6], np.int32)
+    transitions = rng.normal(size=(5, 5)).astype(np.float32)
+    allowed, allowed_start = crf.allowed_transitions(TAGS, "BIO")
+    segments = [(0, 1, 3, 1, 2, True), (0, 6, 6, 3, 4, True), (1, 0, 3, 3, 4, False), (1, 2, 2, 1, 2, True),
+                (2, 1, 1, 1, 2, True), (2, 3, 5, 3, 4, True), (2, 2, 4, 1, 2, False)]
+    rows, starts, ends, b, c, closed = (np.array(x) for x in zip(*segments))
+    for constraints in ((None, None), (allowed, allowed_start)):
+        want = ops.convert_to_numpy(crf.crf_segment_log_probability(
+            potentials, lengths, transitions, rows, starts, ends, b, c, closed, *constraints))
+        params = (tf.constant(transitions), *(None if x is None else tf.constant(x) for x in constraints))
+        got = entity_log_probabilities(tf.constant(potentials), tf.constant(lengths), *(
+            tf.constant(x.astype(np.int32)) for x in (rows, starts, ends, b, c)), tf.constant(closed), params).numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        np.testing.assert_allclose(entity_log_probabilities(
+            tf.constant(potentials), tf.constant(lengths), *(tf.constant(x.astype(np.int32)) for x in (
+                rows, starts, ends, b, c)), tf.constant(closed), None).numpy(),
+            ops.convert_to_numpy(crf.crf_segment_log_probability(
+                potentials, lengths, np.zeros((5, 5), np.float32), rows, starts, ends, b, c, closed)), atol=1e-5)

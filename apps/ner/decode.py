@@ -12,9 +12,20 @@ SavedModel all run. Following a batch:
    repair), and runs over the following ``I-X``;
 3. **offsets**: an entity's ``start`` is its first token's start offset and
    ``end`` its last token's end (exclusive), code points into the original
-   text, so ``text[start:end]`` is the entity as written; ``score`` is the
-   mean over its tokens of the softmax of the emission scores at the chosen
-   tag (a confidence heuristic, not a CRF marginal).
+   text, so ``text[start:end]`` is the entity as written;
+4. **score**: the model's probability of the entity, computed in the window
+   from which the entity's first token takes its tag
+   (:func:`entity_log_probabilities`): the probability that the window's
+   labelling reads exactly this entity -- its first token begins it (``B-X``;
+   or a dangling ``I-X``, which the BIO constraints forbid), the following
+   tokens are ``I-X``, and the token after its last one does not continue it.
+   For the CRF head this is the CRF's probability of that event, by
+   forward-backward with the decoder's constraints (the labellings Viterbi
+   may return); for the softmax head (no CRF) the same event under
+   independent per-token softmaxes, i.e. the product of the token
+   probabilities times P(the next token is not ``I-X``). An entity that runs
+   past the end of its first token's window (long texts only) is scored on
+   the part inside that window, its end left open.
 
 Outputs, padded per batch (the ``text`` signature's)::
 
@@ -39,12 +50,117 @@ def tag_tables(tags):
     return np.array(prefix, np.int32), np.array(type_index, np.int32), types
 
 
-def tag_probabilities(potentials, tags):
-    """Softmax of the emission scores [rows, len, tags] at the chosen tags [rows, len]."""
+def crf_parameters(model):
+    """``(transitions, allowed, allowed_start)`` of a NER model's CRF layer
+    (``allowed``/``allowed_start`` None when unconstrained) as TensorFlow
+    tensors (in a graph, the transitions are the layer's variable), or None
+    for a model without a CRF (the softmax head)."""
+    import keras
     import tensorflow as tf
 
-    probs = tf.nn.softmax(tf.cast(potentials, tf.float32), axis=-1)
-    return tf.gather(probs, tf.cast(tags, tf.int32), batch_dims=2)
+    layer = getattr(model, "crf", None)
+    if layer is None:
+        return None
+    if keras.backend.backend() == "tensorflow":
+        transitions = tf.convert_to_tensor(layer.transitions.value)
+    else:  # JAX: decoding runs eagerly in TensorFlow, on the weights' values
+        transitions = tf.constant(keras.ops.convert_to_numpy(layer.transitions))
+    allowed = None if layer.allowed is None else tf.constant(layer.allowed, tf.bool)
+    allowed_start = None if layer.allowed_start is None else tf.constant(layer.allowed_start, tf.bool)
+    return tf.cast(transitions, tf.float32), allowed, allowed_start
+
+
+def _constrained(num_tags, crf):
+    """Transitions and first-tag penalties as Viterbi sees them
+    (:func:`kerasbert.crf.crf_decode`); zeros for the softmax head."""
+    import tensorflow as tf
+
+    from kerasbert.crf import FORBIDDEN_SCORE
+
+    if crf is None:
+        return tf.zeros([num_tags, num_tags]), tf.zeros([num_tags])
+    transitions, allowed, allowed_start = crf
+    if allowed is not None:
+        transitions = tf.where(allowed, transitions, transitions + FORBIDDEN_SCORE)
+    start = tf.zeros([num_tags])
+    if allowed_start is not None:
+        start = tf.where(allowed_start, start, start + FORBIDDEN_SCORE)
+    return transitions, start
+
+
+def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags, inside_tags, closed, crf=None):
+    """Log-probability, per entity, that row ``rows`` of ``potentials``
+    [rows, len, tags] reads one entity exactly on positions ``starts..ends``
+    (inclusive): step 4 of the module docstring. ``lengths`` [rows] are the
+    rows' sequence lengths; per entity [n]: its ``B-X`` and ``I-X`` tag ids
+    and ``closed`` (False: the entity may continue past ``ends``). ``crf``
+    from :func:`crf_parameters` (None: independent softmaxes). The
+    TensorFlow twin of :func:`kerasbert.crf.crf_segment_log_probability`
+    (which is in ``keras.ops`` for training-side use on any backend); tests
+    hold them equal."""
+    import tensorflow as tf
+
+    excluded = -1e30
+    potentials = tf.cast(potentials, tf.float32)
+    num_tags = tf.shape(potentials)[2]
+    time = tf.shape(potentials)[1]
+    transitions, start = _constrained(num_tags, crf)
+    time_major = tf.transpose(potentials, [1, 0, 2])
+    steps = tf.range(time)
+    rows_first = tf.zeros_like(potentials[:, 0])
+
+    # Forward (step t) and backward (step time - 1 - t) in one loop: alpha[t]
+    # sums the prefixes ending at t (its potential included), beta[t] the
+    # suffixes after t (0 at a row's last step and beyond).
+    def step(t, alpha, beta, alphas, betas):
+        unary = time_major[t]
+        moved = tf.reduce_logsumexp(alpha[:, :, None] + transitions[None], axis=1) + unary
+        alpha = tf.where((t < lengths)[:, None], tf.where(t == 0, unary + start[None], moved), alpha)
+        back = time - 1 - t
+        after = time_major[tf.minimum(back + 1, time - 1)] + beta
+        moved = tf.reduce_logsumexp(transitions[None] + after[:, None, :], axis=2)
+        beta = tf.where((back + 1 < lengths)[:, None], moved, tf.zeros_like(moved))
+        return t + 1, alpha, beta, alphas.write(t, alpha), betas.write(back, beta)
+
+    arrays = [tf.TensorArray(tf.float32, size=time, element_shape=rows_first.shape) for _ in range(2)]
+    _, _, _, alphas, betas = tf.while_loop(
+        lambda t, *_: t < time, step, (0, rows_first, rows_first, *arrays), maximum_iterations=time)
+    alpha, beta = tf.transpose(alphas.stack(), [1, 0, 2]), tf.transpose(betas.stack(), [1, 0, 2])
+    last = tf.gather(alpha, tf.maximum(lengths - 1, 0), batch_dims=1)
+    log_norm = tf.reduce_logsumexp(last, axis=1)
+
+    b, c = begin_tags, inside_tags
+    tags = tf.range(num_tags)[None, :]
+
+    def at(values, position, tag=None):  # values[rows, position] ([n, tags]), or at one tag ([n])
+        got = tf.gather_nd(values, tf.stack([rows, tf.clip_by_value(position, 0, time - 1)], 1))
+        return got if tag is None else tf.gather(got, tag, batch_dims=1)
+
+    def logsumexp_without(values, drop):
+        return tf.reduce_logsumexp(tf.where(drop, excluded, values), axis=1)
+
+    pair = lambda i, j: tf.gather_nd(transitions, tf.stack([i, j], 1))  # noqa: E731
+    # Prefixes ending at s with y_s = B-X, or y_s = I-X after neither B-X nor I-X.
+    head_b = at(alpha, starts, b)
+    into_c = tf.transpose(tf.gather(transitions, c, axis=1))  # [n, tags]: transitions[i, c]
+    dangling = logsumexp_without(at(alpha, starts - 1) + into_c, (tags == b[:, None]) | (tags == c[:, None]))
+    head_c = tf.where(starts > 0, dangling, tf.gather(start, c)) + at(potentials, starts, c)
+    # Positions s+1..e all I-X.
+    row_inside = tf.gather(tf.gather(potentials, rows), c, axis=2, batch_dims=1)  # [n, time]
+    body_mask = (steps[None, :] > starts[:, None]) & (steps[None, :] <= ends[:, None])
+    body = tf.reduce_sum(tf.where(body_mask, row_inside, 0.0), axis=1)
+    body += tf.cast(ends - starts - 1, tf.float32) * pair(c, c)
+    # Suffixes after e given y_e, with y_{e+1} != I-X when closed.
+    after = at(potentials + beta, ends + 1)
+    has_next = closed & (ends + 1 < tf.gather(lengths, rows))
+
+    def tail(j):
+        stop = logsumexp_without(tf.gather(transitions, j) + after, tags == c[:, None])
+        return tf.where(has_next, stop, at(beta, ends, j))
+
+    single = tf.experimental.numpy.logaddexp(head_b + tail(b), head_c + tail(c))
+    longer = tf.experimental.numpy.logaddexp(head_b + pair(b, c), head_c + pair(c, c)) + body + tail(c)
+    return tf.where(ends > starts, longer, single) - tf.gather(log_norm, rows)
 
 
 def merge_windows(windows, values):
@@ -79,21 +195,25 @@ def merge_windows(windows, values):
     return {name: tf.scatter_nd(where, tf.gather_nd(value, at), tf.reshape(total, [1])) for name, value in values.items()}
 
 
-def entities(texts, windows, row_tags, row_probs, tables):
-    """Steps 1-3 of the module docstring: ``row_tags`` int32 and
-    ``row_probs`` float32 [rows, len] (one row per window of ``windows``,
+def entities(texts, windows, row_tags, row_potentials, tables, crf=None):
+    """Steps 1-4 of the module docstring: ``row_tags`` int32 [rows, len]
+    and ``row_potentials`` float32 [rows, len, tags] (the emission scores;
+    one row per window of ``windows``,
     :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`), ``tables``
-    from :func:`tag_tables` -> the padded outputs."""
+    from :func:`tag_tables`, ``crf`` from :func:`crf_parameters` (None: the
+    softmax head) -> the padded outputs."""
     import tensorflow as tf
 
     prefix_table, type_table, types = tables
     num_tokens = windows["num_tokens"]
     n_texts = tf.size(num_tokens)
+    row_shape = tf.shape(row_tags)
     merged = merge_windows(windows, {
-        "tags": row_tags, "probs": row_probs,
-        "starts": windows["offsets"][..., 0], "ends": windows["offsets"][..., 1],
+        "tags": row_tags, "starts": windows["offsets"][..., 0], "ends": windows["offsets"][..., 1],
+        "row": tf.broadcast_to(tf.range(row_shape[0])[:, None], row_shape),
+        "position": tf.broadcast_to(tf.range(row_shape[1])[None, :], row_shape),
     })
-    tags, probs, starts, ends = merged["tags"], merged["probs"], merged["starts"], merged["ends"]
+    tags, starts, ends = merged["tags"], merged["starts"], merged["ends"]
 
     # --- BIO decoding over the flat token list.
     total = tf.size(tags)
@@ -114,7 +234,26 @@ def entities(texts, windows, row_tags, row_probs, tables):
     member_entity = tf.gather(entity_of, members)
     first_token = tf.boolean_mask(token_id, begins)
     last_token = tf.math.unsorted_segment_max(tf.gather(token_id, members), member_entity, n_entities)
-    score = tf.math.unsorted_segment_mean(tf.gather(probs, members), member_entity, n_entities)
+    # --- scores, in the window of each entity's first token.
+    e_row = tf.gather(merged["row"], first_token)
+    e_first = tf.gather(merged["position"], first_token)
+    row_last = windows["token_end"] - windows["token_start"]  # position of a row's last text token
+    e_last = e_first + last_token - first_token
+    closed = e_last <= tf.gather(row_last, e_row)
+    e_last = tf.minimum(e_last, tf.gather(row_last, e_row))
+    e_kind = tf.gather(kind, first_token)
+    begin_of = np.zeros(max(len(types), 1), np.int32)
+    inside_of = np.zeros(max(len(types), 1), np.int32)
+    for tag_id, (prefix_id, type_id) in enumerate(zip(prefix_table, type_table)):
+        if prefix_id:
+            (begin_of if prefix_id == 1 else inside_of)[type_id] = tag_id
+    log_p = tf.cond(  # no forward-backward for a batch without entities
+        n_entities > 0,
+        lambda: entity_log_probabilities(row_potentials, row_last + 2, e_row, e_first, e_last,
+                                         tf.gather(begin_of, e_kind), tf.gather(inside_of, e_kind), closed, crf),
+        lambda: tf.zeros([0], tf.float32),
+    )
+    score = tf.clip_by_value(tf.exp(log_p), 0.0, 1.0)
     e_text = tf.gather(token_text, first_token)
     e_start = tf.gather(starts, first_token)
     e_end = tf.gather(ends, last_token)

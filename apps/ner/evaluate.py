@@ -15,6 +15,9 @@ Two modes, both reported:
 
 With IOB2 tags produced from spans the two agree; both are printed because
 users compare against papers that use one or the other.
+
+Also reported: the calibration of the entity scores (expected calibration
+error over 10 equal-width score bins, :mod:`apps.ner.calibration`).
 """
 
 import numpy as np
@@ -39,9 +42,11 @@ def score(examples, predictions):
     ``predictions`` (the tagger's output dicts, same order).
 
     Returns a dict: ``precision``, ``recall``, ``f1`` (micro, default mode),
-    ``macro_f1``, ``strict`` (the same in strict mode), ``per_type`` and
-    the counts.
+    ``macro_f1``, ``strict`` (the same in strict mode), ``per_type``,
+    the counts and ``calibration`` (:func:`apps.ner.calibration.calibration`).
     """
+    from apps.ner.calibration import calibration
+
     gold, pred = [], []
     for example, prediction in zip(examples, predictions):
         units = units_of(example)
@@ -68,6 +73,7 @@ def score(examples, predictions):
         for kind, values in report.items()
         if not kind.endswith(" avg")
     }
+    result["calibration"] = calibration(examples, predictions)
     return {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in result.items()}
 
 
@@ -83,4 +89,8 @@ def format_scores(scores):
         lines.append(
             f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} {int(values['support']):>8}"
         )
+    if "calibration" in scores:
+        from apps.ner.calibration import format_calibration
+
+        lines.append(format_calibration(scores["calibration"]))
     return "\n".join(lines)

@@ -11,7 +11,8 @@ A :class:`Tagger` is a :class:`~apps.base.pipeline.Pipeline` around a trained
    (:class:`~apps.ner.model.NerModel`; in TensorFlow graphs its BiLSTM runs
    as the fused kernel, :mod:`apps.ner.fused_bilstm`);
 3. **decode** (:func:`apps.ner.decode.entities`): windows merged, BIO tags ->
-   entity spans with offsets and scores.
+   entity spans with offsets and scores (each entity's probability under the
+   model, from the emission scores and the CRF's transitions).
 
 Training rows use the same offsets in reverse (:meth:`Tagger.text_labels`):
 every token inside an entity gets ``B-TYPE`` (first token) or ``I-TYPE``, all
@@ -119,8 +120,8 @@ class Tagger(Pipeline):
     def infer(self, texts, windows, run):
         import tensorflow as tf
 
+        from apps.ner.decode import crf_parameters
         from apps.ner.decode import entities
-        from apps.ner.decode import tag_probabilities
         from apps.ner.decode import tag_tables
         from apps.ner.fused_bilstm import graph_scorer
         from kerasbert.export import nonempty_encoder_inputs
@@ -132,8 +133,8 @@ class Tagger(Pipeline):
         scorer = (graph_scorer(self.model) if run.in_graph and not run.jit_compile else None) or self.model
         out = run.rows(scorer, inputs)
         tags = tf.cast(out["tags"][:n_rows], tf.int32)
-        probs = tag_probabilities(out["potentials"][:n_rows], tags)
-        return entities(texts, windows, tags, probs, tag_tables(self.tags))
+        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
+        return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model))
 
     def result(self, text, row):
         return {

@@ -1,0 +1,63 @@
+"""Calibration of a trained NER model's entity scores on a labelled file.
+
+Figures, not a test. Predicts every text of ``--data`` with the model (the
+same path as ``kerasbert ner predict``), takes each predicted entity's score
+and whether it exactly matches a gold entity (same type, same words), and
+reports the expected calibration error over 10 equal-width score bins with
+the reliability table (per bin: count, mean score, accuracy)
+(:mod:`apps.ner.calibration`). Writes ``calibration.json`` and
+``reliability.png`` (the reliability diagram) into ``--output``.
+
+    python bench/entity_calibration.py --model RUN_OR_MODEL_DIR \\
+        --data ../shared/data/conll2003/eng.testb --output calibration/
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a NER model folder or training run folder")
+    parser.add_argument("--data", required=True, help="a labelled NER file (any format kerasbert reads)")
+    parser.add_argument("--output", required=True, help="folder for calibration.json and reliability.png")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-examples", type=int, default=None, help="only the first N examples")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    from apps.ner.calibration import format_calibration
+    from apps.ner.calibration import reliability_figure
+    from apps.ner.evaluate import score
+    from apps.ner.readers import read_ner_file
+    from apps.ner.tagger import Tagger
+    from kerasbert.files import atomic_write_text
+
+    examples = read_ner_file(args.data).examples[: args.max_examples]
+    tagger = Tagger.load(args.model, verbose=True)
+    head = "CRF" if getattr(tagger.model, "crf", None) is not None else "softmax"
+    start = time.perf_counter()
+    predictions = tagger.predict([e.text for e in examples], batch_size=args.batch_size)
+    seconds = time.perf_counter() - start
+    scores = score(examples, predictions)
+    result = {"model": str(args.model), "data": str(args.data), "head": head, "examples": len(examples),
+              "f1": scores["f1"], "predict_seconds": round(seconds, 1), **scores["calibration"]}
+    print(f"{len(examples)} examples, {head} head, F1 {scores['f1']:.4f}, predicted in {seconds:.0f} s")
+    print(format_calibration(scores["calibration"]))
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "calibration.json", json.dumps(result, indent=2) + "\n")
+    figure = reliability_figure(scores["calibration"], title=f"{Path(args.data).name} ({head} head)")
+    figure.savefig(out / "reliability.png", dpi=100)
+    print(f"written: {out / 'calibration.json'}, {out / 'reliability.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
