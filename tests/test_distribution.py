@@ -1,8 +1,10 @@
-"""Training on the JAX backend, one device and ``--strategy mirrored``
-(``keras.distribution.DataParallel``) over 2 virtual CPU devices
-(``XLA_FLAGS=--xla_force_host_platform_device_count=2``): both apps, the same
-losses and dev scores; the model folder a JAX run writes exports through
-TensorFlow as usual."""
+"""Distributed training, beyond the MirroredStrategy and MultiWorkerMirroredStrategy
+runs of tests/test_ner_train.py: on the JAX backend, one device and
+``--strategy mirrored`` (``keras.distribution.DataParallel``) over 2 virtual CPU
+devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``), both apps,
+the same losses and dev scores, and the model folder a JAX run writes exports
+through TensorFlow as usual; batches split evenly over devices; a worker that
+is not the chief restores from the chief's backup and writes none."""
 
 import json
 import os
@@ -108,3 +110,36 @@ def test_batches_split_evenly_over_devices_leave_out_counted_rows():
     already_even = BucketedBatches({"token_ids": features["token_ids"][:160]}, 8)
     order = [list(b) for b in already_even.batches]
     assert already_even.split_evenly(2) == 0 and [list(b) for b in already_even.batches] == order  # untouched
+
+
+def test_a_worker_that_is_not_the_chief_restores_the_backup_and_writes_none(tmp_path):
+    import keras
+
+    from kerasbert.training import Backup
+
+    x, y = np.random.default_rng(0).normal(size=(32, 4)), np.zeros((32, 1))
+
+    def model():
+        m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        m.compile(optimizer="sgd", loss="mse")
+        return m
+
+    class Epochs(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.seen.append(epoch)
+
+    backup = tmp_path / "backup"
+    model().fit(x, y, epochs=1, verbose=0, callbacks=[Backup(str(backup), write=False)])
+    assert not backup.exists()  # the worker wrote nothing
+    chief = model()
+    chief.fit(x, y, epochs=1, verbose=0, callbacks=[Backup(str(backup), delete_checkpoint=False)])
+    files = {p.name: p.stat().st_mtime_ns for p in backup.rglob("*")}
+    assert files  # the chief's backup after epoch 1 (as if interrupted in epoch 2)
+    worker, epochs = model(), Epochs()
+    worker.fit(x, y, epochs=2, verbose=0, callbacks=[Backup(str(backup), write=False), epochs])
+    assert epochs.seen == [1]  # resumed after the chief's epoch 1
+    assert {p.name: p.stat().st_mtime_ns for p in backup.rglob("*")} == files  # neither rewritten nor deleted
