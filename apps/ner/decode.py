@@ -254,10 +254,18 @@ def entities(texts, windows, row_tags, row_potentials, tables, crf=None):
         lambda: tf.zeros([0], tf.float32),
     )
     score = tf.clip_by_value(tf.exp(log_p), 0.0, 1.0)
-    e_text = tf.gather(token_text, first_token)
-    e_start = tf.gather(starts, first_token)
-    e_end = tf.gather(ends, last_token)
-    e_type = tf.gather(tf.constant(types if types else [""], tf.string), tf.gather(kind, first_token))
+    return entity_outputs(texts, n_texts, tf.gather(token_text, first_token), tf.gather(starts, first_token),
+                          tf.gather(ends, last_token), tf.gather(kind, first_token), score, types)
+
+
+def entity_outputs(texts, n_texts, e_text, e_start, e_end, kind, score, types):
+    """The entities of a batch (flat, each with its text's index ``e_text``,
+    character ``e_start``/``e_end``, type index ``kind`` and ``score``) as the
+    padded per-text outputs of the module docstring (with the mentions cut
+    from ``texts``); shared by the BIO and span decoders."""
+    import tensorflow as tf
+
+    e_type = tf.gather(tf.constant(types if types else [""], tf.string), kind)
     e_mention = tf.strings.substr(tf.gather(texts, e_text), e_start, e_end - e_start, unit="UTF8_CHAR")
 
     def per_text(values, pad):

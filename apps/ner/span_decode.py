@@ -28,6 +28,7 @@ Outputs, padded per batch (the ``text`` signature's, as for the BIO heads)::
     count       int32  [batch]
 """
 
+from apps.ner.decode import entity_outputs
 from apps.ner.decode import merge_windows
 
 _BIG = 1 << 20  # margin at a window edge that is the text's own edge (not a cut)
@@ -90,22 +91,5 @@ def span_entities(texts, windows, row_logits, types):
     e_text = tf.gather(e_text, order)
     flat_first, flat_last, kind = tf.gather(flat_first, order), tf.gather(flat_last, order), tf.gather(kind, order)
     score = tf.sigmoid(tf.gather(tf.gather_nd(logits, hits), order))
-    e_start = tf.gather(starts, flat_first)
-    e_end = tf.gather(ends, flat_last)
-    e_type = tf.gather(tf.constant(types if types else [""], tf.string), kind)
-    e_mention = tf.strings.substr(tf.gather(texts, e_text), e_start, e_end - e_start, unit="UTF8_CHAR")
-
-    def per_text(values, pad):
-        ragged = tf.RaggedTensor.from_value_rowids(
-            values, tf.cast(e_text, tf.int64), nrows=tf.cast(n_texts, tf.int64), validate=False
-        )
-        return ragged.to_tensor(default_value=pad)
-
-    return {
-        "start": per_text(e_start, -1),
-        "end": per_text(e_end, -1),
-        "type": per_text(e_type, ""),
-        "mention": per_text(e_mention, ""),
-        "score": per_text(score, 0.0),
-        "count": tf.math.bincount(e_text, minlength=n_texts, maxlength=n_texts, dtype=tf.int32),
-    }
+    return entity_outputs(texts, n_texts, e_text, tf.gather(starts, flat_first), tf.gather(ends, flat_last), kind,
+                          score, types)
