@@ -563,8 +563,6 @@ def worker_batches(batches, strategy):
         return batches, None
     import tensorflow as tf
 
-    replicas = parts
-
     def spec(value):
         if isinstance(value, dict):
             return {k: spec(v) for k, v in value.items()}
@@ -576,14 +574,14 @@ def worker_batches(batches, strategy):
 
     def dataset(context):
         # Consecutive elements of a worker's dataset go to its replicas in turn.
-        local = replicas // context.num_input_pipelines
+        local = parts // context.num_input_pipelines
         first = context.input_pipeline_id * local
 
         def epochs():
             while True:
                 for index in range(len(batches)):
                     for replica in range(first, first + local):
-                        yield batches.batch(index, (replica, replicas))
+                        yield batches.batch(index, (replica, parts))
                 batches.on_epoch_end()
 
         return tf.data.Dataset.from_generator(epochs, output_signature=signature).prefetch(2)
