@@ -18,7 +18,11 @@ Tokens/s come from a separate short pass (part ``speed``): each system
 trains 2 epochs on the first ``--speed-examples`` sentences and the second
 epoch's real (unpadded) WordPiece tokens per second are kept (the first
 includes graph tracing); the systems run one after another in one process
-tree, so their ratio is the figure to read.
+tree, so their ratio is the figure to read. System ``pretrain`` (part
+``speed`` only, ``--systems full,pretrain``) times ``kerasbert pretrain``
+the same way on the CoNLL training sentences as plain text, packed to 128
+(every position a real token), for the pre-training throughput target
+(per encoder token, against ``full``).
 
 Part ``genia`` (domain pre-training): GENIA has no train split here, so the
 NER runs train on the first 80% of dev.json, select on the last 20% and
@@ -110,9 +114,51 @@ def part_conll(args, work):
     return rows
 
 
+def conll_text(source, target, sentences):
+    """The first ``sentences`` sentences of a CoNLL file (gzipped or not) as
+    plain text, one sentence per line (words joined by spaces)."""
+    import gzip
+
+    opener = gzip.open if str(source).endswith(".gz") else open
+    lines, words = [], []
+    with opener(source, "rt", encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] != "-DOCSTART-":
+                words.append(parts[0])
+            elif words:
+                lines.append(" ".join(words))
+                words = []
+                if len(lines) == sentences:
+                    break
+    if words and len(lines) < sentences:
+        lines.append(" ".join(words))
+    Path(target).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
+
+
+def speed_pretrain(args, work):
+    """Masked-LM training tokens/s (every position of the packed sequences is
+    a real token) on the CoNLL training sentences; 2 epochs of
+    ``--pretrain-speed-steps`` batches of 32 x 128, the second timed."""
+    text = work / "speed" / "pretrain_text.txt"
+    text.parent.mkdir(parents=True, exist_ok=True)
+    conll_text(CONLL / "eng.train.gz", text, 4000)
+    output = work / "speed" / "pretrain"
+    run(["pretrain", "--checkpoint", str(MINILM), "--text", str(text), "--output", str(output),
+         "--max-length", "128", "--batch-size", "32", "--steps-per-epoch", str(args.pretrain_speed_steps),
+         "--epochs", "2"], work / "speed.pretrain.log")
+    metrics = json.loads((output / "metrics.json").read_text())
+    return result(part="speed", system="pretrain", steps_per_epoch=args.pretrain_speed_steps, batch_size=32,
+                  max_length=128, tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))
+
+
 def part_speed(args, work):
     rows = []
     for name in args.systems.split(","):
+        if name == "pretrain":
+            rows.append(speed_pretrain(args, work))
+            continue
         output = work / "speed" / name
         run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(CONLL / "eng.train.gz"),
              "--dev", str(CONLL / "eng.testa"), "--output", str(output), "--epochs", "2", "--batch-size", "32",
@@ -199,6 +245,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per system")
     parser.add_argument("--speed-examples", type=int, default=1000)
     parser.add_argument("--pretrain-steps", type=int, default=30)
+    parser.add_argument("--pretrain-speed-steps", type=int, default=12,
+                        help="batches per epoch of the pre-training speed pass (--systems ...,pretrain)")
     parser.add_argument("--pretrain-epochs", type=int, default=2)
     parser.add_argument("--genia-epochs", type=int, default=4)
     args = parser.parse_args()
