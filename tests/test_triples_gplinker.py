@@ -267,44 +267,43 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
     assert scores["exact"]["predicted"] > 0  # the barely trained toy model fires: something to compare
 
 
-def test_predict_cli_and_thresholds_refused(run, tmp_path, capsys):
+def test_thresholds_are_refused(run, tmp_path, capsys):
     tmp, _ = run
-    texts = ["Bananaman was created by Steve Bright and starred Tim Brooke-Taylor .", ""]
-    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    (tmp_path / "in.txt").write_text("Alan Bean was born in Wheeler , Texas .\n")
     capsys.readouterr()
-    assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.txt")]) == 0
-    results = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["text"] for r in results] == texts and results[0]["triples"] and not results[1]["triples"]
-    for t in results[0]["triples"]:
-        for part in ("subject", "object"):
-            assert texts[0][t[part]["start"] : t[part]["end"]] == t[part]["text"] != ""
-        assert 0.5 < t["score"] <= 1  # every logit of a triple is above 0
     assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.txt"),
                  "--threshold-start", "0.3"]) == 2
     err = capsys.readouterr().err
     assert "the gplinker head has no thresholds" in err and "Traceback" not in err
 
 
-def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
+def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, capsys):
+    """``triples predict`` (the CLI) and the text-in SavedModel in a process
+    that imports only TensorFlow and TF-Text: the same triples and offsets,
+    scores within 2e-4, the export's ops on the allowlist."""
+    import os
     import subprocess
     import sys
 
     from test_triples_export import FRESH_PROCESS
 
     tmp, (_, dev) = run
-    extractor = GPLinkerExtractor.load(tmp / "run" / "model")
-    long_text = " ".join(json.loads(line)["text"] for line in dev.read_text().splitlines())
-    texts = [json.loads(line)["text"] for line in dev.read_text().splitlines()] + [long_text, "", "  ", "😀 🎉",
-                                                                                   "李白出生于碎叶城"]
-    predicted = extractor.predict(texts)
-    path = extractor.export(tmp_path / "export")
+    sentences = [json.loads(line)["text"] for line in dev.read_text().splitlines()]
+    long_text = " ".join(sentences)
+    texts = sentences + [long_text, "", "  ", "😀 🎉", "李白出生于碎叶城"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                                       encoding="utf-8")
+    capsys.readouterr()
+    assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.jsonl")]) == 0
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert [p["text"] for p in predicted] == texts
+    path = GPLinkerExtractor.load(tmp / "run").export(tmp_path / "export")
     ops = list_ops(path)
     assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
-    assert non_core_ops(list_ops(extractor.export(tmp_path / "export", input="ids"))) == []
     (tmp_path / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
     (tmp_path / "serve.py").write_text(FRESH_PROCESS, encoding="utf-8")
     subprocess.run([sys.executable, str(tmp_path / "serve.py"), str(path), str(tmp_path / "texts.json"),
-                    str(tmp_path / "out.json")], check=True, env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                    str(tmp_path / "out.json")], check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     served = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
 
     def key(t):
@@ -315,6 +314,9 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
     for text, ours, theirs in zip(texts, predicted, served):
         assert [key(t) for t in ours["triples"]] == [key(t) for t in theirs], text[:80]
         np.testing.assert_allclose([t["score"] for t in ours["triples"]], [t["score"] for t in theirs], atol=2e-4)
+        for t in theirs:
+            assert all(text[t[p]["start"] : t[p]["end"]] == t[p]["text"] != "" for p in ("subject", "object"))
+            assert 0.5 < t["score"] <= 1  # every logit of a triple is above 0
         total += len(theirs)
     assert total > 300 and len(served[texts.index(long_text)]) > 100  # decoded across many windows
     assert served[-4:-1] == [[], [], []]

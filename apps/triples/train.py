@@ -12,7 +12,8 @@ The machinery is every app's (:meth:`apps.base.task.Task.train`,
 :mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
 ``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
 with one random gold subject per row, redrawn every epoch:
-:class:`apps.triples.batches.SubjectSampledBatches`), dev evaluation after
+:class:`apps.triples.batches.SubjectSampledBatches`, for the CasRel head;
+every subject at once for the GPLinker head, :mod:`apps.triples.gplinker`), dev evaluation after
 each epoch with early stopping and atomic best-model saves, ``--resume``
 through ``BackupAndRestore``, TensorBoard, precision policies and
 MirroredStrategy.
@@ -20,8 +21,9 @@ MirroredStrategy.
 What ends up in ``OUTPUT``:
 
 * ``model/`` -- the best model on dev triple F1 (``model.keras``,
-  ``vocab.txt``, ``extractor.json``, ``dev_scores.json``), replaced atomically
-  when a later epoch is better;
+  ``vocab.txt``, ``extractor.json`` -- ``gplinker.json`` with ``--head
+  gplinker`` -- and ``dev_scores.json``), replaced atomically when a later
+  epoch is better;
 * ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
   per epoch; ``metrics.json`` -- the best dev scores;
 * ``logs/`` -- TensorBoard; ``backup/`` -- only while training.
