@@ -149,8 +149,9 @@ class _JackLikesBoy:
         pair = jack[:, :, None] & boy[:, None, :]
         none = -tf.ones_like(tf.cast(pair, tf.float32))
         head = tf.where(pair, 0.5 + 0.1 * position, -1.0)
+        tail = tf.where(pair, 3.0, -1.0)
         return {"entities": tf.stack([spans(jack), spans(boy)], -1),
-                "heads": tf.stack([head, none, none], -1), "tails": tf.stack([tf.where(pair, 3.0, -1.0), none, none], -1)}
+                "heads": tf.stack([head, none, none], -1), "tails": tf.stack([tail, none, none], -1)}
 
 
 def test_the_windows_of_a_long_text_through_the_pipeline():
