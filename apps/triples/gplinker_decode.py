@@ -24,7 +24,9 @@ composes it with the model). Per window row (bert4keras's GPLinker rule):
    a triple whose subject and object share no window cannot be found.
 
 The thresholds are fixed at logit 0 (probability 0.5); this head has no
-threshold options.
+threshold options. The links are read for every (subject, object) pair of a
+row, ``P`` logits each: the work grows with the number of pairs, small for a
+trained model, large for an untrained one that finds spans everywhere.
 """
 
 from apps.triples.decode import unique_triples

@@ -131,8 +131,8 @@ class TriplesTask(Task):
             parser.add_argument("--mode", dest="eval_mode", choices=EVAL_MODES, help=argparse.SUPPRESS)
         parser.add_argument("--threshold-start", type=float, help="start pointer threshold (default: the model's; "
                             "casrel head only)")
-        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's)"
-                            + ("; baked into the graph" if command == "export" else ""))
+        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's; "
+                            "casrel head only)" + ("; baked into the graph" if command == "export" else ""))
 
     def configure(self, extractor, args):
         given = {}
