@@ -14,9 +14,15 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
 
     python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
                                    [--learning-rate 1e-4] [--max-train-examples N]
+                                   [--head casrel|gplinker]
 
-Each child's full training log goes to WORKDIR/<dataset>.log (follow it with
-``tail -f``); the summary table is printed at the end.
+``--head`` picks the triple head (``kerasbert triples train --head``); a run's
+folder is WORKDIR/<dataset> for casrel, WORKDIR/<dataset>_gplinker for
+gplinker, so the two heads' runs are kept apart.
+
+Each child's full training log goes to WORKDIR/<dataset>.log
+(``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
+summary table is printed at the end.
 """
 
 import argparse
@@ -56,7 +62,7 @@ def child(args):
     sys.path.insert(0, str(ROOT))
     from apps.triples.data import read_triples_file
     from apps.triples.evaluate import score
-    from apps.triples.extractor import Extractor
+    from apps.triples.train import TRIPLES
     from apps.triples.train import TriplesTrainSettings
     from apps.triples.train import train
 
@@ -66,19 +72,19 @@ def child(args):
     else:
         folder, tr, dv, te = DATASETS[args.child]
         train_path, dev_path, test_path = (SHARED / folder / f for f in (tr, dv, te))
-    out = workdir / args.child
+    out = workdir / (args.child if args.head == "casrel" else f"{args.child}_{args.head}")
     config = TriplesTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
         epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
-        eval_mode="partial" if args.child == "webnlg_star" else "exact",
+        eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head,
     )
     if (out / "metrics.json").exists() and (out / "model").exists():
         print(f"{out} holds a finished run: reusing its model and metrics (delete it to retrain)")
         metrics = json.loads((out / "metrics.json").read_text())
     else:
         metrics = train(config)
-    extractor = Extractor.load(out / "model")
+    extractor = TRIPLES.load(out / "model")
     test = read_triples_file(test_path).examples
     texts = [e.text for e in test]
     predictions = extractor.predict(texts, batch_size=32)  # warm-up: traces every batch shape
@@ -90,7 +96,7 @@ def child(args):
     seconds = sorted(passes)[1]
     scores = score(test, predictions)
     result = {
-        "dataset": args.child, "dev_f1": metrics["dev"]["f1"],
+        "dataset": args.child, "head": args.head, "dev_f1": metrics["dev"]["f1"],
         "test_exact_f1": scores["exact"]["f1"], "test_partial_f1": scores["partial"]["f1"],
         "by_overlap": {k: v["f1"] for k, v in scores["by_overlap"].items()},
         "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],
@@ -106,6 +112,7 @@ def main():
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak encoder learning rate")
     parser.add_argument("--max-train-examples", type=int, default=0, help="first N training sentences (0: all)")
+    parser.add_argument("--head", choices=("casrel", "gplinker"), default="casrel", help="the triple head")
     parser.add_argument("--checkpoint", default=str(MINILM))
     parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -113,15 +120,16 @@ def main():
     if args.child:
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
-    print(f"MiniLM (6 layers, H=384), {args.epochs} epochs, batch 16, max length {args.max_length}, "
+    print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch 16, max length {args.max_length}, "
           f"encoder learning rate {args.learning_rate:g}\n", flush=True)
     results = []
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
         command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
                    "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir,
-                   "--learning-rate", str(args.learning_rate), "--max-train-examples", str(args.max_train_examples)]
-        log = Path(args.workdir) / f"{name}.log"
+                   "--learning-rate", str(args.learning_rate), "--max-train-examples", str(args.max_train_examples),
+                   "--head", args.head]
+        log = Path(args.workdir) / (f"{name}.log" if args.head == "casrel" else f"{name}_{args.head}.log")
         print(f"{name}: training, log in {log}", flush=True)
         with open(log, "w") as handle:
             run = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, text=True,
@@ -132,11 +140,11 @@ def main():
             continue
         print("\n".join(lines), flush=True)
         results.append(json.loads(lines[-1][7:]))
-    print("\n| dataset | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| dataset | head | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         o = r["by_overlap"]
-        print(f"| {r['dataset']} | {r['dev_f1'] * 100:.1f} | {r['test_exact_f1'] * 100:.1f} | {r['test_partial_f1'] * 100:.1f} |"
+        print(f"| {r['dataset']} | {r['head']} | {r['dev_f1'] * 100:.1f} | {r['test_exact_f1'] * 100:.1f} | {r['test_partial_f1'] * 100:.1f} |"
               f" {o['normal'] * 100:.1f} / {o['SEO'] * 100:.1f} / {o['EPO'] * 100:.1f} | {r['train_tokens_per_s'] or 0:.0f} |"
               f" {r['infer_sentences_per_s']:.1f} |")
 

@@ -55,27 +55,37 @@ class SpanFeatureReport(FeatureReport):
 
 
 class _EndsPadded:
-    """The model with its ``logits`` padded (or cut) to ``length`` on the end
-    axis, so that every group of rows gives ``[rows, len, length, types]``
-    and the runners can stack them: ``__call__`` in TensorFlow graphs
+    """The model with its ``keys`` outputs (default ``logits``; each ``[rows,
+    len, len, k]``) padded (or cut) to ``length`` on the end axis, so that
+    every group of rows gives ``[rows, len, length, k]`` and the runners can
+    stack them: ``__call__`` in TensorFlow graphs
     (:class:`~apps.base.pipeline.GraphRunner`), ``predict_on_batch`` on the
     host (:class:`~apps.base.pipeline.HostRunner`)."""
 
-    def __init__(self, model, length):
+    def __init__(self, model, length, keys=("logits",)):
         self.model = model
         self.length = int(length)
+        self.keys = tuple(keys)
 
     def __call__(self, rows):
         import tensorflow as tf
 
-        logits = tf.cast(self.model(rows, training=False)["logits"], tf.float32)
-        pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
-        return {"logits": tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]}
+        out = self.model(rows, training=False)
+        padded = {}
+        for key in self.keys:
+            logits = tf.cast(out[key], tf.float32)
+            pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
+            padded[key] = tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]
+        return padded
 
     def predict_on_batch(self, rows):
-        logits = np.asarray(self.model.predict_on_batch(rows)["logits"], np.float32)
-        pad = max(self.length - logits.shape[2], 0)
-        return {"logits": np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]}
+        out = self.model.predict_on_batch(rows)
+        padded = {}
+        for key in self.keys:
+            logits = np.asarray(out[key], np.float32)
+            pad = max(self.length - logits.shape[2], 0)
+            padded[key] = np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]
+        return padded
 
 
 class SpanTagger(Pipeline):

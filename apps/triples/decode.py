@@ -115,6 +115,17 @@ def triples(model, thresholds, n_predicates, inputs, n_rows, row_text, offsets, 
         "object_end": at(o_end, 1),
     }
     score = tf.sqrt(tf.gather(s_score, subject) * o_score)
+    return unique_triples(fields, score)
+
+
+def unique_triples(fields, score):
+    """Flat triples (``fields``: 1-D ``text``, ``subject_start``,
+    ``subject_end``, ``predicate``, ``object_start``, ``object_end``; ``score``)
+    with a triple found in several windows kept once, with its highest score,
+    sorted by (text, subject start, subject end, predicate, object start,
+    object end); ``score`` joins the returned fields."""
+    import tensorflow as tf
+
     # The same triple from several windows: keep one, with the highest score.
     key = tf.strings.reduce_join(tf.strings.as_string(tf.stack(list(fields.values()), 1)), axis=1, separator=",")
     unique, which = tf.unique(key)

@@ -12,7 +12,8 @@ The machinery is every app's (:meth:`apps.base.task.Task.train`,
 :mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
 ``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
 with one random gold subject per row, redrawn every epoch:
-:class:`apps.triples.batches.SubjectSampledBatches`), dev evaluation after
+:class:`apps.triples.batches.SubjectSampledBatches`, for the CasRel head;
+every subject at once for the GPLinker head, :mod:`apps.triples.gplinker`), dev evaluation after
 each epoch with early stopping and atomic best-model saves, ``--resume``
 through ``BackupAndRestore``, TensorBoard, precision policies and
 MirroredStrategy.
@@ -20,8 +21,9 @@ MirroredStrategy.
 What ends up in ``OUTPUT``:
 
 * ``model/`` -- the best model on dev triple F1 (``model.keras``,
-  ``vocab.txt``, ``extractor.json``, ``dev_scores.json``), replaced atomically
-  when a later epoch is better;
+  ``vocab.txt``, ``extractor.json`` -- ``gplinker.json`` with ``--head
+  gplinker`` -- and ``dev_scores.json``), replaced atomically when a later
+  epoch is better;
 * ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
   per epoch; ``metrics.json`` -- the best dev scores;
 * ``logs/`` -- TensorBoard; ``backup/`` -- only while training.
@@ -38,6 +40,8 @@ from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
 
 EVAL_MODES = ("exact", "partial")
+#: ``--head`` choices: CasRel's cascade (the default) and GPLinker.
+HEADS = ("casrel", "gplinker")
 FORMATS = ("auto",) + DATA_FORMATS
 
 
@@ -62,26 +66,48 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
                           "(default: the training data's predicates)")
     threshold_start: float = setting(0.5, "a start pointer fires when its probability is above this")
     threshold_end: float = setting(0.5, "an end pointer fires when its probability is above this")
+    head: str = setting("casrel", "the triple head: casrel finds subjects, then the objects of ONE subject at a "
+                        "time (one gold subject sampled per row and step in training); gplinker scores every "
+                        "subject and object span and every head-to-head / tail-to-tail link per predicate at once "
+                        "(GlobalPointers: nested and overlapping entities; spans and links hold above logit 0, "
+                        "so --threshold-start/--threshold-end do not apply)", HEADS)
+    pointer_size: int = setting(64, "query/key size of each GlobalPointer of the gplinker head")
 
     def check(self):
         super().check()
         for key in ("threshold_start", "threshold_end"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")
+        if self.head == "gplinker":
+            if (self.threshold_start, self.threshold_end) != (0.5, 0.5):
+                raise KerasbertError("--threshold-start/--threshold-end are the casrel head's; the gplinker head has "
+                                     "no thresholds (a span or link holds where its logit is above 0)")
+            if self.pointer_size < 2 or self.pointer_size % 2:
+                raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), "
+                                     f"got {self.pointer_size}")
 
 
 class TriplesTask(Task):
     name = "triples"
     help = "relation-triple extraction: train, evaluate, predict, export"
-    description = "CasRel-style span-pointer (subject, predicate, object) extraction on a BERT encoder."
+    description = ("(subject, predicate, object) extraction on a BERT encoder: CasRel-style span pointers "
+                   "(--head casrel, the default) or GPLinker (--head gplinker).")
     trains = "a triple extractor"
     train_settings = TriplesTrainSettings
     read_settings = TriplesReadSettings
 
     def pipeline_class(self, settings=None):
         from apps.triples.extractor import Extractor
+        from apps.triples.gplinker import GPLinkerExtractor
 
-        return Extractor
+        return GPLinkerExtractor if getattr(settings, "head", None) == "gplinker" else Extractor
+
+    def load(self, model_dir, verbose=False):
+        from apps.triples.extractor import Extractor
+        from apps.triples.gplinker import GPLinkerExtractor
+        from apps.triples.gplinker import is_gplinker_model
+
+        return (GPLinkerExtractor if is_gplinker_model(model_dir) else Extractor).load(model_dir, verbose=verbose)
 
     def read(self, path, settings, what="data"):
         from apps.triples.data import read_triples_file
@@ -103,9 +129,10 @@ class TriplesTask(Task):
     def add_options(self, parser, command):
         if command == "evaluate":  # the pre-settings name of --eval-mode, kept working
             parser.add_argument("--mode", dest="eval_mode", choices=EVAL_MODES, help=argparse.SUPPRESS)
-        parser.add_argument("--threshold-start", type=float, help="start pointer threshold (default: the model's)")
-        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's)"
-                            + ("; baked into the graph" if command == "export" else ""))
+        parser.add_argument("--threshold-start", type=float, help="start pointer threshold (default: the model's; "
+                            "casrel head only)")
+        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's; "
+                            "casrel head only)" + ("; baked into the graph" if command == "export" else ""))
 
     def configure(self, extractor, args):
         given = {}

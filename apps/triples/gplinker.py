@@ -1,0 +1,198 @@
+"""The GPLinker triple head (``--head gplinker``): raw text -> triples, every subject and object at once.
+
+A :class:`GPLinkerExtractor` is an :class:`~apps.triples.extractor.Extractor`
+(the same readers, training-row alignment, windows, result format, scoring,
+``predict`` / ``evaluate`` / ``export``) around a trained
+:class:`~apps.triples.gplinker_model.GPLinkerModel`: per window, the model's
+span and link logits (step 2, one pass: no per-subject call), then
+:func:`apps.triples.gplinker_decode.linked_triples` (step 3: spans and links
+above logit 0, the triple scored by the sigmoid of its lowest logit, windows
+merged as for the CasRel head).
+
+Training rows: each window holds the triples whose subject and object both
+lie inside it (as for the CasRel head); its labels are sparse codes per row
+position (:meth:`GPLinkerExtractor.window_labels`): the subject and object
+spans, and for each triple the head link (subject start -> object start) and
+the tail link (subject end -> object end) of its predicate. Every subject of
+a row is trained at every step (CasRel samples one per step).
+
+There are no thresholds to set: a span or link holds where its logit is
+above 0. The folder's settings file is ``gplinker.json`` (with ``"head":
+"gplinker"``), so ``predict``, ``evaluate`` and ``export`` load this head.
+"""
+
+import numpy as np
+
+from apps.triples.extractor import Extractor
+from kerasbert.errors import KerasbertError
+
+#: The model folder's settings file (a CasRel extractor's is ``extractor.json``).
+SETTINGS_FILE = "gplinker.json"
+HEAD = "gplinker"
+
+
+class GPLinkerExtractor(Extractor):
+    """A trained GPLinker triple extractor: predict triples with character offsets.
+
+    Args:
+        model: a :class:`~apps.triples.gplinker_model.GPLinkerModel` (or any
+            Keras model with the encoder's inputs and outputs ``entities``
+            ``[batch, len, len, 2]``, ``heads`` and ``tails`` ``[batch, len,
+            len, P]``, logits).
+        tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
+        predicates: predicate names, index = the model's predicate channel.
+        max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
+        overlap: tokens shared by consecutive windows of a long text.
+    """
+
+    settings_file = SETTINGS_FILE
+    model_module = "apps.triples.gplinker_model"
+    thresholds = None
+
+    def __init__(self, model, tokenizer, predicates, max_length=128, overlap=None):
+        super(Extractor, self).__init__(model, tokenizer, predicates, max_length=max_length, overlap=overlap)
+        self.predicate_ids = {p: i for i, p in enumerate(self.predicates)}
+
+    def settings(self):
+        return {**super(Extractor, self).settings(), "head": HEAD}
+
+    @classmethod
+    def from_settings(cls, model, tokenizer, settings):
+        settings = dict(settings)
+        head = settings.pop("head", HEAD)
+        if head != HEAD:
+            raise KerasbertError(f"a {cls.settings_file} folder holds the {HEAD} head, not {head!r}")
+        return super().from_settings(model, tokenizer, settings)
+
+    def with_thresholds(self, thresholds):
+        raise KerasbertError("the gplinker head has no thresholds (--threshold-start/--threshold-end are the CasRel "
+                             "head's): a span or link holds where its logit is above 0")
+
+    # ------------------------------------------------------------ training rows
+    def window_labels(self, state, w_start, w_end, report):
+        n = w_end - w_start + 2
+        n_predicates = len(self.predicates)
+        entity_codes = [set() for _ in range(n)]
+        head_codes = [set() for _ in range(n)]
+        tail_codes = [set() for _ in range(n)]
+        subjects = set()
+        for k, (sf, sl, p, of, ol) in enumerate(state["aligned"]):
+            if not (w_start <= min(sf, of) and max(sl, ol) < w_end):
+                continue
+            state["used"].add(k)
+            sf, sl, of, ol = (x - w_start + 1 for x in (sf, sl, of, ol))
+            subjects.add((sf, sl))
+            entity_codes[sf].add(sl * 2 + 0 + 1)
+            entity_codes[of].add(ol * 2 + 1 + 1)
+            head_codes[sf].add(of * n_predicates + p + 1)
+            tail_codes[sl].add(ol * n_predicates + p + 1)
+        report.subjects += len(subjects)
+        report.rows_without_triples += not subjects
+        return {name: _codes(codes) for name, codes in
+                (("entity_codes", entity_codes), ("head_codes", head_codes), ("tail_codes", tail_codes))}
+
+    def features(self, examples, report=None):
+        """:meth:`Pipeline.features`, each code array of every row widened to
+        the same number of columns (the most codes at one position)."""
+        rows, report = super().features(examples, report)
+        for name in ("entity_codes", "head_codes", "tail_codes"):
+            if rows.get(name):
+                k = max(c.shape[1] for c in rows[name])
+                rows[name] = [np.pad(c, [(0, 0), (0, k - c.shape[1])]) for c in rows[name]]
+        return rows, report
+
+    # ---------------------------------------------------------------- inference
+    def _logits(self, inputs, n_rows, width, run):
+        """The model's three outputs over the rows, ``[n_rows, width, width, k]`` float32."""
+        import tensorflow as tf
+
+        from apps.ner.span_tagger import _EndsPadded
+        from apps.triples.gplinker_model import OUTPUTS
+
+        out = run.rows(_EndsPadded(self.model, self.max_length, OUTPUTS), inputs)
+        return {k: tf.cast(out[k], tf.float32)[:n_rows, :width, :width] for k in OUTPUTS}
+
+    def infer(self, texts, windows, run):
+        import tensorflow as tf
+
+        from apps.triples.decode import per_text
+        from apps.triples.gplinker_decode import linked_triples
+        from kerasbert.export import nonempty_encoder_inputs
+
+        n_rows = tf.shape(windows["token_ids"])[0]
+        width = tf.shape(windows["token_ids"])[1]
+        inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        positions = tf.range(width)[None, :]
+        n = windows["token_end"] - windows["token_start"]
+        allowed = (positions >= 1) & (positions <= n[:, None])
+        fields = linked_triples(self._logits(inputs, n_rows, width, run), windows["text_index"], windows["offsets"],
+                                allowed)
+        return per_text(fields, tf.size(windows["num_tokens"]), self.predicates, texts)
+
+    def ids_endpoint(self):
+        """``token_ids``, ``segment_ids``, ``padding_mask`` (int32 [batch, len],
+        one window per row, ``[CLS] ... [SEP]``) -> the ``text`` signature's
+        outputs without ``subject``/``object`` strings, with TOKEN positions
+        (row position of the first token, last + 1) instead of character
+        offsets; core TensorFlow ops only."""
+        from apps.base.pipeline import GraphRunner
+        from apps.triples.decode import per_text
+        from apps.triples.gplinker_decode import linked_triples
+        from kerasbert.export import nonempty_encoder_inputs
+
+        def serve(token_ids, segment_ids, padding_mask):
+            import tensorflow as tf
+
+            n_rows = tf.shape(token_ids)[0]
+            length = tf.shape(token_ids)[1]
+            rows = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+            inputs = nonempty_encoder_inputs(rows, self.tokenizer.cls_id, self.tokenizer.sep_id)
+            positions = tf.range(length)
+            n = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)  # [CLS] + tokens + [SEP]
+            allowed = (positions[None, :] >= 1) & (positions[None, :] < n[:, None] - 1)
+            offsets = tf.tile(tf.stack([positions, positions + 1], 1)[None], [n_rows, 1, 1])
+            fields = linked_triples(self._logits(inputs, n_rows, length, GraphRunner()), tf.range(n_rows), offsets,
+                                    allowed)
+            return per_text(fields, n_rows, self.predicates)
+
+        return serve
+
+    # --------------------------------------------------------------- training
+    @classmethod
+    def build_model(cls, encoder, predicates, settings):
+        from apps.triples.gplinker_model import GPLinkerModel
+
+        return GPLinkerModel(encoder, len(predicates), head_size=settings.pointer_size, dropout=settings.dropout,
+                             layer_mix=settings.freeze_encoder)
+
+    @classmethod
+    def for_training(cls, model, tokenizer, predicates, settings):
+        return cls(model, tokenizer, predicates, max_length=settings.max_length)
+
+    def batches(self, rows, settings, targets=()):
+        from kerasbert.training import BucketedBatches
+
+        if targets:
+            raise KerasbertError("the gplinker head cannot be distilled")
+        return BucketedBatches(rows, settings.batch_size, targets=("entity_codes", "head_codes", "tail_codes"),
+                               seed=settings.seed, max_width=self.max_length)
+
+
+def _codes(per_position):
+    """Sets of codes per row position -> int32 ``[positions, K]`` (0 pads, K >= 1)."""
+    k = max(1, max(len(c) for c in per_position))
+    out = np.zeros((len(per_position), k), np.int32)
+    for position, codes in enumerate(per_position):
+        out[position, : len(codes)] = sorted(codes)
+    return out
+
+
+def is_gplinker_model(directory):
+    """Whether ``directory`` (a model folder or a training run's output
+    folder) holds a :class:`GPLinkerExtractor`."""
+    from pathlib import Path
+
+    from kerasbert.saving import MODEL_DIR
+
+    directory = Path(directory)
+    return (directory / SETTINGS_FILE).exists() or (directory / MODEL_DIR / SETTINGS_FILE).exists()
