@@ -281,7 +281,8 @@ def test_thresholds_are_refused(run, tmp_path, capsys):
 def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, capsys):
     """``triples predict`` (the CLI) and the text-in SavedModel in a process
     that imports only TensorFlow and TF-Text: the same triples and offsets,
-    scores within 2e-4, the export's ops on the allowlist."""
+    scores within 2e-4, the export's ops on the allowlist; and the ``--input
+    ids`` export, core ops only, gives the same triples as token spans."""
     import os
     import subprocess
     import sys
@@ -289,16 +290,23 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, 
     from test_triples_export import FRESH_PROCESS
 
     tmp, (_, dev) = run
+    extractor = GPLinkerExtractor.load(tmp / "run")
     sentences = [json.loads(line)["text"] for line in dev.read_text().splitlines()]
+    short = []
+    for sentence in sentences:  # the longest word prefix of each dev text that fits one window
+        words = sentence.split()
+        while len(extractor.tokenizer.tokenize(" ".join(words))) > extractor.max_length - 2:
+            words.pop()
+        short.append(" ".join(words))
     long_text = " ".join(sentences)
-    texts = sentences + [long_text, "", "  ", "😀 🎉", "李白出生于碎叶城"]
+    texts = sentences + [long_text, "", "  ", "😀 🎉", "李白出生于碎叶城"] + short
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
                                        encoding="utf-8")
     capsys.readouterr()
     assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.jsonl")]) == 0
     predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert [p["text"] for p in predicted] == texts
-    path = GPLinkerExtractor.load(tmp / "run").export(tmp_path / "export")
+    path = extractor.export(tmp_path / "export")
     ops = list_ops(path)
     assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
     (tmp_path / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
@@ -320,7 +328,27 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, 
             assert 0.5 < t["score"] <= 1  # every logit of a triple is above 0
         total += len(theirs)
     assert total > 300 and len(served[texts.index(long_text)]) > 100  # decoded across many windows
-    assert served[-4:-1] == [[], [], []]
+    assert served[-4 - len(short):-1 - len(short)] == [[], [], []]
+
+    # --input ids (core ops only): for the texts that fit one window, its token
+    # spans map through the tokenizer's offsets to the triples predict gave
+    ids_path = extractor.export(tmp_path / "ids", input="ids")
+    assert non_core_ops(list_ops(ids_path)) == []
+    batch = extractor.tokenizer(short, max_length=extractor.max_length)
+    got = tf.saved_model.load(str(ids_path)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in batch.inputs.items()})
+    found = 0
+    for i, result in enumerate(predicted[-len(short):]):
+        offsets, n = batch.offsets[i], int(got["count"][i])
+        from_ids = [(int(offsets[got["subject_start"][i, k]][0]), int(offsets[got["subject_end"][i, k] - 1][1]),
+                     got["predicate"][i, k].numpy().decode(),
+                     int(offsets[got["object_start"][i, k]][0]), int(offsets[got["object_end"][i, k] - 1][1]))
+                    for k in range(n)]
+        assert from_ids == [(t["subject"]["start"], t["subject"]["end"], t["predicate"], t["object"]["start"],
+                             t["object"]["end"]) for t in result["triples"]], short[i]
+        np.testing.assert_allclose(got["score"][i, :n].numpy(), [t["score"] for t in result["triples"]], atol=2e-4)
+        found += n
+    assert found > 0
 
 
 # --- settings

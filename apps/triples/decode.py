@@ -171,3 +171,21 @@ def per_text(fields, n_texts, predicates, texts=None):
             start, end = fields[f"{side}_start"], fields[f"{side}_end"]
             outputs[side] = padded(tf.strings.substr(source, start, end - start, unit="UTF8_CHAR"), "")
     return outputs
+
+
+def id_rows(token_ids, segment_ids, padding_mask, cls_id, sep_id):
+    """What an ``ids`` endpoint decodes from (one window per row, ``[CLS] ...
+    [SEP]``): ``(inputs, allowed, offsets)`` -- the encoder inputs (empty rows
+    made valid), the positions a span may start or end at (the tokens between
+    ``[CLS]`` and ``[SEP]``), and TOKEN positions as offsets (position, + 1)."""
+    import tensorflow as tf
+
+    from kerasbert.export import nonempty_encoder_inputs
+
+    rows = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+    inputs = nonempty_encoder_inputs(rows, cls_id, sep_id)
+    positions = tf.range(tf.shape(token_ids)[1])
+    n = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)  # [CLS] + tokens + [SEP]
+    allowed = (positions[None, :] >= 1) & (positions[None, :] < n[:, None] - 1)
+    offsets = tf.tile(tf.stack([positions, positions + 1], 1)[None], [tf.shape(token_ids)[0], 1, 1])
+    return inputs, allowed, offsets

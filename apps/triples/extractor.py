@@ -226,21 +226,16 @@ class Extractor(Pipeline):
         (row position of the first token, last + 1) instead of character
         offsets; core TensorFlow ops only."""
         from apps.base.pipeline import GraphRunner
+        from apps.triples.decode import id_rows
         from apps.triples.decode import per_text
         from apps.triples.decode import triples
-        from kerasbert.export import nonempty_encoder_inputs
 
         def serve(token_ids, segment_ids, padding_mask):
             import tensorflow as tf
 
             n_rows = tf.shape(token_ids)[0]
-            rows = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-            inputs = nonempty_encoder_inputs(rows, self.tokenizer.cls_id, self.tokenizer.sep_id)
-            length = tf.shape(token_ids)[1]
-            positions = tf.range(length)
-            n = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)  # [CLS] + tokens + [SEP]
-            allowed = (positions[None, :] >= 1) & (positions[None, :] < n[:, None] - 1)
-            offsets = tf.tile(tf.stack([positions, positions + 1], 1)[None], [n_rows, 1, 1])
+            inputs, allowed, offsets = id_rows(token_ids, segment_ids, padding_mask, self.tokenizer.cls_id,
+                                               self.tokenizer.sep_id)
             fields = triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, tf.range(n_rows),
                              offsets, allowed, GraphRunner())
             return per_text(fields, n_rows, self.predicates)
