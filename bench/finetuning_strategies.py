@@ -17,8 +17,10 @@ eng.testb (test) with seqeval; reported: test F1, trainable and total weights
 Tokens/s come from a separate short pass (part ``speed``): each system
 trains 2 epochs on the first ``--speed-examples`` sentences and the second
 epoch's real (unpadded) WordPiece tokens per second are kept (the first
-includes graph tracing); the systems run one after another in one process
-tree, so their ratio is the figure to read. System ``pretrain`` (part
+includes graph tracing); the systems take turns (``--speed-repeats``
+rounds, default 3) and each one's median pass is reported with every pass:
+on a shared VM one pass can be 30% off, so their ratio is the figure to read
+and the spread says how far to trust it. System ``pretrain`` (part
 ``speed`` only, ``--systems full,pretrain``) times ``kerasbert pretrain``
 the same way on the CoNLL training sentences as plain text, packed to 128
 (every position a real token), for the pre-training throughput target
@@ -43,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -137,37 +140,46 @@ def conll_text(source, target, sentences):
     return len(lines)
 
 
-def speed_pretrain(args, work):
+def speed_pretrain(args, work, suffix=""):
     """Masked-LM training tokens/s (every position of the packed sequences is
     a real token) on the CoNLL training sentences; 2 epochs of
     ``--pretrain-speed-steps`` batches of 32 x 128, the second timed."""
     text = work / "speed" / "pretrain_text.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     conll_text(CONLL / "eng.train.gz", text, 4000)
-    output = work / "speed" / "pretrain"
+    output = work / "speed" / ("pretrain" + suffix)
     run(["pretrain", "--checkpoint", str(MINILM), "--text", str(text), "--output", str(output),
          "--max-length", "128", "--batch-size", "32", "--steps-per-epoch", str(args.pretrain_speed_steps),
-         "--epochs", "2"], work / "speed.pretrain.log")
+         "--epochs", "2"], work / f"speed.pretrain{suffix}.log")
     metrics = json.loads((output / "metrics.json").read_text())
-    return result(part="speed", system="pretrain", steps_per_epoch=args.pretrain_speed_steps, batch_size=32,
-                  max_length=128, tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))
+    return dict(steps_per_epoch=args.pretrain_speed_steps, batch_size=32, max_length=128,
+                tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))
 
 
 def part_speed(args, work):
+    """Each system's speed pass ``--speed-repeats`` times, the systems
+    interleaved (A B C, A B C, ...) so that a slow spell of the machine hits
+    them alike; each system's median pass is reported with every pass."""
+    passes = {name: [] for name in args.systems.split(",")}
+    for repeat in range(args.speed_repeats):
+        for name in passes:
+            suffix = f".{repeat + 1}" if args.speed_repeats > 1 else ""
+            if name == "pretrain":
+                passes[name].append(speed_pretrain(args, work, suffix))
+                continue
+            output = work / "speed" / (name + suffix)
+            run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(CONLL / "eng.train.gz"),
+                 "--dev", str(CONLL / "eng.testa"), "--output", str(output), "--epochs", "2", "--batch-size", "32",
+                 "--max-length", "128", "--max-train-examples", str(args.speed_examples), "--max-dev-examples", "50",
+                 "--patience", "0", *SYSTEMS[name]], work / f"speed.{name}{suffix}.log")
+            metrics = json.loads((output / "metrics.json").read_text())
+            passes[name].append(dict(examples=args.speed_examples, tokens_per_epoch=metrics["train_tokens_per_epoch"],
+                                     tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1)))
     rows = []
-    for name in args.systems.split(","):
-        if name == "pretrain":
-            rows.append(speed_pretrain(args, work))
-            continue
-        output = work / "speed" / name
-        run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(CONLL / "eng.train.gz"),
-             "--dev", str(CONLL / "eng.testa"), "--output", str(output), "--epochs", "2", "--batch-size", "32",
-             "--max-length", "128", "--max-train-examples", str(args.speed_examples), "--max-dev-examples", "50",
-             "--patience", "0", *SYSTEMS[name]], work / f"speed.{name}.log")
-        metrics = json.loads((output / "metrics.json").read_text())
-        rows.append(result(part="speed", system=name, examples=args.speed_examples,
-                           tokens_per_epoch=metrics["train_tokens_per_epoch"],
-                           tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1)))
+    for name, runs in passes.items():
+        rows.append(result(part="speed", system=name, **{k: v for k, v in runs[0].items() if k != "tokens_per_s"},
+                           passes=len(runs), tokens_per_s=round(statistics.median(r["tokens_per_s"] for r in runs), 1),
+                           every_pass=[r["tokens_per_s"] for r in runs]))
     return rows
 
 
@@ -244,6 +256,8 @@ def main():
     parser.add_argument("--work", default="/tmp/kerasbert-strategies")
     parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per system")
     parser.add_argument("--speed-examples", type=int, default=1000)
+    parser.add_argument("--speed-repeats", type=int, default=3,
+                        help="speed passes per system, interleaved; the median is reported")
     parser.add_argument("--pretrain-steps", type=int, default=30)
     parser.add_argument("--pretrain-speed-steps", type=int, default=12,
                         help="batches per epoch of the pre-training speed pass (--systems ...,pretrain)")
