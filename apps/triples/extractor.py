@@ -195,7 +195,6 @@ class Extractor(Pipeline):
         import tensorflow as tf
 
         from apps.triples.decode import per_text
-        from apps.triples.decode import triples
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -203,9 +202,17 @@ class Extractor(Pipeline):
         positions = tf.range(tf.shape(windows["token_ids"])[1])[None, :]
         n = windows["token_end"] - windows["token_start"]
         allowed = (positions >= 1) & (positions <= n[:, None])
-        fields = triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows,
-                         windows["text_index"], windows["offsets"], allowed, run)
+        fields = self.decode(inputs, n_rows, windows["text_index"], windows["offsets"], allowed, run)
         return per_text(fields, tf.size(windows["num_tokens"]), self.predicates, texts)
+
+    def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
+        """The head's in-graph decoding of window rows: the flat triple fields
+        of :func:`apps.triples.decode.unique_triples` (what ``infer`` and the
+        ``ids`` endpoint share; a head overrides only this)."""
+        from apps.triples.decode import triples
+
+        return triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, row_text, offsets,
+                       allowed, run)
 
     def result(self, text, row):
         triples = []
@@ -228,7 +235,6 @@ class Extractor(Pipeline):
         from apps.base.pipeline import GraphRunner
         from apps.triples.decode import id_rows
         from apps.triples.decode import per_text
-        from apps.triples.decode import triples
 
         def serve(token_ids, segment_ids, padding_mask):
             import tensorflow as tf
@@ -236,8 +242,7 @@ class Extractor(Pipeline):
             n_rows = tf.shape(token_ids)[0]
             inputs, allowed, offsets = id_rows(token_ids, segment_ids, padding_mask, self.tokenizer.cls_id,
                                                self.tokenizer.sep_id)
-            fields = triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, tf.range(n_rows),
-                             offsets, allowed, GraphRunner())
+            fields = self.decode(inputs, n_rows, tf.range(n_rows), offsets, allowed, GraphRunner())
             return per_text(fields, n_rows, self.predicates)
 
         return serve

@@ -112,46 +112,13 @@ class GPLinkerExtractor(Extractor):
         out = run.rows(_EndsPadded(self.model, self.max_length, OUTPUTS), inputs)
         return {k: tf.cast(out[k], tf.float32)[:n_rows, :width, :width] for k in OUTPUTS}
 
-    def infer(self, texts, windows, run):
+    def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
         import tensorflow as tf
 
-        from apps.triples.decode import per_text
-        from apps.triples.gplinker_decode import linked_triples
-        from kerasbert.export import nonempty_encoder_inputs
-
-        n_rows = tf.shape(windows["token_ids"])[0]
-        width = tf.shape(windows["token_ids"])[1]
-        inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
-        positions = tf.range(width)[None, :]
-        n = windows["token_end"] - windows["token_start"]
-        allowed = (positions >= 1) & (positions <= n[:, None])
-        fields = linked_triples(self._logits(inputs, n_rows, width, run), windows["text_index"], windows["offsets"],
-                                allowed)
-        return per_text(fields, tf.size(windows["num_tokens"]), self.predicates, texts)
-
-    def ids_endpoint(self):
-        """``token_ids``, ``segment_ids``, ``padding_mask`` (int32 [batch, len],
-        one window per row, ``[CLS] ... [SEP]``) -> the ``text`` signature's
-        outputs without ``subject``/``object`` strings, with TOKEN positions
-        (row position of the first token, last + 1) instead of character
-        offsets; core TensorFlow ops only."""
-        from apps.base.pipeline import GraphRunner
-        from apps.triples.decode import id_rows
-        from apps.triples.decode import per_text
         from apps.triples.gplinker_decode import linked_triples
 
-        def serve(token_ids, segment_ids, padding_mask):
-            import tensorflow as tf
-
-            n_rows = tf.shape(token_ids)[0]
-            length = tf.shape(token_ids)[1]
-            inputs, allowed, offsets = id_rows(token_ids, segment_ids, padding_mask, self.tokenizer.cls_id,
-                                               self.tokenizer.sep_id)
-            fields = linked_triples(self._logits(inputs, n_rows, length, GraphRunner()), tf.range(n_rows), offsets,
-                                    allowed)
-            return per_text(fields, n_rows, self.predicates)
-
-        return serve
+        width = tf.shape(allowed)[1]
+        return linked_triples(self._logits(inputs, n_rows, width, run), row_text, offsets, allowed)
 
     # --------------------------------------------------------------- training
     @classmethod
