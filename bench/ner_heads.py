@@ -1,0 +1,150 @@
+"""NER heads compared: the CRF head and the GlobalPointer head (MiniLM checkpoint).
+
+Figures, not a test. Every training run is a ``kerasbert ner train`` CLI
+subprocess (shared helpers with ``finetuning_strategies.py``); the parent
+prints what it measured as JSON lines (``RESULT ...``).
+
+Part ``conll``: each head (``--heads``, default ``crf,global-pointer``)
+trains ``--epochs`` (default 1) on CoNLL-2003 eng.train with the same budget
+as the fine-tuning bench (batch 32, max length 128, model selected on
+eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqeval
+for the CRF head, exact spans for the GlobalPointer head; CoNLL has no nested
+entities, so the two agree on what a right entity is), and its entity
+scores' calibration is measured on eng.testb the way
+``entity_calibration.py`` does (ECE over 10 equal-width bins; writes
+``calibration.json`` and ``reliability.png`` per head into the work folder).
+
+Part ``genia``: GENIA has no train split here, so each head trains on the
+first 80% of dev.json, selects on the last 20% and is scored on test.json
+with nested entities KEPT in the gold, both heads by the same exact-span
+scorer (:mod:`apps.ner.span_scores`): micro P/R/F1 over all entities and
+over the entities inside another. The CRF head reads its training data with
+the overlaps resolved by the reader's rule (it cannot represent them), so
+its nested recall is bounded by what that rule keeps.
+
+    python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer]
+        [--work DIR] [--epochs 1] [--genia-epochs 4] [--max-train N]
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from finetuning_strategies import CONLL  # noqa: E402
+from finetuning_strategies import GENIA  # noqa: E402
+from finetuning_strategies import MINILM  # noqa: E402
+from finetuning_strategies import ROOT  # noqa: E402
+from finetuning_strategies import cpu_flags  # noqa: E402
+from finetuning_strategies import genia_jsonl  # noqa: E402
+from finetuning_strategies import result  # noqa: E402
+from finetuning_strategies import run  # noqa: E402
+
+HEADS = ("crf", "global-pointer")
+MAX_TRAIN = []  # ["--max-train-examples", N] with --max-train (a smoke run)
+
+
+def max_train():
+    return MAX_TRAIN
+
+
+def train(head, output, train_file, dev_file, epochs, log_dir, extra=()):
+    return run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
+                "--output", str(output), "--epochs", str(epochs), "--batch-size", "32", "--max-length", "128",
+                "--patience", "0", "--head", head, *max_train(), *extra], log_dir / f"{output.name}.train.log")
+
+
+def predict_file(model, data, keep_overlaps):
+    """``(examples, predictions, scores)`` of ``model`` on the labelled file
+    ``data``: predicted through the same path as ``kerasbert ner predict``,
+    scored as ``kerasbert ner evaluate`` scores that head (seqeval for the
+    BIO heads, exact spans for the GlobalPointer head)."""
+    sys.path.insert(0, str(ROOT))
+    from apps.ner.readers import read_ner_file
+    from apps.ner.span_tagger import SpanTagger
+    from apps.ner.train import NER
+
+    options = {"keep_overlaps": True} if keep_overlaps else {}
+    examples = read_ner_file(data, **options).examples
+    pipeline = NER.load(model)
+    predictions = pipeline.predict([e.text for e in examples], batch_size=32)
+    return examples, predictions, NER.score(examples, predictions, spans=isinstance(pipeline, SpanTagger))
+
+
+def part_conll(args, work):
+    from apps.ner.calibration import calibration
+    from apps.ner.calibration import format_calibration
+    from apps.ner.calibration import reliability_figure
+    from kerasbert.files import atomic_write_text
+
+    rows = []
+    for head in args.heads.split(","):
+        output = work / f"conll_{head}"
+        seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work)
+        examples, predictions, scores = predict_file(output, CONLL / "eng.testb", keep_overlaps=False)
+        calib = calibration(examples, predictions)
+        print(f"{head}: " + format_calibration(calib), flush=True)
+        atomic_write_text(output / "calibration.json", json.dumps(calib, indent=2) + "\n")
+        reliability_figure(calib, title=f"eng.testb ({head} head)").savefig(output / "reliability.png", dpi=100)
+        dev = json.loads((output / "metrics.json").read_text())["dev"]
+        rows.append(result(part="conll", head=head, epochs=args.epochs, scorer=scores.get("scorer"),
+                           dev_f1=dev["f1"], test_f1=scores["f1"], ece=calib["ece"], entities=calib["entities"],
+                           correct=calib["correct"], train_seconds=round(seconds),
+                           reliability=str(output / "reliability.png")))
+    return rows
+
+
+def part_genia(args, work):
+    from apps.ner.span_scores import span_scores
+
+    data = work / "genia"
+    data.mkdir(parents=True, exist_ok=True)
+    dev_count = len(json.loads((GENIA / "dev.json").read_text()))
+    cut = int(dev_count * 0.8)
+    genia_jsonl(GENIA / "dev.json", data / "train.jsonl", range(cut))
+    genia_jsonl(GENIA / "dev.json", data / "dev.jsonl", range(cut, dev_count))
+    test_count = genia_jsonl(GENIA / "test.json", data / "test.jsonl")
+    rows = []
+    for head in args.heads.split(","):
+        output = work / f"genia_{head}"
+        seconds = train(head, output, data / "train.jsonl", data / "dev.jsonl", args.genia_epochs, work)
+        examples, predictions, _ = predict_file(output, data / "test.jsonl", keep_overlaps=True)
+        scores = span_scores(examples, predictions)
+        dev = json.loads((output / "metrics.json").read_text())["dev"]
+        nested = scores["nested"]
+        rows.append(result(part="genia", head=head, train_sentences=cut, dev_sentences=dev_count - cut,
+                           test_sentences=test_count, epochs=args.genia_epochs, dev_f1=dev["f1"],
+                           test_precision=scores["precision"], test_recall=scores["recall"], test_f1=scores["f1"],
+                           nested_precision=nested["precision"], nested_recall=nested["recall"],
+                           nested_f1=nested["f1"], nested_gold=nested["gold"], nested_predicted=nested["predicted"],
+                           train_seconds=round(seconds)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", default="conll,genia")
+    parser.add_argument("--heads", default=",".join(HEADS))
+    parser.add_argument("--work", default="/tmp/kerasbert-heads")
+    parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per head")
+    parser.add_argument("--genia-epochs", type=int, default=4)
+    parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
+    args = parser.parse_args()
+    if args.max_train:
+        MAX_TRAIN[:] = ["--max-train-examples", str(args.max_train)]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
+          f"checkpoint {MINILM.name}", flush=True)
+    rows = []
+    for part in args.parts.split(","):
+        rows += {"conll": part_conll, "genia": part_genia}[part](args, work)
+    print("\n" + "\n".join(json.dumps(r) for r in rows))
+
+
+if __name__ == "__main__":
+    main()
