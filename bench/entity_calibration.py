@@ -1,9 +1,10 @@
 """Calibration of a trained NER model's entity scores on a labelled file.
 
 Figures, not a test. Predicts every text of ``--data`` with the model (the
-same path as ``kerasbert ner predict``), takes each predicted entity's score
-and whether it exactly matches a gold entity (same type, same words), and
-reports the expected calibration error over 10 equal-width score bins with
+same path as ``kerasbert ner predict``; any head), takes each predicted
+entity's score and whether it exactly matches a gold entity (same type, same
+words for the BIO heads; same start, end and type for the GlobalPointer head,
+as their scorers count), and reports the expected calibration error over 10 equal-width score bins with
 the reliability table (per bin: count, mean score, accuracy)
 (:mod:`apps.ner.calibration`). Writes ``calibration.json`` and
 ``reliability.png`` (the reliability diagram) into ``--output``.
@@ -33,18 +34,22 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     from apps.ner.calibration import format_calibration
     from apps.ner.calibration import reliability_figure
-    from apps.ner.evaluate import score
+    from apps.ner.readers import detect_format
     from apps.ner.readers import read_ner_file
-    from apps.ner.tagger import Tagger
+    from apps.ner.span_tagger import SpanTagger
+    from apps.ner.train import NER
     from kerasbert.files import atomic_write_text
 
-    examples = read_ner_file(args.data).examples[: args.max_examples]
-    tagger = Tagger.load(args.model, verbose=True)
-    head = "CRF" if getattr(tagger.model, "crf", None) is not None else "softmax"
+    tagger = NER.load(args.model, verbose=True)
+    spans = isinstance(tagger, SpanTagger)
+    head = "GlobalPointer" if spans else "CRF" if getattr(tagger.model, "crf", None) is not None else "softmax"
+    keep = spans and detect_format(args.data) not in ("conll", "parallel")  # BIO files cannot nest
+    options = {"keep_overlaps": True} if keep else {}
+    examples = read_ner_file(args.data, **options).examples[: args.max_examples]
     start = time.perf_counter()
     predictions = tagger.predict([e.text for e in examples], batch_size=args.batch_size)
     seconds = time.perf_counter() - start
-    scores = score(examples, predictions)
+    scores = NER.score(examples, predictions, spans=spans)
     result = {"model": str(args.model), "data": str(args.data), "head": head, "examples": len(examples),
               "f1": scores["f1"], "predict_seconds": round(seconds, 1), **scores["calibration"]}
     print(f"{len(examples)} examples, {head} head, F1 {scores['f1']:.4f}, predicted in {seconds:.0f} s")

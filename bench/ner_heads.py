@@ -10,8 +10,8 @@ as the fine-tuning bench (batch 32, max length 128, model selected on
 eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqeval
 for the CRF head, exact spans for the GlobalPointer head; CoNLL has no nested
 entities, so the two agree on what a right entity is), and its entity
-scores' calibration is measured on eng.testb the way
-``entity_calibration.py`` does (ECE over 10 equal-width bins; writes
+scores' calibration on eng.testb comes with those scores, as in
+``entity_calibration.py`` (ECE over 10 equal-width bins; writes
 ``calibration.json`` and ``reliability.png`` per head into the work folder).
 
 Part ``genia``: GENIA has no train split here, so each head trains on the
@@ -75,7 +75,6 @@ def predict_file(model, data, keep_overlaps):
 
 
 def part_conll(args, work):
-    from apps.ner.calibration import calibration
     from apps.ner.calibration import format_calibration
     from apps.ner.calibration import reliability_figure
     from kerasbert.files import atomic_write_text
@@ -84,8 +83,8 @@ def part_conll(args, work):
     for head in args.heads.split(","):
         output = work / f"conll_{head}"
         seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work)
-        examples, predictions, scores = predict_file(output, CONLL / "eng.testb", keep_overlaps=False)
-        calib = calibration(examples, predictions)
+        _, _, scores = predict_file(output, CONLL / "eng.testb", keep_overlaps=False)
+        calib = scores["calibration"]
         print(f"{head}: " + format_calibration(calib), flush=True)
         atomic_write_text(output / "calibration.json", json.dumps(calib, indent=2) + "\n")
         reliability_figure(calib, title=f"eng.testb ({head} head)").savefig(output / "reliability.png", dpi=100)

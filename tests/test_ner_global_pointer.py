@@ -184,6 +184,16 @@ def test_exact_span_scores_count_nested_entities():
     assert scores["macro_f1"] == pytest.approx((2 * 0.5 * 1 / 1.5 + 2 * 0.5 * 0.5 / 1.0) / 2)
     # nested: gold B(2-4) inside A (missed: predicted as A); predicted A(2-4) and B(12-13) inside others, both wrong
     assert scores["nested"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "gold": 1, "predicted": 2}
+    # calibration: right = the exact (start, end, type); an entity without a score is counted apart
+    for entity, score in zip(predicted[0]["entities"], (0.95, 0.9, 0.35, None)):
+        if score is not None:
+            entity["score"] = score
+    calibration = span_scores(gold, predicted)["calibration"]
+    assert (calibration["entities"], calibration["correct"], calibration["unscored"]) == (3, 2, 1)
+    bins = {row["low"]: (row["count"], row["accuracy"]) for row in calibration["table"] if row["count"]}
+    assert bins == {0.9: (2, 0.5), 0.3: (1, 1.0)}
+    # |0.5 - 0.925| * 2/3 + |1 - 0.35| * 1/3
+    assert calibration["ece"] == pytest.approx(0.425 * 2 / 3 + 0.65 / 3)
 
 
 def test_head_settings():
@@ -226,3 +236,25 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
         total += len(theirs)
     assert total > 300 and nested > 100
     assert len(served[texts.index(long_text)]) > 100  # decoded across many windows
+
+    # --input ids (core ops only): the span logits of each window; for the texts
+    # that fit one window, every (start, end, type) cell above 0 between [CLS]
+    # and [SEP] maps through the tokenizer's offsets to an entity predict gave,
+    # with the sigmoid of its logit as the score
+    ids_path = tagger.export(tmp_path / "ids", input="ids")
+    assert non_core_ops(list_ops(ids_path)) == []
+    whole = tagger.tokenizer(texts, max_length=tagger.max_length)
+    short = [text for text, cut in zip(texts, whole.truncated) if not cut]
+    batch = tagger.tokenizer(short, max_length=tagger.max_length)
+    logits = tf.saved_model.load(str(ids_path)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in batch.inputs.items()})["logits"].numpy()
+    found = 0
+    for i, text in enumerate(short):
+        n = int(batch.inputs["padding_mask"][i].sum())
+        cells = sorted((int(batch.offsets[i][s][0]), int(batch.offsets[i][e][1]), tagger.types[t], logits[i, s, e, t])
+                       for s, e, t in zip(*np.nonzero(logits[i] > 0)) if 0 < s <= e < n - 1)
+        ours = predicted[texts.index(text)]["entities"]
+        assert [c[:3] for c in cells] == [(e["start"], e["end"], e["type"]) for e in ours], text[:80]
+        np.testing.assert_allclose([1 / (1 + np.exp(-c[3])) for c in cells], [e["score"] for e in ours], atol=2e-4)
+        found += len(cells)
+    assert len(short) >= 15 and found > 50

@@ -80,7 +80,14 @@ def calibration(examples, predictions, bins=BINS):
     ``bins``, ``entities`` (predicted, with a score), ``correct``,
     ``unscored`` (predicted entities without a score, left out) and the
     reliability ``table``."""
-    scores, correct, unscored = entity_outcomes(examples, predictions)
+    return calibration_of(*entity_outcomes(examples, predictions), bins=bins)
+
+
+def calibration_of(scores, correct, unscored=0, bins=BINS):
+    """:func:`calibration` of given outcomes: ``scores`` (floats) and
+    ``correct`` (bools), one per predicted entity with a score (a scorer
+    with its own notion of "right" -- exact spans -- passes its own)."""
+    scores, correct = np.asarray(scores, np.float64), np.asarray(correct, bool)
     return {
         "ece": expected_calibration_error(scores, correct, bins),
         "bins": bins,

@@ -11,7 +11,9 @@ macro F1 (mean of the per-type F1), per-type figures, and the same micro
 figures restricted to *nested* entities -- gold entities that lie inside
 another gold entity (for recall) and predicted entities that lie inside
 another predicted entity (for precision); "inside" means within its span and
-not the same span.
+not the same span. Also the calibration of the entity scores
+(:mod:`apps.ner.calibration`), an entity being right when it is an exact
+match, as above.
 """
 
 from collections import Counter
@@ -43,9 +45,13 @@ def span_scores(examples, predictions):
     docstring. Returns ``precision``, ``recall``, ``f1`` (micro), ``macro_f1``,
     ``per_type`` (each with ``precision``, ``recall``, ``f1-score``,
     ``support`` as seqeval's report), ``nested`` (micro figures with
-    ``gold`` and ``predicted`` counts) and the counts."""
+    ``gold`` and ``predicted`` counts), the counts and ``calibration``
+    (:func:`apps.ner.calibration.calibration_of` of the exact matches)."""
+    from apps.ner.calibration import calibration_of
+
     correct, gold_n, pred_n = Counter(), Counter(), Counter()
     nested = Counter()
+    outcomes, unscored = [], 0
     for example, prediction in zip(examples, predictions):
         gold = {_key(e) for e in example.entities}
         pred = {_key(e) for e in prediction["entities"]}
@@ -55,6 +61,12 @@ def span_scores(examples, predictions):
             pred_n[k[2]] += 1
         for k in gold & pred:
             correct[k[2]] += 1
+        for entity in prediction["entities"]:
+            value = entity.get("score") if isinstance(entity, dict) else getattr(entity, "score", None)
+            if value is None:
+                unscored += 1
+            else:
+                outcomes.append((float(value), _key(entity) in gold))
         gold_nested, pred_nested = nested_keys(gold), nested_keys(pred)
         nested["gold"] += len(gold_nested)
         nested["predicted"] += len(pred_nested)
@@ -79,6 +91,7 @@ def span_scores(examples, predictions):
         "examples": len(examples),
         "gold_entities": sum(gold_n.values()),
         "predicted_entities": sum(pred_n.values()),
+        "calibration": calibration_of([o[0] for o in outcomes], [o[1] for o in outcomes], unscored),
     }
 
 
@@ -96,4 +109,8 @@ def format_span_scores(scores):
     for kind, values in sorted(scores["per_type"].items()):
         lines.append(f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} "
                      f"{int(values['support']):>8}")
+    if "calibration" in scores:
+        from apps.ner.calibration import format_calibration
+
+        lines.append(format_calibration(scores["calibration"]))
     return "\n".join(lines)
