@@ -26,6 +26,33 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+#: The test files that take longest (minutes each, measured on CI's 2 cores),
+#: longest first. They are collected first and, with ``--no-loadscope-reorder``
+#: (pyproject.toml), handed out first: without it xdist hands out the files
+#: with the most tests first, and a long file with few tests (a shared trained
+#: fixture) starts last and runs alone while the other worker idles.
+LONGEST_FIRST = (
+    "test_demo.py", "test_ner_train.py", "test_triples_train.py", "test_ner_export.py", "test_triples_gplinker.py",
+    "test_graph_tokenizer.py", "test_ner_distill.py", "test_triples_export.py", "test_ner_global_pointer.py",
+    "test_families.py", "test_lora.py", "test_notebooks.py", "test_crf.py", "test_distribution.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put the files of :data:`LONGEST_FIRST` first, in that order; the
+    rest keep pytest's order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_configure(config):
+    """On a pytest-xdist worker (the README's ``-n 2``: one worker per core),
+    TensorFlow gets one intra-op thread, in the worker and in the processes it
+    starts: two workers with TensorFlow's default pool (a thread per core each)
+    would put two compute threads on every core."""
+    if hasattr(config, "workerinput"):
+        os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
 
 def find_shared_dir():
     """``$KERASBERT_SHARED`` if set, else ``../shared`` beside the repository."""
