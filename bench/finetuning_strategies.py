@@ -211,14 +211,28 @@ def packed_sequences(text_path, max_length):
     return sum(1 for _ in stream_sequences(read_lines([text_path]), tokenizer, max_length))
 
 
-def part_genia(args, work):
-    data = work / "genia"
+def genia_split(data):
+    """GENIA has no train split here: the first 80% of dev.json as
+    ``data/train.jsonl``, the rest as ``data/dev.jsonl``, test.json as
+    ``data/test.jsonl``. Returns their numbers of sentences."""
     data.mkdir(parents=True, exist_ok=True)
     dev_count = len(json.loads((GENIA / "dev.json").read_text()))
     cut = int(dev_count * 0.8)
     genia_jsonl(GENIA / "dev.json", data / "train.jsonl", range(cut))
     genia_jsonl(GENIA / "dev.json", data / "dev.jsonl", range(cut, dev_count))
-    genia_jsonl(GENIA / "test.json", data / "test.jsonl")
+    return cut, dev_count - cut, genia_jsonl(GENIA / "test.json", data / "test.jsonl")
+
+
+def header():
+    """The first line of a bench's output: the machine, with the CPU flags
+    (a bf16 or AMX unit changes speed ratios), and the checkpoint."""
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
+          f"checkpoint {MINILM.name}", flush=True)
+
+
+def part_genia(args, work):
+    data = work / "genia"
+    cut, _, _ = genia_split(data)
     test_text = data / "test_text.txt"
     test_text.write_text("".join(" ".join(r["sentence"]) + "\n" for r in json.loads((GENIA / "test.json").read_text())))
     held_out = packed_sequences(test_text, 128)
@@ -266,9 +280,7 @@ def main():
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    # the CPU flags beside every figure (a bf16 or AMX unit changes speed ratios)
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
-          f"checkpoint {MINILM.name}", flush=True)
+    header()
     rows = []
     for part in args.parts.split(","):
         rows += {"conll": part_conll, "speed": part_speed, "genia": part_genia}[part](args, work)

@@ -28,18 +28,15 @@ its nested recall is bounded by what that rule keeps.
 
 import argparse
 import json
-import os
-import platform
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from finetuning_strategies import CONLL  # noqa: E402
-from finetuning_strategies import GENIA  # noqa: E402
 from finetuning_strategies import MINILM  # noqa: E402
 from finetuning_strategies import ROOT  # noqa: E402
-from finetuning_strategies import cpu_flags  # noqa: E402
-from finetuning_strategies import genia_jsonl  # noqa: E402
+from finetuning_strategies import genia_split  # noqa: E402
+from finetuning_strategies import header  # noqa: E402
 from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
 
@@ -100,12 +97,7 @@ def part_genia(args, work):
     from apps.ner.span_scores import span_scores
 
     data = work / "genia"
-    data.mkdir(parents=True, exist_ok=True)
-    dev_count = len(json.loads((GENIA / "dev.json").read_text()))
-    cut = int(dev_count * 0.8)
-    genia_jsonl(GENIA / "dev.json", data / "train.jsonl", range(cut))
-    genia_jsonl(GENIA / "dev.json", data / "dev.jsonl", range(cut, dev_count))
-    test_count = genia_jsonl(GENIA / "test.json", data / "test.jsonl")
+    train_count, dev_count, test_count = genia_split(data)
     rows = []
     for head in args.heads.split(","):
         output = work / f"genia_{head}"
@@ -114,7 +106,7 @@ def part_genia(args, work):
         scores = span_scores(examples, predictions)
         dev = json.loads((output / "metrics.json").read_text())["dev"]
         nested = scores["nested"]
-        rows.append(result(part="genia", head=head, train_sentences=cut, dev_sentences=dev_count - cut,
+        rows.append(result(part="genia", head=head, train_sentences=train_count, dev_sentences=dev_count,
                            test_sentences=test_count, epochs=args.genia_epochs, dev_f1=dev["f1"],
                            test_precision=scores["precision"], test_recall=scores["recall"], test_f1=scores["f1"],
                            nested_precision=nested["precision"], nested_recall=nested["recall"],
@@ -137,8 +129,7 @@ def main():
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
-          f"checkpoint {MINILM.name}", flush=True)
+    header()
     rows = []
     for part in args.parts.split(","):
         rows += {"conll": part_conll, "genia": part_genia}[part](args, work)
