@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: longest first. They are collected first and, with ``--no-loadscope-reorder``
 #: (pyproject.toml), handed out first: without it xdist hands out the files
 #: with the most tests first, and a long file with few tests (a shared trained
-#: fixture) starts last and runs alone while the other worker idles.
+#: fixture) can start last and run alone while the other worker idles.
 LONGEST_FIRST = (
     "test_demo.py", "test_ner_train.py", "test_triples_train.py", "test_ner_export.py", "test_triples_gplinker.py",
     "test_graph_tokenizer.py", "test_ner_distill.py", "test_triples_export.py", "test_ner_global_pointer.py",
