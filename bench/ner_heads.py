@@ -41,34 +41,30 @@ from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
 
 HEADS = ("crf", "global-pointer")
-MAX_TRAIN = []  # ["--max-train-examples", N] with --max-train (a smoke run)
 
 
-def max_train():
-    return MAX_TRAIN
-
-
-def train(head, output, train_file, dev_file, epochs, log_dir, extra=()):
+def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0):
+    limit = ["--max-train-examples", str(max_train)] if max_train else []
     return run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
                 "--output", str(output), "--epochs", str(epochs), "--batch-size", "32", "--max-length", "128",
-                "--patience", "0", "--head", head, *max_train(), *extra], log_dir / f"{output.name}.train.log")
+                "--patience", "0", "--head", head, *limit], log_dir / f"{output.name}.train.log")
 
 
-def predict_file(model, data, keep_overlaps):
-    """``(examples, predictions, scores)`` of ``model`` on the labelled file
-    ``data``: predicted through the same path as ``kerasbert ner predict``,
-    scored as ``kerasbert ner evaluate`` scores that head (seqeval for the
-    BIO heads, exact spans for the GlobalPointer head)."""
+def scores_on(model, data, exact_spans=False):
+    """The scores of ``model`` on the labelled file ``data``, predicted
+    through the same path as ``kerasbert ner predict``: as ``kerasbert ner
+    evaluate`` scores that head (seqeval for the BIO heads, exact spans for
+    the GlobalPointer head), or with ``exact_spans`` the exact-span scorer
+    for any head, nested and overlapping gold entities kept."""
     sys.path.insert(0, str(ROOT))
     from apps.ner.readers import read_ner_file
     from apps.ner.span_tagger import SpanTagger
     from apps.ner.train import NER
 
-    options = {"keep_overlaps": True} if keep_overlaps else {}
-    examples = read_ner_file(data, **options).examples
+    examples = read_ner_file(data, **({"keep_overlaps": True} if exact_spans else {})).examples
     pipeline = NER.load(model)
     predictions = pipeline.predict([e.text for e in examples], batch_size=32)
-    return examples, predictions, NER.score(examples, predictions, spans=isinstance(pipeline, SpanTagger))
+    return NER.score(examples, predictions, spans=exact_spans or isinstance(pipeline, SpanTagger))
 
 
 def part_conll(args, work):
@@ -79,8 +75,8 @@ def part_conll(args, work):
     rows = []
     for head in args.heads.split(","):
         output = work / f"conll_{head}"
-        seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work)
-        _, _, scores = predict_file(output, CONLL / "eng.testb", keep_overlaps=False)
+        seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work, args.max_train)
+        scores = scores_on(output, CONLL / "eng.testb")
         calib = scores["calibration"]
         print(f"{head}: " + format_calibration(calib), flush=True)
         atomic_write_text(output / "calibration.json", json.dumps(calib, indent=2) + "\n")
@@ -94,16 +90,14 @@ def part_conll(args, work):
 
 
 def part_genia(args, work):
-    from apps.ner.span_scores import span_scores
-
     data = work / "genia"
     train_count, dev_count, test_count = genia_split(data)
     rows = []
     for head in args.heads.split(","):
         output = work / f"genia_{head}"
-        seconds = train(head, output, data / "train.jsonl", data / "dev.jsonl", args.genia_epochs, work)
-        examples, predictions, _ = predict_file(output, data / "test.jsonl", keep_overlaps=True)
-        scores = span_scores(examples, predictions)
+        seconds = train(head, output, data / "train.jsonl", data / "dev.jsonl", args.genia_epochs, work,
+                        args.max_train)
+        scores = scores_on(output, data / "test.jsonl", exact_spans=True)
         dev = json.loads((output / "metrics.json").read_text())["dev"]
         nested = scores["nested"]
         rows.append(result(part="genia", head=head, train_sentences=train_count, dev_sentences=dev_count,
@@ -124,8 +118,6 @@ def main():
     parser.add_argument("--genia-epochs", type=int, default=4)
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
     args = parser.parse_args()
-    if args.max_train:
-        MAX_TRAIN[:] = ["--max-train-examples", str(args.max_train)]
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))

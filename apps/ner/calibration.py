@@ -26,6 +26,11 @@ def _unit_span(units, span):
     return (hit[0], hit[-1], get("type")) if hit else None
 
 
+def entity_score(entity):
+    """The ``score`` of a predicted entity (dict or object); None without one."""
+    return entity.get("score") if isinstance(entity, dict) else getattr(entity, "score", None)
+
+
 def entity_outcomes(examples, predictions):
     """``(scores, correct, unscored)``: float and bool numpy arrays with one
     item per predicted entity of ``predictions`` (the tagger's output dicts,
@@ -37,7 +42,7 @@ def entity_outcomes(examples, predictions):
         units = units_of(example)
         gold = {_unit_span(units, e) for e in example.entities} - {None}
         for entity in prediction["entities"]:
-            value = entity.get("score") if isinstance(entity, dict) else getattr(entity, "score", None)
+            value = entity_score(entity)
             if value is None:
                 unscored += 1
                 continue

@@ -48,6 +48,7 @@ def span_scores(examples, predictions):
     ``gold`` and ``predicted`` counts), the counts and ``calibration``
     (:func:`apps.ner.calibration.calibration_of` of the exact matches)."""
     from apps.ner.calibration import calibration_of
+    from apps.ner.calibration import entity_score
 
     correct, gold_n, pred_n = Counter(), Counter(), Counter()
     nested = Counter()
@@ -62,7 +63,7 @@ def span_scores(examples, predictions):
         for k in gold & pred:
             correct[k[2]] += 1
         for entity in prediction["entities"]:
-            value = entity.get("score") if isinstance(entity, dict) else getattr(entity, "score", None)
+            value = entity_score(entity)
             if value is None:
                 unscored += 1
             else:
