@@ -73,8 +73,17 @@ def save_pipeline(directory, model, tokenizer, settings, settings_name):
         inference.set_weights(model.get_weights())
         inference.save(directory / MODEL_FILE)
     (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in tokenizer.vocab), encoding="utf-8")
+    write_settings(directory, tokenizer, settings, settings_name)
+
+
+def write_settings(directory, tokenizer, settings, settings_name):
+    """Write the settings file ``settings_name`` of a pipeline folder (the
+    ``settings`` dict and the tokenizer's settings), atomically: alone, it
+    updates a saved pipeline's settings (a fitted score temperature)."""
+    from kerasbert.files import atomic_write_text
+
     settings = dict(settings, tokenizer=tokenizer.get_config())
-    (directory / settings_name).write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(Path(directory) / settings_name, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_pipeline(directory, settings_name, what):

@@ -6,9 +6,11 @@ import pytest
 from apps.ner.calibration import calibration
 from apps.ner.calibration import entity_outcomes
 from apps.ner.calibration import expected_calibration_error
+from apps.ner.calibration import fit_temperature
 from apps.ner.calibration import format_calibration
 from apps.ner.calibration import reliability_figure
 from apps.ner.calibration import reliability_table
+from apps.ner.calibration import score_logits
 from apps.ner.evaluate import format_scores
 from apps.ner.evaluate import score
 from apps.ner.examples import Entity
@@ -87,3 +89,30 @@ def test_reliability_figure_is_written_without_pyplot(tmp_path):
     figure = reliability_figure(result, title="hand-made")
     figure.savefig(tmp_path / "reliability.png")
     assert (tmp_path / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fit_temperature_recovers_the_temperature_the_outcomes_were_drawn_with():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(2.0, 4.0, 20000)
+    for truth in (0.5, 1.0, 2.5):
+        correct = rng.random(logits.size) < 1 / (1 + np.exp(-logits / truth))
+        assert fit_temperature(logits, correct) == pytest.approx(truth, rel=0.08)
+        scores = 1 / (1 + np.exp(-logits / truth))
+        fitted = 1 / (1 + np.exp(-logits / fit_temperature(logits, correct)))
+        # over-confident scores (T = 1 when the truth is 2.5) are far off; the fitted ones are not
+        if truth == 2.5:
+            assert expected_calibration_error(1 / (1 + np.exp(-logits)), correct) > 0.1
+        assert expected_calibration_error(fitted, correct) < 0.02
+        assert expected_calibration_error(scores, correct) < 0.02
+    # nothing to fit: every entity right, or none
+    assert fit_temperature([1.0, 3.0], [True, True]) == 1.0 == fit_temperature([1.0, 3.0], [False, False])
+    with pytest.raises(ValueError, match="3 logits but 2 outcomes"):
+        fit_temperature([1.0, 2.0, 3.0], [True, False])
+
+
+def test_score_logits_invert_the_sigmoid_and_clip_saturated_scores():
+    logits = np.array([-5.0, -0.3, 0.0, 2.0, 9.0])
+    for temperature in (1.0, 2.0):
+        scores = 1 / (1 + np.exp(-logits / temperature))
+        np.testing.assert_allclose(score_logits(scores, temperature), logits, atol=1e-9)
+    assert np.isfinite(score_logits([0.0, 1.0])).all() and score_logits([1.0])[0] == pytest.approx(16.1, abs=0.1)

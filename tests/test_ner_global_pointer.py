@@ -152,6 +152,11 @@ def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
     assert json.loads((tmp / "run" / "settings.json").read_text())["head"] == "global-pointer"
     tagger = NER.load(tmp / "run")
     assert isinstance(tagger, SpanTagger) and tagger.types == ["PER", "THING"]
+    # --calibrate (the default): the score temperature fitted on dev is in the model folder
+    fitted = metrics["score_temperature"]
+    assert fitted["entities"] > 0 and fitted["temperature"] != 1.0
+    assert tagger.temperature == fitted["temperature"]
+    assert json.loads((tmp / "run" / "model" / "span_tagger.json").read_text())["temperature"] == fitted["temperature"]
     capsys.readouterr()
     assert cli_main(["ner", "evaluate", "--model", str(tmp / "run"), "--data", str(tmp / "dev.jsonl"),
                      "--output", str(tmp / "scores.json")]) == 0
@@ -161,6 +166,41 @@ def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
     assert json.loads((tmp / "scores.json").read_text())["scorer"] == "exact spans"
     with pytest.raises(KerasbertError, match="cannot be distilled"):
         tagger.student([0])
+
+
+def test_calibrate_fits_the_score_temperature_and_changes_no_entity(run, tmp_path, capsys):
+    import shutil
+
+    from apps.ner.calibration import score_logits
+
+    tmp, _ = run
+    model = tmp_path / "model"
+    shutil.copytree(tmp / "run" / "model", model)
+    tagger = SpanTagger.load(model)
+    tagger.temperature = 1.0  # as if trained with --no-calibrate
+    tagger.save_settings(model)
+    texts = [r["text"] for r in _records(16, 3)]
+    before = tagger.output_rows(texts)  # unrounded scores
+    assert cli_main(["ner", "calibrate", "--model", str(model), "--data", str(tmp / "dev.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "score temperature" in out and "entities unchanged" in out and "written:" in out
+    calibrated = SpanTagger.load(model)
+    temperature = calibrated.temperature
+    assert temperature != 1.0
+    after = calibrated.output_rows(texts)
+    n = 0
+    for ours, theirs in zip(before, after):
+        assert (ours["start"], ours["end"], ours["type"]) == (theirs["start"], theirs["end"], theirs["type"])
+        unsaturated = np.array(ours["score"]) < 1 - 1e-6
+        want = 1 / (1 + np.exp(-score_logits(ours["score"]) / temperature))  # the same logit, divided by T
+        np.testing.assert_allclose(np.array(theirs["score"])[unsaturated], want[unsaturated], atol=2e-4)
+        n += len(ours["score"])
+    assert n > 20
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["ner", "calibrate", "--model", str(tmp_path / "empty"), "--data", str(tmp / "dev.jsonl")]) == 2
+    assert "not a GlobalPointer NER model" in capsys.readouterr().err
+    with pytest.raises(KerasbertError, match="temperature must be above 0"):
+        SpanTagger(calibrated.model, calibrated.tokenizer, ["PER"], temperature=0)
 
 
 def test_bio_heads_resolve_overlaps_and_say_their_scorer(run):
@@ -217,6 +257,7 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
 
     tmp, _ = run
     tagger = SpanTagger.load(tmp / "run" / "model")
+    tagger.temperature = 1.7  # the export carries the score temperature
     bias = tagger.model.pointer.q_dense.bias
     bias.assign(bias.numpy() + 2.0)  # many entities, nested and crossing, to compare
     long_text = " ".join(random.Random(5).choice(WORDS) for _ in range(300))
@@ -240,7 +281,7 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
     # --input ids (core ops only): the span logits of each window; for the texts
     # that fit one window, every (start, end, type) cell above 0 between [CLS]
     # and [SEP] maps through the tokenizer's offsets to an entity predict gave,
-    # with the sigmoid of its logit as the score
+    # with sigmoid(logit / temperature) as the score
     ids_path = tagger.export(tmp_path / "ids", input="ids")
     assert non_core_ops(list_ops(ids_path)) == []
     whole = tagger.tokenizer(texts, max_length=tagger.max_length)
@@ -255,6 +296,7 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
                        for s, e, t in zip(*np.nonzero(logits[i] > 0)) if 0 < s <= e < n - 1)
         ours = predicted[texts.index(text)]["entities"]
         assert [c[:3] for c in cells] == [(e["start"], e["end"], e["type"]) for e in ours], text[:80]
-        np.testing.assert_allclose([1 / (1 + np.exp(-c[3])) for c in cells], [e["score"] for e in ours], atol=2e-4)
+        np.testing.assert_allclose([1 / (1 + np.exp(-c[3] / 1.7)) for c in cells], [e["score"] for e in ours],
+                                   atol=2e-4)
         found += len(cells)
     assert len(short) >= 15 and found > 50

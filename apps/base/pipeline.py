@@ -339,16 +339,22 @@ class Pipeline:
         little (a text's result does not depend on its batch). With
         ``jit_compile`` (TensorFlow backend) the serving function of an
         export with ``jit_compile`` is used."""
+        if isinstance(texts, str):
+            raise TypeError("pass a list of texts")
+        texts = list(texts)
+        return [self.result(text, row) for text, row in zip(texts, self.output_rows(texts, batch_size, jit_compile))]
+
+    def output_rows(self, texts, batch_size=32, jit_compile=False):
+        """The unpadded outputs of each text (output name -> list, before
+        :meth:`result` rounds and names them), in the input order; batched
+        as :meth:`predict` says."""
         import keras
         import tensorflow as tf
 
         from kerasbert.export import unpad
 
-        if isinstance(texts, str):
-            raise TypeError("pass a list of texts")
-        texts = list(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        results = [None] * len(texts)
+        rows = [None] * len(texts)
         for begin in range(0, len(texts), batch_size):
             chunk = order[begin : begin + batch_size]
             batch = tf.constant([texts[i] for i in chunk], tf.string)
@@ -357,8 +363,8 @@ class Pipeline:
             else:
                 outputs = self.infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
             for i, row in zip(chunk, unpad(outputs)):
-                results[i] = self.result(texts[i], row)
-        return results
+                rows[i] = row
+        return rows
 
     def result(self, text, row):
         """One text's result dict from its unpadded outputs (``row``: output
@@ -408,10 +414,21 @@ class Pipeline:
     def save(self, directory):
         """Write everything needed to predict into ``directory`` (through
         :func:`kerasbert.files.atomic_write_dir` for an atomic save)."""
+        save_pipeline(directory, self.model, self.tokenizer, self._stored_settings(), self.settings_file)
+
+    def _stored_settings(self):
+        """What the settings file holds: :meth:`settings`, and ``lora``."""
         settings = self.settings()
         if self.lora:
             settings["lora"] = dict(self.lora)
-        save_pipeline(directory, self.model, self.tokenizer, settings, self.settings_file)
+        return settings
+
+    def save_settings(self, directory):
+        """Rewrite only the settings file of the pipeline folder ``directory``
+        (atomically), e.g. after :meth:`apps.ner.span_tagger.SpanTagger.calibrate`."""
+        from kerasbert.saving import write_settings
+
+        write_settings(directory, self.tokenizer, self._stored_settings(), self.settings_file)
 
     @classmethod
     def load(cls, directory, verbose=False):
@@ -445,6 +462,13 @@ class Pipeline:
         """The pipeline that a training run saves after each better epoch."""
         return cls(model, tokenizer, labels, max_length=settings.max_length)
 
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """What this head does to the best pipeline of a finished training
+        run (saved in ``model_dir``), e.g. fit its score temperature on dev;
+        returns entries for ``metrics.json``. By default, nothing."""
+        return {}
+
     def batches(self, rows, settings, targets=()):
         """Training batches (a ``keras.utils.PyDataset``) of :meth:`features`
         rows; ``targets`` names more row features that go to ``y`` (the
@@ -474,7 +498,7 @@ class Pipeline:
         encoder = student_encoder(model.encoder, layers, dtype=encoder_dtype)
         rebuilt = type(model)(encoder, **model.head_config())
         copy_layer_weights(model, rebuilt, skip=(encoder,))
-        return type(self)(rebuilt, self.tokenizer, self.labels, max_length=self.max_length, overlap=self.overlap)
+        return type(self).from_settings(rebuilt, self.tokenizer, self.settings())
 
     def student(self, layers):
         """The student of a distillation run: :meth:`rebuilt` with the teacher

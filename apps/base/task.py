@@ -15,7 +15,9 @@ written here and in :mod:`apps.base.cli` once for all apps:
   layers for the head, compile (``--layer-lr-decay``: per-layer learning
   rates), fit
   with dev evaluation after each epoch and the best pipeline kept
-  (:func:`kerasbert.training.fit_and_select`);
+  (:func:`kerasbert.training.fit_and_select`), then let the head finish the
+  best pipeline (:meth:`~apps.base.pipeline.Pipeline.after_training`: the
+  GlobalPointer head fits its score temperature on dev);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
 * the CLI's ``train | evaluate | predict | export`` subcommands
   (:func:`apps.base.cli.add_task_commands`).
@@ -135,6 +137,12 @@ class Task:
             callbacks=callbacks,
         )
         metrics.update(weight_counts(model))
+        if training.is_chief():
+            from pathlib import Path
+
+            from kerasbert.saving import MODEL_DIR
+
+            metrics.update(head.after_training(Path(settings.output) / MODEL_DIR, dev_examples, settings))
         training.write_metrics(settings.output, metrics)  # the chief only
         return metrics
 

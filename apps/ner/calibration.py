@@ -8,6 +8,13 @@ units as there). Outcomes are grouped into ``BINS`` equal-width score bins,
 ``[0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]`` (the last one closed); the
 *expected calibration error* is the mean over bins, weighted by their share
 of the outcomes, of ``|accuracy - mean score|`` (empty bins count 0).
+
+A head whose scores are ``sigmoid(logit)`` (GlobalPointer) can be
+recalibrated by *temperature scaling* (Guo et al., 2017):
+:func:`fit_temperature` finds the ``T`` for which ``sigmoid(logit / T)``
+best predicts (least log-loss) whether each predicted entity is right, on
+dev; since ``T > 0`` leaves the sign of every logit alone, the entities
+themselves do not change, only their scores.
 """
 
 import numpy as np
@@ -101,6 +108,50 @@ def calibration_of(scores, correct, unscored=0, bins=BINS):
         "unscored": unscored,
         "table": reliability_table(scores, correct, bins),
     }
+
+
+def score_logits(scores, temperature=1.0):
+    """The logits behind ``sigmoid(logit / temperature)`` scores (float64;
+    scores of exactly 0 or 1, saturated in float32, are clipped to
+    ``[1e-7, 1 - 1e-7]``, logits of about +-16)."""
+    p = np.clip(np.asarray(scores, np.float64), 1e-7, 1 - 1e-7)
+    return temperature * (np.log(p) - np.log1p(-p))
+
+
+def _log_loss(logits, correct, temperature):
+    z = np.asarray(logits, np.float64) / temperature
+    # -log sigmoid(z) for the right ones, -log(1 - sigmoid(z)) = -log sigmoid(-z) for the wrong ones
+    signed = np.where(correct, z, -z)
+    return float(np.mean(np.logaddexp(0.0, -signed)))
+
+
+#: The range :func:`fit_temperature` searches.
+TEMPERATURES = (0.05, 20.0)
+
+
+def fit_temperature(logits, correct):
+    """The temperature ``T`` (in :data:`TEMPERATURES`) that minimises the
+    mean log-loss of ``sigmoid(logit / T)`` against ``correct`` (one bool per
+    predicted entity): a log-spaced grid, then golden-section search around
+    its best point (the loss is smooth in ``log T``). Needs at least one
+    right and one wrong entity; returns 1.0 otherwise (nothing to fit)."""
+    logits, correct = np.asarray(logits, np.float64), np.asarray(correct, bool)
+    if logits.shape != correct.shape:
+        raise ValueError(f"{logits.size} logits but {correct.size} outcomes")
+    if correct.all() or not correct.any():
+        return 1.0
+    low, high = np.log(TEMPERATURES[0]), np.log(TEMPERATURES[1])
+    grid = np.linspace(low, high, 61)
+    best = int(np.argmin([_log_loss(logits, correct, np.exp(g)) for g in grid]))
+    a, b = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    ratio = (np.sqrt(5) - 1) / 2
+    for _ in range(40):
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        if _log_loss(logits, correct, np.exp(c)) <= _log_loss(logits, correct, np.exp(d)):
+            b = d
+        else:
+            a = c
+    return float(np.exp((a + b) / 2))
 
 
 def format_calibration(result):

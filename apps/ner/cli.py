@@ -1,18 +1,34 @@
-"""``kerasbert ner train | evaluate | predict | export | demo``.
+"""``kerasbert ner train | evaluate | predict | export | calibrate | demo``.
 
 Registered through the ``kerasbert.commands`` entry point (see
 pyproject.toml). The four standard commands come from the NER task
 (:data:`apps.ner.train.NER`, :func:`apps.base.cli.add_task_commands`); this
-module adds ``demo``.
+module adds ``calibrate`` (the GlobalPointer head's score temperature) and
+``demo``.
 """
 
+from apps.base.cli import MODEL_HELP
 from apps.base.cli import add_task_commands
+from kerasbert.settings import add_settings_options
 
 
 def register(subparsers):
     from apps.ner.train import NER
 
     commands = add_task_commands(subparsers, NER)
+    calibrate = commands.add_parser(
+        "calibrate", help="fit a GlobalPointer model's score temperature on a labelled file (dev)",
+        description="Fit the temperature T of a GlobalPointer model's entity scores, sigmoid(logit / T), on a "
+        "labelled file (your dev set, nested entities kept), so that a score is a better probability of the entity "
+        "being exactly right, and write it into the model folder (its span_tagger.json). No entity changes. "
+        "Training does this on dev already (--calibrate); use this for a model trained without it, or to fit on "
+        "other data. Exports made afterwards carry the temperature.",
+    )
+    calibrate.add_argument("--model", required=True, help=MODEL_HELP)
+    calibrate.add_argument("--data", required=True, help="labelled data file (dev)")
+    calibrate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    add_settings_options(calibrate, NER.read_settings, settings_file=False)
+    calibrate.set_defaults(func=cmd_calibrate)
     demo = commands.add_parser(
         "demo", help="train, evaluate, predict and export on the shipped sample corpus (offline, ~3 minutes)",
         description="The whole kit on an embedded default: train a BERT-BiLSTM-CRF tagger on kerasbert's sample "
@@ -31,4 +47,27 @@ def cmd_demo(args):
     from apps.ner.demo import run_demo
 
     run_demo(args.output, epochs=args.epochs, checkpoint=args.checkpoint, example=args.example or EXAMPLE)
+    return 0
+
+
+def cmd_calibrate(args):
+    from apps.ner.span_tagger import SpanTagger
+    from apps.ner.span_tagger import format_temperature
+    from apps.ner.span_tagger import is_span_model
+    from apps.ner.train import NER
+    from kerasbert.errors import KerasbertError
+    from kerasbert.saving import resolve_model_dir
+    from kerasbert.settings import settings_from_args
+
+    if not is_span_model(args.model):
+        raise KerasbertError(f"{args.model}: not a GlobalPointer NER model (no span_tagger.json); calibrate fits the "
+                             "GlobalPointer head's score temperature (a BIO tagger's scores are CRF marginals)")
+    settings = settings_from_args(NER.read_settings, args)
+    examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)", keep_overlaps=True)
+    directory = resolve_model_dir(args.model, SpanTagger.settings_file, SpanTagger.kind)
+    tagger = SpanTagger.load(directory, verbose=True)
+    result = tagger.calibrate(examples, batch_size=args.batch_size)
+    tagger.save_settings(directory)
+    print(format_temperature(result, args.data))
+    print(f"written: {directory / SpanTagger.settings_file}")
     return 0

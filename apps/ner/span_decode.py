@@ -16,7 +16,9 @@ Following a batch:
 3. **entities**: every (span, type) whose chosen logit is above 0; spans may
    nest and overlap, and one span may carry several types. ``start`` is the
    first token's start offset, ``end`` the last token's end (exclusive), code
-   points into the original text; ``score`` is the sigmoid of the logit.
+   points into the original text; ``score`` is ``sigmoid(logit / T)``, ``T``
+   the model's score temperature (1 unless fitted on dev:
+   :func:`apps.ner.calibration.fit_temperature`; it changes no entity).
    Entities of a text are sorted by start, then end, then type.
 
 Outputs, padded per batch (the ``text`` signature's, as for the BIO heads)::
@@ -35,11 +37,12 @@ _BIG = 1 << 20  # margin at a window edge that is the text's own edge (not a cut
 _WINDOW_SLOTS = 1 << 32  # key = margin * _WINDOW_SLOTS - window index (int64)
 
 
-def span_entities(texts, windows, row_logits, types):
+def span_entities(texts, windows, row_logits, types, temperature=1.0):
     """Steps 1-3 of the module docstring: ``row_logits`` float32 ``[rows,
     len, len, types]`` (start, end inclusive; one row per window of
     ``windows``, :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`,
-    ``len`` its width with ``[CLS]``) -> the padded outputs."""
+    ``len`` its width with ``[CLS]``) -> the padded outputs; scores are
+    ``sigmoid(logit / temperature)`` (a Python float > 0)."""
     import tensorflow as tf
 
     text_index, token_start, token_end = windows["text_index"], windows["token_start"], windows["token_end"]
@@ -90,6 +93,6 @@ def span_entities(texts, windows, row_logits, types):
                        * max(n_types, 1) + tf.cast(kind, tf.int64), stable=True)
     e_text = tf.gather(e_text, order)
     flat_first, flat_last, kind = tf.gather(flat_first, order), tf.gather(flat_last, order), tf.gather(kind, order)
-    score = tf.sigmoid(tf.gather(tf.gather_nd(logits, hits), order))
+    score = tf.sigmoid(tf.gather(tf.gather_nd(logits, hits), order) / float(temperature))
     return entity_outputs(texts, n_texts, e_text, tf.gather(starts, flat_first), tf.gather(ends, flat_last), kind,
                           score, types)

@@ -5,8 +5,14 @@ trained :class:`~apps.ner.span_model.GlobalPointerNerModel`: the same windows
 as the BIO :class:`~apps.ner.tagger.Tagger` (step 1), the model's span logits
 per window (step 2), and :func:`apps.ner.span_decode.span_entities` (step 3:
 windows merged, every (span, type) with a logit above 0 an entity, scored by
-the sigmoid of the logit). Unlike the BIO heads, entities may lie inside one
-another or overlap, and a span may carry several types.
+``sigmoid(logit / temperature)``). Unlike the BIO heads, entities may lie
+inside one another or overlap, and a span may carry several types.
+
+The score temperature (``temperature`` in ``span_tagger.json``, 1 by
+default) is fitted on dev at the end of a training run
+(:meth:`SpanTagger.calibrate`, ``--calibrate``, on by default) or later by
+``kerasbert ner calibrate``: it makes the scores better probabilities of an
+entity being exactly right and changes no entity.
 
 Training rows use the token offsets in reverse (:meth:`SpanTagger.text_labels`):
 an entity is the span from the first to the last token it overlaps (an entity
@@ -100,6 +106,8 @@ class SpanTagger(Pipeline):
         types: entity type names, index = the model's type axis.
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
         overlap: tokens shared by consecutive windows of a long text.
+        temperature: entity scores are ``sigmoid(logit / temperature)``
+            (> 0; see :meth:`calibrate`).
     """
 
     settings_file = SETTINGS_FILE
@@ -113,10 +121,44 @@ class SpanTagger(Pipeline):
     #: The scorer :meth:`apps.ner.train.NerTask.score` uses for this head.
     scorer = "exact spans"
 
-    def __init__(self, model, tokenizer, types, max_length=128, overlap=None):
+    def __init__(self, model, tokenizer, types, max_length=128, overlap=None, temperature=1.0):
         super().__init__(model, tokenizer, types, max_length=max_length, overlap=overlap)
         self.types = list(self.labels)
         self.type_ids = {t: i for i, t in enumerate(self.types)}
+        self.temperature = float(temperature)
+        if not self.temperature > 0:
+            raise KerasbertError(f"the score temperature must be above 0, got {temperature}")
+
+    def settings(self):
+        return {**super().settings(), "temperature": self.temperature}
+
+    # ------------------------------------------------------------ calibration
+    def calibrate(self, examples, batch_size=32):
+        """Fit the score temperature on labelled ``examples`` (dev; nested
+        entities kept) and set it (:func:`apps.ner.calibration.fit_temperature`
+        on the logits of the predicted entities, each right when it is an
+        exact (start, end, type) match). Returns ``temperature``, ``entities``
+        (predicted), ``correct``, ``ece_before`` and ``ece_after`` (on these
+        examples). The entities predicted do not change."""
+        from apps.ner.calibration import expected_calibration_error
+        from apps.ner.calibration import fit_temperature
+        from apps.ner.calibration import score_logits
+
+        rows = self.output_rows([e.text for e in examples], batch_size=batch_size)
+        logits, correct = [], []
+        for example, row in zip(examples, rows):
+            gold = {(e.start, e.end, e.type) for e in example.entities}
+            for start, end, kind, score in zip(row["start"], row["end"], row["type"], row["score"]):
+                logits.append(float(score_logits([score], self.temperature)[0]))
+                correct.append((int(start), int(end), kind) in gold)
+        logits, correct = np.array(logits), np.array(correct, bool)
+        before = expected_calibration_error(1 / (1 + np.exp(-logits / self.temperature)), correct)
+        temperature = fit_temperature(logits, correct)
+        after = expected_calibration_error(1 / (1 + np.exp(-logits / temperature)), correct)
+        self.temperature = temperature
+        self._functions = {}  # the traced serving functions hold the old temperature
+        return {"temperature": temperature, "entities": int(correct.size), "correct": int(correct.sum()),
+                "ece_before": before, "ece_after": after}
 
     # ------------------------------------------------------------ training rows
     def text_labels(self, example, offsets, report):
@@ -183,7 +225,7 @@ class SpanTagger(Pipeline):
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
         out = run.rows(_EndsPadded(self.model, self.max_length), inputs)
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
-        return span_entities(texts, windows, logits, self.types)
+        return span_entities(texts, windows, logits, self.types, self.temperature)
 
     def result(self, text, row):
         return {
@@ -225,6 +267,19 @@ class SpanTagger(Pipeline):
         return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
                                      layer_mix=settings.freeze_encoder)
 
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """With ``settings.calibrate``: :meth:`calibrate` the best model on
+        dev and rewrite its settings file; ``{"score_temperature": ...}``
+        for ``metrics.json``."""
+        if not getattr(settings, "calibrate", False) or not dev_examples:
+            return {}
+        best = cls.load(model_dir)
+        result = best.calibrate(dev_examples, batch_size=settings.batch_size)
+        best.save_settings(model_dir)
+        print(format_temperature(result, "dev"))
+        return {"score_temperature": result}
+
     def batches(self, rows, settings, targets=()):
         from kerasbert.training import BucketedBatches
 
@@ -236,6 +291,14 @@ class SpanTagger(Pipeline):
 
     def student(self, layers):
         raise KerasbertError("a GlobalPointer model cannot be distilled (ner distill takes a BIO tagger as teacher)")
+
+
+def format_temperature(result, data):
+    """One line on a fitted score temperature (:meth:`SpanTagger.calibrate`)."""
+    before, after = result["ece_before"], result["ece_after"]
+    figures = (f"ECE {before:.4f} -> {after:.4f}" if before is not None else "no predicted entities")
+    return (f"score temperature {result['temperature']:.3f}, fitted on {data} ({result['entities']} predicted "
+            f"entities, {result['correct']} exactly right): {figures} on {data}; entities unchanged")
 
 
 def is_span_model(directory):

@@ -61,6 +61,9 @@ class NerTrainSettings(NerReadSettings, TrainSettings):
                         "every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the "
                         "data and predicted; --lstm and --constrained-decoding do not apply)", HEADS)
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
+    calibrate: bool = setting(True, "GlobalPointer head: after training, fit the temperature T of the entity scores "
+                              "(sigmoid(logit / T)) on dev, so that they are better probabilities of being exactly "
+                              "right; no entity changes (the BIO heads' CRF marginals are not rescaled)")
 
     def check(self):
         super().check()
