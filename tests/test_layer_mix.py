@@ -97,6 +97,30 @@ def test_frozen_mixed_triples_model_saves_loads_and_trains_only_the_head(tmp_pat
     assert not np.allclose(model.mix.mix_weights.numpy(), [0.1, 2.0, -0.5, 0.3])
 
 
+def test_frozen_mixed_gplinker_model_saves_and_loads_with_only_the_head_trainable(tmp_path):
+    """``triples train --head gplinker --freeze-encoder``: the GPLinker model
+    with the layer mix saves and loads back (mix weights, outputs) and only
+    the head and the mix train."""
+    from apps.triples.gplinker_model import GPLinkerModel
+
+    encoder = _tiny_encoder(output_hidden_states=True)
+    encoder.trainable = False
+    model = GPLinkerModel(encoder, 3, head_size=8, layer_mix=True)
+    assert model.mix.num_inputs == 4
+    trainable = {id(v) for v in model.trainable_variables}
+    assert not any(id(v) in trainable for v in encoder.weights)
+    assert {id(v) for v in model.mix.weights} <= trainable
+    model.mix.mix_weights.assign([0.1, 2.0, -0.5, 0.3])
+    before = model.predict(_rows(), verbose=0)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert loaded.layer_mix and not loaded.encoder.trainable
+    np.testing.assert_allclose(loaded.mix.mix_weights.numpy(), [0.1, 2.0, -0.5, 0.3])
+    after = loaded.predict(_rows(), verbose=0)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], atol=1e-4, err_msg=key)
+
+
 # ---------------------------------------------------------- layer lr decay
 
 
