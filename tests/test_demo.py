@@ -35,6 +35,30 @@ def test_starter_demo_trains_evaluates_predicts_and_exports(demo_run):
     assert "entities from the graph" in out
 
 
+_LOADED = {}
+
+
+@pytest.fixture(autouse=True)
+def one_load_per_model_folder(monkeypatch):
+    """The CLI tests below call ``main`` a dozen times on the same model
+    folders; each call would load the model and trace its serving function
+    again (seconds each, the file's biggest cost after the demo). The first
+    call on a folder loads it exactly as the command does (and prints the
+    folder used); later calls on the same folder reuse that pipeline. Every
+    call still parses its options, reads its input and writes its output."""
+    import apps.base.cli as cli
+
+    load = cli._load
+
+    def cached(task, args):
+        key = (task.name, str(args.model), args.precision)
+        if key not in _LOADED:
+            _LOADED[key] = load(task, args)
+        return _LOADED[key]
+
+    monkeypatch.setattr(cli, "_load", cached)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """100 CoNLL-2003 dev sentences: data the tagger was not trained on."""
