@@ -110,7 +110,7 @@ def test_distill_cli_gives_an_ordinary_model_that_learns_its_teachers_scores(tea
     def distill(name, soft_weight, *more):
         code = main(["ner", "distill", "--teacher", str(teacher_dir), "--train", str(data[0]), "--dev", str(data[1]),
                      "--student-layers", "1", "--soft-weight", soft_weight, "--output", str(tmp_path / name),
-                     "--epochs", "3", "--batch-size", "8", "--max-train-examples", "64", "--learning-rate", "1e-3",
+                     "--epochs", "2", "--batch-size", "8", "--max-train-examples", "64", "--learning-rate", "1e-3",
                      *more])
         assert code == 0
         return Tagger.load(tmp_path / name), capsys.readouterr().out
