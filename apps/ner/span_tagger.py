@@ -145,16 +145,15 @@ class SpanTagger(Pipeline):
         from apps.ner.calibration import score_logits
 
         rows = self.output_rows([e.text for e in examples], batch_size=batch_size)
-        logits, correct = [], []
+        scores, correct = [], []
         for example, row in zip(examples, rows):
             gold = {(e.start, e.end, e.type) for e in example.entities}
-            for start, end, kind, score in zip(row["start"], row["end"], row["type"], row["score"]):
-                logits.append(float(score_logits([score], self.temperature)[0]))
-                correct.append((int(start), int(end), kind) in gold)
-        logits, correct = np.array(logits), np.array(correct, bool)
-        before = expected_calibration_error(1 / (1 + np.exp(-logits / self.temperature)), correct)
+            scores.extend(row["score"])
+            correct.extend((int(s), int(e), t) in gold for s, e, t in zip(row["start"], row["end"], row["type"]))
+        logits, correct = score_logits(scores, self.temperature), np.array(correct, bool)
         temperature = fit_temperature(logits, correct)
-        after = expected_calibration_error(1 / (1 + np.exp(-logits / temperature)), correct)
+        before, after = (expected_calibration_error(1 / (1 + np.exp(-logits / t)), correct)
+                         for t in (self.temperature, temperature))
         self.temperature = temperature
         self._functions = {}  # the traced serving functions hold the old temperature
         return {"temperature": temperature, "entities": int(correct.size), "correct": int(correct.sum()),
