@@ -40,7 +40,7 @@ SHAPES = {
     "minilm": dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536),
 }
 VOCAB = 30522
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("KERASBERT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 def median_time(fn, runs, warmup):

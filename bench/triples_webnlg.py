@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
 MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
 DATASETS = {
     "webnlg_star": ("webnlg_casrel_star", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
