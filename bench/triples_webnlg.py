@@ -6,15 +6,17 @@ mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
 partial-match with BERT-base-cased), plus training tokens/s (epochs after the
 first) and inference sentences/s (batch 32, median of 3 passes over the test split
 after a warm-up pass). Each dataset runs in its own subprocess; a dataset
-whose WORKDIR folder holds a finished run is not retrained.
+whose WORKDIR folder holds a finished run is not retrained (the run must have
+been trained with the same settings; otherwise the bench stops and says which
+differ: use another WORKDIR).
 
 CMeIE ships only its official dev set here: it is split 80/20 in file order
 (first 80% train, last 20% test), and the test part also serves as dev
 (stated in the output; no target).
 
     python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
-                                   [--learning-rate 1e-4] [--max-train-examples N]
-                                   [--head casrel|gplinker]
+                                   [--learning-rate 1e-4] [--head-learning-rate 1e-3]
+                                   [--max-train-examples N] [--head casrel|gplinker]
 
 ``--head`` picks the triple head (``kerasbert triples train --head``); a run's
 folder is WORKDIR/<dataset> for casrel, WORKDIR/<dataset>_gplinker for
@@ -26,6 +28,7 @@ summary table is printed at the end.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -58,6 +61,28 @@ def cmeie_split(workdir):
     return workdir / "cmeie_train.jsonl", workdir / "cmeie_test.jsonl", workdir / "cmeie_test.jsonl"
 
 
+def check_same_settings(out, config):
+    """Stop if ``out`` holds a run (finished or interrupted) trained with
+    other settings than ``config``: reusing or resuming it would report
+    figures of settings the command line does not show."""
+    saved = out / "settings.json"
+    if not saved.exists():
+        return
+    old = json.loads(saved.read_text())
+    new = dataclasses.asdict(config)
+    keys = ("train", "dev", "epochs", "batch_size", "learning_rate", "head_learning_rate", "max_length",
+            "max_train_examples", "head", "checkpoint")
+    differ = [f"{k}: {old.get(k)!r} there, {new[k]!r} asked" for k in keys
+              if _comparable(k, old.get(k)) != _comparable(k, new[k])]
+    if differ:
+        raise SystemExit(f"{out} holds a run with other settings ({'; '.join(differ)}); use another --workdir")
+
+
+def _comparable(key, value):
+    """A setting's value, a file's path resolved (``/tmp/shared/x`` through a link is ``/work/shared/x``)."""
+    return str(Path(str(value)).resolve()) if key in ("train", "dev", "checkpoint") and value else value
+
+
 def child(args):
     sys.path.insert(0, str(ROOT))
     from apps.triples.data import read_triples_file
@@ -78,7 +103,9 @@ def child(args):
         epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
         eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head,
+        **({"head_learning_rate": args.head_learning_rate} if args.head_learning_rate else {}),
     )
+    check_same_settings(out, config)
     if (out / "metrics.json").exists() and (out / "model").exists():
         print(f"{out} holds a finished run: reusing its model and metrics (delete it to retrain)")
         metrics = json.loads((out / "metrics.json").read_text())
@@ -111,6 +138,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak encoder learning rate")
+    parser.add_argument("--head-learning-rate", type=float, default=0.0,
+                        help="peak learning rate of the head (0: the training default)")
     parser.add_argument("--max-train-examples", type=int, default=0, help="first N training sentences (0: all)")
     parser.add_argument("--head", choices=("casrel", "gplinker"), default="casrel", help="the triple head")
     parser.add_argument("--checkpoint", default=str(MINILM))
@@ -121,13 +150,15 @@ def main():
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
     print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch 16, max length {args.max_length}, "
-          f"encoder learning rate {args.learning_rate:g}\n", flush=True)
+          f"encoder learning rate {args.learning_rate:g}, head learning rate "
+          f"{args.head_learning_rate or 'default'}\n", flush=True)
     results = []
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
         command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
                    "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir,
-                   "--learning-rate", str(args.learning_rate), "--max-train-examples", str(args.max_train_examples),
+                   "--learning-rate", str(args.learning_rate), "--head-learning-rate", str(args.head_learning_rate),
+                   "--max-train-examples", str(args.max_train_examples),
                    "--head", args.head]
         log = Path(args.workdir) / (f"{name}.log" if args.head == "casrel" else f"{name}_{args.head}.log")
         print(f"{name}: training, log in {log}", flush=True)
