@@ -1,10 +1,10 @@
 """The GPLinker triple head (--head gplinker) on the toy checkpoint: the
 in-graph decoding on hand-made logits (SEO, EPO, a head link without its tail
-link, nested spans, a triple seen by two windows, the windows of a long text
-through the pipeline), the sparse loss against the dense one, training rows,
-a short training run through the CLI (predict, evaluate, reload with its
-head), the text-in SavedModel in a fresh process against predict, and the
-settings' errors. One trained toy model is shared by the module."""
+link, thresholds, nested spans, a triple seen by two windows, the windows of
+a long text through the pipeline), the sparse loss against the dense one,
+training rows, a short training run through the CLI (predict, evaluate,
+reload with its head, thresholds), the text-in SavedModel in a fresh process
+against predict at non-default thresholds, and the settings' errors. One trained toy model is shared by the module."""
 
 import json
 import re
@@ -48,7 +48,7 @@ def _sigmoid(x):
 # --- decoding on hand-made logits
 
 
-def _decode(entities, heads, tails, row_text=None, offsets=None, allowed=None):
+def _decode(entities, heads, tails, row_text=None, offsets=None, allowed=None, **thresholds):
     rows, length = entities.shape[:2]
     row_text = np.zeros(rows, np.int32) if row_text is None else row_text
     if offsets is None:  # position p -> characters [10p, 10p + 5)
@@ -57,7 +57,7 @@ def _decode(entities, heads, tails, row_text=None, offsets=None, allowed=None):
         allowed = np.tile((np.arange(length) >= 1) & (np.arange(length) < length - 1), (rows, 1))
     fields = linked_triples({"entities": tf.constant(entities), "heads": tf.constant(heads),
                              "tails": tf.constant(tails)}, tf.constant(row_text, tf.int32),
-                            tf.constant(offsets, tf.int32), tf.constant(allowed))
+                            tf.constant(offsets, tf.int32), tf.constant(allowed), **thresholds)
     return {k: v.numpy() for k, v in fields.items()}
 
 
@@ -89,6 +89,27 @@ def test_decoding_seo_epo_and_half_links():
     assert [t[:5] for t in got] == [(1, 2, 0, 4, 4), (1, 2, 1, 5, 6), (1, 2, 2, 5, 6)]
     # the score: the sigmoid of the lowest of the four logits (subject, object, head link, tail link)
     np.testing.assert_allclose([t[5] for t in got], _sigmoid(np.array([0.5, 1.0, 1.5])), rtol=1e-6)
+
+
+def test_thresholds_move_the_decisions_and_bound_the_scores():
+    entities, heads, tails = _blank()
+    entities[0, 1, 2, 0] = 3.0  # subject 1..2; objects 4..4 (logit 2.5) and 5..6 (1.5)
+    entities[0, 4, 4, 1] = 2.5
+    entities[0, 5, 6, 1] = 1.5
+    heads[0, 1, 4, 0], tails[0, 2, 4, 0] = 2.0, 0.5
+    heads[0, 1, 5, 1], tails[0, 2, 6, 1] = 1.0, 4.0
+    heads[0, 1, 4, 2], tails[0, 2, 4, 2] = -1.0, -0.5  # links below logit 0
+    heads[0, 1, 5, 2], tails[0, 2, 6, 2] = 5.0, -2.0  # a tail link far below 0
+    assert [t[:5] for t in _triples(_decode(entities, heads, tails))] == [(1, 2, 0, 4, 4), (1, 2, 1, 5, 6)]
+    # an entity threshold above object 5..6's logit drops its triple
+    assert [t[:5] for t in _triples(_decode(entities, heads, tails, entity_threshold=1.6))] == [(1, 2, 0, 4, 4)]
+    # a link threshold above 0.5 drops the triple whose tail link is 0.5
+    assert [t[:5] for t in _triples(_decode(entities, heads, tails, link_threshold=0.6))] == [(1, 2, 1, 5, 6)]
+    # a link threshold below 0 adds the pair whose two links are -1 and -0.5 (not the one with -2)
+    got = _triples(_decode(entities, heads, tails, link_threshold=-1.5))
+    assert [t[:5] for t in got] == [(1, 2, 0, 4, 4), (1, 2, 1, 5, 6), (1, 2, 2, 4, 4)]
+    np.testing.assert_allclose([t[5] for t in got], _sigmoid(np.array([0.5, 1.0, -1.0])), rtol=1e-6)
+    assert got[2][5] < 0.5  # the score stays the weakest decision's probability, here below 0.5
 
 
 def test_decoding_nested_spans_and_the_cells_that_are_not_spans():
@@ -254,7 +275,7 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
     tmp, (_, dev) = run
     assert json.loads((tmp / "run" / "settings.json").read_text())["head"] == "gplinker"
     saved = json.loads((tmp / "run" / "model" / "gplinker.json").read_text())
-    assert saved["head"] == "gplinker" and "thresholds" not in saved
+    assert saved["head"] == "gplinker" and saved["thresholds"] == {"entity": 0.5, "link": 0.5}
     assert not (tmp / "run" / "model" / "extractor.json").exists()
     extractor = TRIPLES.load(tmp / "run")
     assert type(extractor) is GPLinkerExtractor and extractor.predicates == saved["predicates"]
@@ -268,21 +289,63 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
     assert scores["exact"]["predicted"] > 0  # the barely trained toy model fires: something to compare
 
 
-def test_thresholds_are_refused(run, tmp_path, capsys):
+def test_thresholds_of_the_other_head_are_refused(run, tmp_path, capsys):
+    import argparse
+
+    from apps.triples.extractor import Extractor
+
     tmp, _ = run
     (tmp_path / "in.txt").write_text("Alan Bean was born in Wheeler , Texas .\n")
     capsys.readouterr()
     assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.txt"),
                  "--threshold-start", "0.3"]) == 2
     err = capsys.readouterr().err
-    assert "the gplinker head has no thresholds" in err and "Traceback" not in err
+    assert "--threshold-start belong to the casrel head" in err and "--threshold-entity/--threshold-link" in err
+    assert "Traceback" not in err
+    options = dict(threshold_start=None, threshold_end=None, threshold_entity=0.3, threshold_link=None)
+    with pytest.raises(KerasbertError, match="--threshold-entity belong to the gplinker head; .* casrel head, whose "
+                       "thresholds are --threshold-start/--threshold-end"):
+        TRIPLES.configure(Extractor.__new__(Extractor), argparse.Namespace(**options))
+    extractor = GPLinkerExtractor.load(tmp / "run")
+    assert extractor.with_thresholds({"link": 0.2}).thresholds == {"entity": 0.5, "link": 0.2}
+    with pytest.raises(KerasbertError, match=r"threshold entity must be in \(0, 1\), got 0.0"):
+        extractor.with_thresholds({"entity": 0.0})
+    with pytest.raises(KerasbertError, match=r"unknown gplinker threshold\(s\) \['subject_start'\]"):
+        extractor.with_thresholds({"subject_start": 0.3})
+    # a folder saved before the thresholds existed loads with 0.5 / 0.5
+    settings = {k: v for k, v in extractor.settings().items() if k != "thresholds"}
+    assert GPLinkerExtractor.from_settings(extractor.model, extractor.tokenizer, settings).thresholds == {
+        "entity": 0.5, "link": 0.5}
+
+
+def test_tune_writes_the_best_thresholds_and_evaluate_uses_them(run, tmp_path, capsys):
+    import shutil
+
+    tmp, (_, dev) = run
+    shutil.copytree(tmp / "run" / "model", tmp_path / "model")
+    capsys.readouterr()
+    assert main(["triples", "tune", "--model", str(tmp_path / "model"), "--data", str(dev), "--values", "0.7"]) == 0
+    out = capsys.readouterr().out
+    grid = re.findall(r"entity (\S+)  link (\S+):  P \S+  R \S+  F1 (\S+)", out)
+    assert [g[:2] for g in grid] == [("0.50", "0.50"), ("0.50", "0.70"), ("0.70", "0.50"), ("0.70", "0.70")]
+    best = re.search(r"best: --threshold-entity (\S+)  --threshold-link (\S+): P \S+  R \S+  F1 (\S+) "
+                     r"\(0.5 / 0.5: F1 (\S+)\)", out)
+    entity, link, f1, default_f1 = (float(x) for x in best.groups())
+    assert f1 == max(float(g[2]) for g in grid) >= default_f1 and default_f1 == float(grid[0][2])
+    saved = json.loads((tmp_path / "model" / "gplinker.json").read_text())
+    assert saved["thresholds"] == {"entity": entity, "link": link}
+    assert main(["triples", "evaluate", "--model", str(tmp_path / "model"), "--data", str(dev),
+                 "--output", str(tmp_path / "scores.json")]) == 0
+    assert json.loads((tmp_path / "scores.json").read_text())["f1"] == pytest.approx(f1, abs=1e-4)
 
 
 def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, capsys):
     """``triples predict`` (the CLI) and the text-in SavedModel in a process
     that imports only TensorFlow and TF-Text: the same triples and offsets,
     scores within 2e-4, the export's ops on the allowlist; and the ``--input
-    ids`` export, core ops only, gives the same triples as token spans."""
+    ids`` export, core ops only, gives the same triples as token spans. Both
+    at thresholds other than the defaults (entity 0.7, link 0.3): they are
+    baked into the exports."""
     import os
     import subprocess
     import sys
@@ -290,7 +353,7 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, 
     from test_triples_export import FRESH_PROCESS
 
     tmp, (_, dev) = run
-    extractor = GPLinkerExtractor.load(tmp / "run")
+    extractor = GPLinkerExtractor.load(tmp / "run").with_thresholds({"entity": 0.7, "link": 0.3})
     sentences = [json.loads(line)["text"] for line in dev.read_text().splitlines()]
     short = []
     for sentence in sentences:  # the longest word prefix of each dev text that fits one window
@@ -303,7 +366,8 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, 
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
                                        encoding="utf-8")
     capsys.readouterr()
-    assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.jsonl")]) == 0
+    assert main(["triples", "predict", "--model", str(tmp / "run"), str(tmp_path / "in.jsonl"),
+                 "--threshold-entity", "0.7", "--threshold-link", "0.3"]) == 0
     predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert [p["text"] for p in predicted] == texts
     path = extractor.export(tmp_path / "export")
@@ -325,8 +389,10 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path, 
         np.testing.assert_allclose([t["score"] for t in ours["triples"]], [t["score"] for t in theirs], atol=2e-4)
         for t in theirs:
             assert all(text[t[p]["start"] : t[p]["end"]] == t[p]["text"] != "" for p in ("subject", "object"))
-            assert 0.5 < t["score"] <= 1  # every logit of a triple is above 0
+            assert 0.3 < t["score"] <= 1  # every logit of a triple is above its threshold's
         total += len(theirs)
+    # scores below 0.5: triples that only the lowered thresholds let through, in the export too
+    assert any(t["score"] < 0.5 for theirs in served for t in theirs)
     assert total > 300 and len(served[texts.index(long_text)]) > 100  # decoded across many windows
     assert served[-4 - len(short):-1 - len(short)] == [[], [], []]
 
@@ -363,8 +429,12 @@ def test_bad_head_and_settings_that_do_not_apply_are_clear_errors(tmp_path, caps
     base = dict(checkpoint="c", train="t", dev="d", output="o")
     with pytest.raises(KerasbertError, match="head must be one of"):
         TriplesTrainSettings(**base, head="tplinker").check()
-    with pytest.raises(KerasbertError, match="the gplinker head has no thresholds"):
+    with pytest.raises(KerasbertError, match="are the casrel head's; the gplinker head's are --threshold-entity"):
         TriplesTrainSettings(**base, head="gplinker", threshold_start=0.3).check()
+    with pytest.raises(KerasbertError, match="are the gplinker head's; the casrel head's are --threshold-start"):
+        TriplesTrainSettings(**base, threshold_link=0.3).check()
+    with pytest.raises(KerasbertError, match=r"threshold_entity must be in \(0, 1\)"):
+        TriplesTrainSettings(**base, head="gplinker", threshold_entity=1.0).check()
     with pytest.raises(KerasbertError, match="pointer_size must be even"):
         TriplesTrainSettings(**base, head="gplinker", pointer_size=7).check()
     TriplesTrainSettings(**base, head="gplinker").check()

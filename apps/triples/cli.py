@@ -1,14 +1,67 @@
-"""``kerasbert triples train | evaluate | predict | export``.
+"""``kerasbert triples train | evaluate | predict | export | tune``.
 
 Registered through the ``kerasbert.commands`` entry point (see
-pyproject.toml). The commands come from the triples task
-(:data:`apps.triples.train.TRIPLES`, :func:`apps.base.cli.add_task_commands`).
+pyproject.toml). The four standard commands come from the triples task
+(:data:`apps.triples.train.TRIPLES`, :func:`apps.base.cli.add_task_commands`);
+this module adds ``tune`` (decision thresholds picked on dev,
+:mod:`apps.triples.tuning`).
 """
 
+from apps.base.cli import MODEL_HELP
 from apps.base.cli import add_task_commands
+from kerasbert.settings import add_settings_options
 
 
 def register(subparsers):
     from apps.triples.train import TRIPLES
+    from apps.triples.tuning import DEFAULT_VALUES
 
-    add_task_commands(subparsers, TRIPLES)
+    commands = add_task_commands(subparsers, TRIPLES)
+    tune = commands.add_parser(
+        "tune", help="pick a model's decision thresholds on a labelled file (dev)",
+        description="Score the model on a labelled file (your dev set) at every pair of threshold values (casrel "
+        "head: --threshold-start and --threshold-end; gplinker head: --threshold-entity and --threshold-link), "
+        "print precision, recall and F1 for each, and write the pair with the best F1 into the model folder, so "
+        "that predict, evaluate and exports made afterwards use it. Lower thresholds trade precision for recall. "
+        "One pass over the file per pair.",
+    )
+    tune.add_argument("--model", required=True, help=MODEL_HELP)
+    tune.add_argument("--data", required=True, help="labelled data file (dev)")
+    tune.add_argument("--values", default=",".join(f"{v:g}" for v in DEFAULT_VALUES),
+                      help="comma-separated values each of the two thresholds takes; 0.5 is always added "
+                      "(default: %(default)s)")
+    tune.add_argument("--dry-run", action="store_true", help="print the scores only; leave the model folder as it is")
+    tune.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    add_settings_options(tune, TRIPLES.read_settings, settings_file=False)
+    tune.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args):
+    from apps.triples.train import TRIPLES
+    from apps.triples.tuning import format_tuning
+    from apps.triples.tuning import tune_thresholds
+    from apps.triples.tuning import with_pair
+    from kerasbert.errors import KerasbertError
+    from kerasbert.saving import resolve_model_dir
+    from kerasbert.settings import settings_from_args
+
+    try:
+        values = [float(v) for v in args.values.split(",") if v.strip()]
+    except ValueError:
+        raise KerasbertError(f"--values must be comma-separated numbers, got {args.values!r}")
+    if not values or not all(0.0 < v < 1.0 for v in values):
+        raise KerasbertError(f"--values must be probabilities in (0, 1), got {args.values!r}")
+    settings = settings_from_args(TRIPLES.read_settings, args)
+    examples = TRIPLES.read(args.data, settings, "data")
+    extractor = TRIPLES.load(args.model, verbose=True)
+    print(f"scoring ({settings.eval_mode} match):")
+    result = tune_thresholds(extractor, examples, lambda ex, pred: TRIPLES.score(ex, pred, settings), values=values,
+                             batch_size=args.batch_size)
+    print(format_tuning(result, args.data))
+    if args.dry_run:
+        print("--dry-run: the model folder is unchanged")
+        return 0
+    directory = resolve_model_dir(args.model, extractor.settings_file, extractor.kind)
+    with_pair(extractor, *result["best"]["thresholds"]).save_settings(directory)
+    print(f"written: {directory / extractor.settings_file}")
+    return 0

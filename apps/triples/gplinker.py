@@ -16,10 +16,15 @@ spans, and for each triple the head link (subject start -> object start) and
 the tail link (subject end -> object end) of its predicate. Every subject of
 a row is trained at every step (CasRel samples one per step).
 
-There are no thresholds to set: a span or link holds where its logit is
-above 0. The folder's settings file is ``gplinker.json`` (with ``"head":
+Thresholds (probabilities, default 0.5 = logit 0, bert4keras's rule): a span
+holds where its probability is above ``entity``, a head or tail link where
+its probability is above ``link`` (``--threshold-entity``,
+``--threshold-link``; lower for recall, higher for precision; pick them on
+dev). A folder saved before thresholds existed loads with 0.5 / 0.5. The folder's settings file is ``gplinker.json`` (with ``"head":
 "gplinker"``), so ``predict``, ``evaluate`` and ``export`` load this head.
 """
+
+import math
 
 import numpy as np
 
@@ -29,6 +34,23 @@ from kerasbert.errors import KerasbertError
 #: The model folder's settings file (a CasRel extractor's is ``extractor.json``).
 SETTINGS_FILE = "gplinker.json"
 HEAD = "gplinker"
+#: The decision thresholds of this head (probabilities).
+THRESHOLD_KEYS = ("entity", "link")
+
+
+def normalize_thresholds(thresholds):
+    """A dict with any of ``entity`` and ``link`` (probabilities in (0, 1);
+    default 0.5) -> the full dict."""
+    thresholds = dict(thresholds or {})
+    unknown = set(thresholds) - set(THRESHOLD_KEYS)
+    if unknown:
+        raise KerasbertError(f"unknown gplinker threshold(s) {sorted(unknown)}; known: {', '.join(THRESHOLD_KEYS)} "
+                             "(--threshold-start/--threshold-end are the casrel head's)")
+    out = {k: float(thresholds.get(k, 0.5)) for k in THRESHOLD_KEYS}
+    for key, value in out.items():
+        if not 0.0 < value < 1.0:
+            raise KerasbertError(f"gplinker threshold {key} must be in (0, 1), got {value}")
+    return out
 
 
 class GPLinkerExtractor(Extractor):
@@ -42,19 +64,22 @@ class GPLinkerExtractor(Extractor):
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
         predicates: predicate names, index = the model's predicate channel.
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
+        thresholds: ``{"entity": p, "link": q}`` (either may be left out:
+            0.5), probabilities a span / a link must be above.
         overlap: tokens shared by consecutive windows of a long text.
     """
 
     settings_file = SETTINGS_FILE
     model_module = "apps.triples.gplinker_model"
-    thresholds = None
 
-    def __init__(self, model, tokenizer, predicates, max_length=128, overlap=None):
+    def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=None, overlap=None):
         super(Extractor, self).__init__(model, tokenizer, predicates, max_length=max_length, overlap=overlap)
         self.predicate_ids = {p: i for i, p in enumerate(self.predicates)}
+        self.thresholds = normalize_thresholds(thresholds)
+        self._live = None  # see live_copy
 
     def settings(self):
-        return {**super(Extractor, self).settings(), "head": HEAD}
+        return {**super(Extractor, self).settings(), "head": HEAD, "thresholds": self.thresholds}
 
     @classmethod
     def from_settings(cls, model, tokenizer, settings):
@@ -65,8 +90,32 @@ class GPLinkerExtractor(Extractor):
         return super().from_settings(model, tokenizer, settings)
 
     def with_thresholds(self, thresholds):
-        raise KerasbertError("the gplinker head has no thresholds (--threshold-start/--threshold-end are the CasRel "
-                             "head's): a span or link holds where its logit is above 0")
+        """The same extractor with other thresholds: a dict of any of
+        :data:`THRESHOLD_KEYS` (the others are kept)."""
+        return type(self).from_settings(self.model, self.tokenizer, {
+            **self.settings(), "thresholds": {**self.thresholds, **thresholds}, "lora": self.lora})
+
+    def live_copy(self):
+        """A copy whose decoding reads the thresholds from a ``tf.Variable``:
+        :meth:`set_live_thresholds` then changes them without tracing the
+        graph again (threshold tuning scores many pairs; a new extractor per
+        pair would trace each time). Predict with it; export this extractor
+        or one made by :meth:`with_thresholds` instead."""
+        import tensorflow as tf
+
+        copy = self.with_thresholds({})
+        copy._live = tf.Variable([_logit(self.thresholds[k]) for k in THRESHOLD_KEYS], trainable=False,
+                                 dtype=tf.float32, name="gplinker_threshold_logits")
+        return copy
+
+    def set_live_thresholds(self, thresholds):
+        """Set thresholds (a dict of any of :data:`THRESHOLD_KEYS`) of a
+        :meth:`live_copy`; returns it."""
+        if self._live is None:
+            raise KerasbertError("set_live_thresholds needs a live_copy(); use with_thresholds otherwise")
+        self.thresholds = normalize_thresholds({**self.thresholds, **thresholds})
+        self._live.assign([_logit(self.thresholds[k]) for k in THRESHOLD_KEYS])
+        return self
 
     # ------------------------------------------------------------ training rows
     def window_labels(self, state, w_start, w_end, report):
@@ -118,7 +167,12 @@ class GPLinkerExtractor(Extractor):
         from apps.triples.gplinker_decode import linked_triples
 
         width = tf.shape(allowed)[1]
-        return linked_triples(self._logits(inputs, n_rows, width, run), row_text, offsets, allowed)
+        if self._live is not None:
+            entity, link = self._live[0], self._live[1]
+        else:
+            entity, link = (_logit(self.thresholds[k]) for k in THRESHOLD_KEYS)
+        return linked_triples(self._logits(inputs, n_rows, width, run), row_text, offsets, allowed,
+                              entity_threshold=entity, link_threshold=link)
 
     # --------------------------------------------------------------- training
     @classmethod
@@ -130,7 +184,8 @@ class GPLinkerExtractor(Extractor):
 
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):
-        return cls(model, tokenizer, predicates, max_length=settings.max_length)
+        return cls(model, tokenizer, predicates, max_length=settings.max_length,
+                   thresholds={"entity": settings.threshold_entity, "link": settings.threshold_link})
 
     def batches(self, rows, settings, targets=()):
         from kerasbert.training import BucketedBatches
@@ -139,6 +194,10 @@ class GPLinkerExtractor(Extractor):
             raise KerasbertError("the gplinker head cannot be distilled")
         return BucketedBatches(rows, settings.batch_size, targets=("entity_codes", "head_codes", "tail_codes"),
                                seed=settings.seed, max_width=self.max_length)
+
+
+def _logit(probability):
+    return math.log(probability / (1.0 - probability))
 
 
 def _codes(per_position):

@@ -64,13 +64,16 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
     seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
     schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
                           "(default: the training data's predicates)")
-    threshold_start: float = setting(0.5, "a start pointer fires when its probability is above this")
-    threshold_end: float = setting(0.5, "an end pointer fires when its probability is above this")
+    threshold_start: float = setting(0.5, "casrel head: a start pointer fires when its probability is above this")
+    threshold_end: float = setting(0.5, "casrel head: an end pointer fires when its probability is above this")
+    threshold_entity: float = setting(0.5, "gplinker head: a subject or object span holds when its probability is "
+                                      "above this")
+    threshold_link: float = setting(0.5, "gplinker head: a head-to-head or tail-to-tail link holds when its "
+                                    "probability is above this")
     head: str = setting("casrel", "the triple head: casrel finds subjects, then the objects of ONE subject at a "
                         "time (one gold subject sampled per row and step in training); gplinker scores every "
                         "subject and object span and every head-to-head / tail-to-tail link per predicate at once "
-                        "(GlobalPointers: nested and overlapping entities; spans and links hold above logit 0, "
-                        "so --threshold-start/--threshold-end do not apply)", HEADS)
+                        "(GlobalPointers: nested and overlapping entities)", HEADS)
     pointer_size: int = setting(64, "query/key size of each GlobalPointer of the gplinker head")
 
     def check(self):
@@ -78,13 +81,19 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
         for key in ("threshold_start", "threshold_end"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")
+        for key in ("threshold_entity", "threshold_link"):
+            if not 0.0 < getattr(self, key) < 1.0:
+                raise KerasbertError(f"{key} must be in (0, 1), got {getattr(self, key)}")
         if self.head == "gplinker":
             if (self.threshold_start, self.threshold_end) != (0.5, 0.5):
-                raise KerasbertError("--threshold-start/--threshold-end are the casrel head's; the gplinker head has "
-                                     "no thresholds (a span or link holds where its logit is above 0)")
+                raise KerasbertError("--threshold-start/--threshold-end are the casrel head's; the gplinker head's "
+                                     "are --threshold-entity/--threshold-link")
             if self.pointer_size < 2 or self.pointer_size % 2:
                 raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), "
                                      f"got {self.pointer_size}")
+        elif (self.threshold_entity, self.threshold_link) != (0.5, 0.5):
+            raise KerasbertError("--threshold-entity/--threshold-link are the gplinker head's; the casrel head's "
+                                 "are --threshold-start/--threshold-end")
 
 
 class TriplesTask(Task):
@@ -129,19 +138,30 @@ class TriplesTask(Task):
     def add_options(self, parser, command):
         if command == "evaluate":  # the pre-settings name of --eval-mode, kept working
             parser.add_argument("--mode", dest="eval_mode", choices=EVAL_MODES, help=argparse.SUPPRESS)
-        parser.add_argument("--threshold-start", type=float, help="start pointer threshold (default: the model's; "
-                            "casrel head only)")
-        parser.add_argument("--threshold-end", type=float, help="end pointer threshold (default: the model's; "
-                            "casrel head only)" + ("; baked into the graph" if command == "export" else ""))
+        baked = "; baked into the graph" if command == "export" else ""
+        for option, what in (("start", "start pointer threshold (casrel head)"),
+                             ("end", "end pointer threshold (casrel head)"),
+                             ("entity", "span threshold, a probability (gplinker head)"),
+                             ("link", "head/tail link threshold, a probability (gplinker head)")):
+            parser.add_argument(f"--threshold-{option}", type=float, help=f"{what} (default: the model's){baked}")
 
     def configure(self, extractor, args):
-        given = {}
-        for head in ("subject", "object"):
-            if args.threshold_start is not None:
-                given[f"{head}_start"] = args.threshold_start
-            if args.threshold_end is not None:
-                given[f"{head}_end"] = args.threshold_end
-        return extractor.with_thresholds(given) if given else extractor
+        from apps.triples.gplinker import GPLinkerExtractor
+
+        given = {k: getattr(args, f"threshold_{k}") for k in ("start", "end", "entity", "link")}
+        given = {k: v for k, v in given.items() if v is not None}
+        gplinker = isinstance(extractor, GPLinkerExtractor)
+        own = ("entity", "link") if gplinker else ("start", "end")
+        foreign = [k for k in given if k not in own]
+        if foreign:
+            head, other = ("gplinker", "casrel") if gplinker else ("casrel", "gplinker")
+            raise KerasbertError(f"--threshold-{'/--threshold-'.join(foreign)} belong to the {other} head; this model "
+                                 f"has the {head} head, whose thresholds are --threshold-{own[0]}/--threshold-{own[1]}")
+        if not given:
+            return extractor
+        if gplinker:
+            return extractor.with_thresholds(given)
+        return extractor.with_thresholds({f"{h}_{k}": v for h in ("subject", "object") for k, v in given.items()})
 
 
 TRIPLES = TriplesTask()

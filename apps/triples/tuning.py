@@ -1,0 +1,84 @@
+"""Decision thresholds picked on labelled data (dev): ``kerasbert triples tune``.
+
+A trained extractor decides with thresholds (probabilities): the CasRel head
+fires a start / end pointer above ``--threshold-start`` / ``--threshold-end``,
+the GPLinker head keeps a span above ``--threshold-entity`` and a link above
+``--threshold-link``; all default to 0.5. Lower thresholds trade precision
+for recall. :func:`tune_thresholds` scores every pair of the grid on the
+examples (one pass of the extractor each) and returns the pair with the best
+F1 (in the reader's match mode); the command writes it into the model folder,
+so ``predict``, ``evaluate`` and exports made afterwards use it. Tune on dev,
+report on test: F1 tuned on the data it is reported on is optimistic. The
+GPLinker head's graph is traced once for the whole grid (its thresholds are
+read from a variable while tuning:
+:meth:`~apps.triples.gplinker.GPLinkerExtractor.live_copy`); the CasRel
+head's is traced again for each pair.
+"""
+
+import itertools
+
+#: The two thresholds each head tunes (the CLI option names without ``--threshold-``).
+HEAD_THRESHOLDS = {"casrel": ("start", "end"), "gplinker": ("entity", "link")}
+#: The grid's values for each of the two thresholds (both heads).
+DEFAULT_VALUES = (0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def head_of(extractor):
+    from apps.triples.gplinker import GPLinkerExtractor
+
+    return "gplinker" if isinstance(extractor, GPLinkerExtractor) else "casrel"
+
+
+def with_pair(extractor, first, second):
+    """``extractor`` with its head's two thresholds set to ``first`` and
+    ``second`` (the CasRel head: start and end, for subjects and objects
+    alike)."""
+    if head_of(extractor) == "gplinker":
+        return extractor.with_thresholds({"entity": first, "link": second})
+    return extractor.with_thresholds((first, second))
+
+
+def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_size=32, log=print):
+    """Score ``extractor`` on ``examples`` at every pair of ``values``.
+
+    Args:
+        extractor: a trained CasRel or GPLinker extractor.
+        examples: labelled :class:`~apps.triples.data.TripleExample` s (dev).
+        score: ``score(examples, predictions)`` -> a dict with ``precision``,
+            ``recall``, ``f1`` (:meth:`apps.triples.train.TriplesTask.score`
+            with the reader's settings).
+        values: the values each of the two thresholds takes.
+        log: called with one line per pair as it is scored (``None``: quiet).
+
+    Returns ``{"head", "names", "grid": [{"thresholds": [a, b], "precision",
+    "recall", "f1"}, ...], "best": the best entry, "default": the 0.5 / 0.5
+    entry}``. Ties go to the pair nearest the defaults (then the first in
+    grid order), so a flat grid keeps 0.5 / 0.5.
+    """
+    values = sorted({float(v) for v in values} | {0.5})
+    head = head_of(extractor)
+    names = HEAD_THRESHOLDS[head]
+    texts = [e.text for e in examples]
+    live = extractor.live_copy() if head == "gplinker" else None
+    grid = []
+    for first, second in itertools.product(values, values):
+        candidate = (live.set_live_thresholds(dict(zip(names, (first, second)))) if live is not None
+                     else with_pair(extractor, first, second))
+        scores = score(examples, candidate.predict(texts, batch_size=batch_size))
+        entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
+        grid.append(entry)
+        if log:
+            log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  P {entry['precision']:.4f}  "
+                f"R {entry['recall']:.4f}  F1 {entry['f1']:.4f}")
+    best = max(grid, key=lambda e: (e["f1"], -abs(e["thresholds"][0] - 0.5) - abs(e["thresholds"][1] - 0.5)))
+    default = next(e for e in grid if e["thresholds"] == [0.5, 0.5])
+    return {"head": head, "names": list(names), "grid": grid, "best": best, "default": default}
+
+
+def format_tuning(result, data):
+    """A summary of :func:`tune_thresholds`'s result on the file ``data``."""
+    names, best, default = result["names"], result["best"], result["default"]
+    pair = "  ".join(f"--threshold-{n} {v:g}" for n, v in zip(names, best["thresholds"]))
+    return (f"{result['head']} head, {len(result['grid'])} threshold pairs scored on {data}\n"
+            f"best: {pair}: P {best['precision']:.4f}  R {best['recall']:.4f}  F1 {best['f1']:.4f} "
+            f"(0.5 / 0.5: F1 {default['f1']:.4f}); tuned on this file, so report F1 on another (test)")
