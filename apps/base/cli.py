@@ -98,6 +98,20 @@ def add_task_commands(subparsers, task):
     return commands
 
 
+def add_labelled_file_command(commands, name, task, func, help, description):
+    """Add command ``name`` (an app's own, e.g. ``ner calibrate``, ``triples
+    tune``) that reads a trained model and a labelled file: ``--model``,
+    ``--data``, ``--batch-size`` and the task's reader options; returns its
+    parser (to add the command's own options)."""
+    parser = commands.add_parser(name, help=help, description=description)
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
+    parser.add_argument("--data", required=True, help="labelled data file (dev)")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    add_settings_options(parser, task.read_settings, settings_file=False)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def _precision_option(parser, export=False):
     from apps.base.pipeline import PRECISIONS
 

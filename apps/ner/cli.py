@@ -7,28 +7,23 @@ module adds ``calibrate`` (the GlobalPointer head's score temperature) and
 ``demo``.
 """
 
-from apps.base.cli import MODEL_HELP
+from apps.base.cli import add_labelled_file_command
 from apps.base.cli import add_task_commands
-from kerasbert.settings import add_settings_options
 
 
 def register(subparsers):
     from apps.ner.train import NER
 
     commands = add_task_commands(subparsers, NER)
-    calibrate = commands.add_parser(
-        "calibrate", help="fit a GlobalPointer model's score temperature on a labelled file (dev)",
+    add_labelled_file_command(
+        commands, "calibrate", NER, cmd_calibrate,
+        help="fit a GlobalPointer model's score temperature on a labelled file (dev)",
         description="Fit the temperature T of a GlobalPointer model's entity scores, sigmoid(logit / T), on a "
         "labelled file (your dev set, nested entities kept), so that a score is a better probability of the entity "
         "being exactly right, and write it into the model folder (its span_tagger.json). No entity changes. "
         "Training does this on dev already (--calibrate); use this for a model trained without it, or to fit on "
         "other data. Exports made afterwards carry the temperature.",
     )
-    calibrate.add_argument("--model", required=True, help=MODEL_HELP)
-    calibrate.add_argument("--data", required=True, help="labelled data file (dev)")
-    calibrate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
-    add_settings_options(calibrate, NER.read_settings, settings_file=False)
-    calibrate.set_defaults(func=cmd_calibrate)
     demo = commands.add_parser(
         "demo", help="train, evaluate, predict and export on the shipped sample corpus (offline, ~3 minutes)",
         description="The whole kit on an embedded default: train a BERT-BiLSTM-CRF tagger on kerasbert's sample "

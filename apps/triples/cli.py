@@ -7,9 +7,8 @@ this module adds ``tune`` (decision thresholds picked on dev,
 :mod:`apps.triples.tuning`).
 """
 
-from apps.base.cli import MODEL_HELP
+from apps.base.cli import add_labelled_file_command
 from apps.base.cli import add_task_commands
-from kerasbert.settings import add_settings_options
 
 
 def register(subparsers):
@@ -17,23 +16,19 @@ def register(subparsers):
     from apps.triples.tuning import DEFAULT_VALUES
 
     commands = add_task_commands(subparsers, TRIPLES)
-    tune = commands.add_parser(
-        "tune", help="pick a model's decision thresholds on a labelled file (dev)",
+    tune = add_labelled_file_command(
+        commands, "tune", TRIPLES, cmd_tune,
+        help="pick a model's decision thresholds on a labelled file (dev)",
         description="Score the model on a labelled file (your dev set) at every pair of threshold values (casrel "
         "head: --threshold-start and --threshold-end; gplinker head: --threshold-entity and --threshold-link), "
         "print precision, recall and F1 for each, and write the pair with the best F1 into the model folder, so "
         "that predict, evaluate and exports made afterwards use it. Lower thresholds trade precision for recall. "
         "One pass over the file per pair.",
     )
-    tune.add_argument("--model", required=True, help=MODEL_HELP)
-    tune.add_argument("--data", required=True, help="labelled data file (dev)")
     tune.add_argument("--values", default=",".join(f"{v:g}" for v in DEFAULT_VALUES),
                       help="comma-separated values each of the two thresholds takes; 0.5 is always added "
                       "(default: %(default)s)")
     tune.add_argument("--dry-run", action="store_true", help="print the scores only; leave the model folder as it is")
-    tune.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
-    add_settings_options(tune, TRIPLES.read_settings, settings_file=False)
-    tune.set_defaults(func=cmd_tune)
 
 
 def cmd_tune(args):
