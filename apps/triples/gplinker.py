@@ -20,8 +20,10 @@ Thresholds (probabilities, default 0.5 = logit 0, bert4keras's rule): a span
 holds where its probability is above ``entity``, a head or tail link where
 its probability is above ``link`` (``--threshold-entity``,
 ``--threshold-link``; lower for recall, higher for precision; pick them on
-dev). A folder saved before thresholds existed loads with 0.5 / 0.5. The folder's settings file is ``gplinker.json`` (with ``"head":
-"gplinker"``), so ``predict``, ``evaluate`` and ``export`` load this head.
+dev with ``kerasbert triples tune``). A folder saved before thresholds
+existed loads with 0.5 / 0.5. The folder's settings file is
+``gplinker.json`` (with ``"head": "gplinker"``), so ``predict``,
+``evaluate`` and ``export`` load this head.
 """
 
 import math
