@@ -122,12 +122,12 @@ def child(args):
     tuned = {}
     if args.tune_thresholds:
         from apps.triples.tuning import tune_thresholds
-        from apps.triples.tuning import with_pair
+        from apps.triples.tuning import tuned
 
         dev = read_triples_file(dev_path).examples
         print(f"tuning the thresholds on {dev_path} ({config.eval_mode} match):", flush=True)
         found = tune_thresholds(extractor, dev, lambda ex, pred: score(ex, pred, mode=config.eval_mode))
-        extractor = with_pair(extractor, *found["best"]["thresholds"])
+        extractor = tuned(extractor, found)
         tuned = {"thresholds": dict(zip(found["names"], found["best"]["thresholds"])),
                  "dev_f1_default_thresholds": found["default"]["f1"], "dev_f1_tuned": found["best"]["f1"]}
     test = read_triples_file(test_path).examples

@@ -15,11 +15,13 @@ class MadeUp:
     """Stands for a CasRel extractor: ``predict`` returns its thresholds, and
     :func:`f1_of` turns them into a score."""
 
+    head_name, threshold_options = "casrel", ("start", "end")
+
     def __init__(self, thresholds=(0.5, 0.5)):
         self.thresholds = thresholds
 
-    def with_thresholds(self, thresholds):
-        return MadeUp(tuple(thresholds))
+    def with_threshold_options(self, given):
+        return type(self)((given["start"], given["end"]))
 
     def predict(self, texts, batch_size=32):
         return [self.thresholds] * len(texts)
@@ -72,9 +74,6 @@ def test_the_command_writes_the_best_pair_unless_dry_run(tmp_path, capsys, monke
 
     class Folder(MadeUp):
         settings_file, kind = "extractor.json", "triples model"
-
-        def with_thresholds(self, thresholds):
-            return Folder(tuple(thresholds))
 
         def save_settings(self, directory):
             saved.append((directory, self.thresholds))

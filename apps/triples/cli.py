@@ -35,7 +35,7 @@ def cmd_tune(args):
     from apps.triples.train import TRIPLES
     from apps.triples.tuning import format_tuning
     from apps.triples.tuning import tune_thresholds
-    from apps.triples.tuning import with_pair
+    from apps.triples.tuning import tuned
     from kerasbert.errors import KerasbertError
     from kerasbert.saving import resolve_model_dir
     from kerasbert.settings import settings_from_args
@@ -57,6 +57,6 @@ def cmd_tune(args):
         print("--dry-run: the model folder is unchanged")
         return 0
     directory = resolve_model_dir(args.model, extractor.settings_file, extractor.kind)
-    with_pair(extractor, *result["best"]["thresholds"]).save_settings(directory)
+    tuned(extractor, result).save_settings(directory)
     print(f"written: {directory / extractor.settings_file}")
     return 0

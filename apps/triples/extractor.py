@@ -116,6 +116,9 @@ class Extractor(Pipeline):
     """
 
     settings_file = "extractor.json"
+    head_name = "casrel"
+    #: The thresholds' CLI option names (``--threshold-start``, ``--threshold-end``).
+    threshold_options = ("start", "end")
     kind = "triples model"
     task = "triples"
     labels_key = "predicates"
@@ -135,6 +138,12 @@ class Extractor(Pipeline):
 
     def settings(self):
         return {**super().settings(), "thresholds": self.thresholds}
+
+    def with_threshold_options(self, given):
+        """The same extractor with thresholds named as in
+        :attr:`threshold_options` (``start``, ``end``: subjects and objects
+        alike), e.g. from the command line or the tuning grid."""
+        return self.with_thresholds({f"{h}_{k}": v for h in ("subject", "object") for k, v in given.items()})
 
     def with_thresholds(self, thresholds):
         """The same extractor with other thresholds: a dict of any of

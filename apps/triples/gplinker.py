@@ -72,6 +72,8 @@ class GPLinkerExtractor(Extractor):
     """
 
     settings_file = SETTINGS_FILE
+    head_name = HEAD
+    threshold_options = THRESHOLD_KEYS
     model_module = "apps.triples.gplinker_model"
 
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=None, overlap=None):
@@ -96,6 +98,10 @@ class GPLinkerExtractor(Extractor):
         :data:`THRESHOLD_KEYS` (the others are kept)."""
         return type(self).from_settings(self.model, self.tokenizer, {
             **self.settings(), "thresholds": {**self.thresholds, **thresholds}, "lora": self.lora})
+
+    def with_threshold_options(self, given):
+        """:meth:`with_thresholds`: this head's options are its keys."""
+        return self.with_thresholds(given)
 
     def live_copy(self):
         """A copy whose decoding reads the thresholds from a ``tf.Variable``:

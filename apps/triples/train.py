@@ -146,22 +146,18 @@ class TriplesTask(Task):
             parser.add_argument(f"--threshold-{option}", type=float, help=f"{what} (default: the model's){baked}")
 
     def configure(self, extractor, args):
+        from apps.triples.extractor import Extractor
         from apps.triples.gplinker import GPLinkerExtractor
 
-        given = {k: getattr(args, f"threshold_{k}") for k in ("start", "end", "entity", "link")}
-        given = {k: v for k, v in given.items() if v is not None}
-        gplinker = isinstance(extractor, GPLinkerExtractor)
-        own = ("entity", "link") if gplinker else ("start", "end")
-        foreign = [k for k in given if k not in own]
+        heads = {o: cls.head_name for cls in (Extractor, GPLinkerExtractor) for o in cls.threshold_options}
+        given = {o: getattr(args, f"threshold_{o}") for o in heads if getattr(args, f"threshold_{o}") is not None}
+        own = extractor.threshold_options
+        foreign = [o for o in given if o not in own]
         if foreign:
-            head, other = ("gplinker", "casrel") if gplinker else ("casrel", "gplinker")
-            raise KerasbertError(f"--threshold-{'/--threshold-'.join(foreign)} belong to the {other} head; this model "
-                                 f"has the {head} head, whose thresholds are --threshold-{own[0]}/--threshold-{own[1]}")
-        if not given:
-            return extractor
-        if gplinker:
-            return extractor.with_thresholds(given)
-        return extractor.with_thresholds({f"{h}_{k}": v for h in ("subject", "object") for k, v in given.items()})
+            raise KerasbertError(f"--threshold-{'/--threshold-'.join(foreign)} belong to the {heads[foreign[0]]} head; "
+                                 f"this model has the {extractor.head_name} head, whose thresholds are "
+                                 f"--threshold-{own[0]}/--threshold-{own[1]}")
+        return extractor.with_threshold_options(given) if given else extractor
 
 
 TRIPLES = TriplesTask()

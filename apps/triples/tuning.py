@@ -17,32 +17,21 @@ head's is traced again for each pair.
 
 import itertools
 
-#: The two thresholds each head tunes (the CLI option names without ``--threshold-``).
-HEAD_THRESHOLDS = {"casrel": ("start", "end"), "gplinker": ("entity", "link")}
 #: The grid's values for each of the two thresholds (both heads).
 DEFAULT_VALUES = (0.2, 0.3, 0.4, 0.5, 0.6)
 
 
-def head_of(extractor):
-    from apps.triples.gplinker import GPLinkerExtractor
-
-    return "gplinker" if isinstance(extractor, GPLinkerExtractor) else "casrel"
-
-
-def with_pair(extractor, first, second):
-    """``extractor`` with its head's two thresholds set to ``first`` and
-    ``second`` (the CasRel head: start and end, for subjects and objects
-    alike)."""
-    if head_of(extractor) == "gplinker":
-        return extractor.with_thresholds({"entity": first, "link": second})
-    return extractor.with_thresholds((first, second))
+def tuned(extractor, result):
+    """``extractor`` at the best pair of :func:`tune_thresholds`'s ``result``."""
+    return extractor.with_threshold_options(dict(zip(result["names"], result["best"]["thresholds"])))
 
 
 def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_size=32, log=print):
     """Score ``extractor`` on ``examples`` at every pair of ``values``.
 
     Args:
-        extractor: a trained CasRel or GPLinker extractor.
+        extractor: a trained CasRel or GPLinker extractor (its two
+            ``threshold_options`` are tuned).
         examples: labelled :class:`~apps.triples.data.TripleExample` s (dev).
         score: ``score(examples, predictions)`` -> a dict with ``precision``,
             ``recall``, ``f1`` (:meth:`apps.triples.train.TriplesTask.score`
@@ -56,14 +45,13 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
     grid order), so a flat grid keeps 0.5 / 0.5.
     """
     values = sorted({float(v) for v in values} | {0.5})
-    head = head_of(extractor)
-    names = HEAD_THRESHOLDS[head]
+    names = extractor.threshold_options
     texts = [e.text for e in examples]
-    live = extractor.live_copy() if head == "gplinker" else None
+    live = extractor.live_copy() if hasattr(extractor, "live_copy") else None
     grid = []
     for first, second in itertools.product(values, values):
-        candidate = (live.set_live_thresholds(dict(zip(names, (first, second)))) if live is not None
-                     else with_pair(extractor, first, second))
+        pair = dict(zip(names, (first, second)))
+        candidate = live.set_live_thresholds(pair) if live is not None else extractor.with_threshold_options(pair)
         scores = score(examples, candidate.predict(texts, batch_size=batch_size))
         entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
         grid.append(entry)
@@ -72,7 +60,7 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
                 f"R {entry['recall']:.4f}  F1 {entry['f1']:.4f}")
     best = max(grid, key=lambda e: (e["f1"], -abs(e["thresholds"][0] - 0.5) - abs(e["thresholds"][1] - 0.5)))
     default = next(e for e in grid if e["thresholds"] == [0.5, 0.5])
-    return {"head": head, "names": list(names), "grid": grid, "best": best, "default": default}
+    return {"head": extractor.head_name, "names": list(names), "grid": grid, "best": best, "default": default}
 
 
 def format_tuning(result, data):
