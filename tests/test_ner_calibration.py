@@ -11,6 +11,7 @@ from apps.ner.calibration import format_calibration
 from apps.ner.calibration import reliability_figure
 from apps.ner.calibration import reliability_table
 from apps.ner.calibration import score_logits
+from apps.ner.calibration import sigmoid_scores
 from apps.ner.evaluate import format_scores
 from apps.ner.evaluate import score
 from apps.ner.examples import Entity
@@ -96,18 +97,19 @@ def test_fit_temperature_recovers_the_temperature_the_outcomes_were_drawn_with()
     logits = rng.normal(2.0, 4.0, 20000)
     for truth in (0.5, 1.0, 2.5):
         correct = rng.random(logits.size) < 1 / (1 + np.exp(-logits / truth))
-        assert fit_temperature(logits, correct) == pytest.approx(truth, rel=0.08)
+        assert fit_temperature(sigmoid_scores(logits), correct) == pytest.approx(truth, rel=0.08)
         scores = 1 / (1 + np.exp(-logits / truth))
-        fitted = 1 / (1 + np.exp(-logits / fit_temperature(logits, correct)))
+        fitted = 1 / (1 + np.exp(-logits / fit_temperature(sigmoid_scores(logits), correct)))
         # over-confident scores (T = 1 when the truth is 2.5) are far off; the fitted ones are not
         if truth == 2.5:
             assert expected_calibration_error(1 / (1 + np.exp(-logits)), correct) > 0.1
         assert expected_calibration_error(fitted, correct) < 0.02
         assert expected_calibration_error(scores, correct) < 0.02
     # nothing to fit: every entity right, or none
-    assert fit_temperature([1.0, 3.0], [True, True]) == 1.0 == fit_temperature([1.0, 3.0], [False, False])
-    with pytest.raises(ValueError, match="3 logits but 2 outcomes"):
-        fit_temperature([1.0, 2.0, 3.0], [True, False])
+    two = sigmoid_scores([1.0, 3.0])
+    assert fit_temperature(two, [True, True]) == 1.0 == fit_temperature(two, [False, False])
+    with pytest.raises(ValueError, match="3 scores but 2 outcomes"):
+        fit_temperature(sigmoid_scores([1.0, 2.0, 3.0]), [True, False])
 
 
 def test_score_logits_invert_the_sigmoid_and_clip_saturated_scores():

@@ -105,7 +105,9 @@ def test_distill_cli_gives_an_ordinary_model_that_learns_its_teachers_scores(tea
     unlabeled = tmp_path / "more.txt"
     unlabeled.write_text("Germany beat Italy in Rome .\n\nJohn Smith works for Reuters .\n", encoding="utf-8")
     teacher_dir = tmp_path / "teacher"
+    teacher.set_temperature(3.0)  # the teacher's score temperature is not the student's
     teacher.save(teacher_dir)
+    teacher.set_temperature(1.0)
 
     def distill(name, soft_weight, *more):
         code = main(["ner", "distill", "--teacher", str(teacher_dir), "--train", str(data[0]), "--dev", str(data[1]),
@@ -123,11 +125,14 @@ def test_distill_cli_gives_an_ordinary_model_that_learns_its_teachers_scores(tea
     metrics = json.loads((tmp_path / "soft" / "metrics.json").read_text())
     assert metrics["teacher_layers"] == [1] and "f1" in metrics["teacher_dev"]
     assert student.model.encoder.num_layers == 1 and student.tags == teacher.tags
+    assert student.temperature == metrics["score_temperature"]["temperature"] != 3.0  # fitted on dev (--calibrate)
 
     # Trained on the teacher's scores alone, the student is closer to them
     # than the same student trained on the gold labels alone.
-    gold_only, printed = distill("gold", "0.0")
+    gold_only, printed = distill("gold", "0.0", "--no-calibrate")
     assert "initialised from teacher layers 0" in printed
+    assert gold_only.temperature == 1.0 and "score_temperature" not in json.loads(
+        (tmp_path / "gold" / "metrics.json").read_text())
     x = _inputs(teacher, ["EU rejects German call to boycott British lamb .", "Peter Blackburn in BRUSSELS"])
     target = np.asarray(teacher.model(x)["potentials"])
     mask = x["padding_mask"][..., None]

@@ -6,7 +6,8 @@ biases pushed towards entity tags, so it predicts many entities of every
 kind (``I-X`` without ``B-X``, adjacent entities, entities across windows):
 a stricter check of the in-graph decoding than a trained model that mostly
 says ``O``. ``max_length=16`` makes every longer sentence go through the
-window merge.
+window merge. Its score temperature is 1.6, so the exports are checked to
+carry it.
 """
 
 import json
@@ -55,7 +56,7 @@ def tagger(minilm_dir):
     kernel, bias = model.emissions.get_weights()
     rng = np.random.default_rng(0)
     model.emissions.set_weights([rng.normal(0, 2.0, kernel.shape), bias + np.array([-1.0] + [0.5] * (len(tags) - 1))])
-    return Tagger(model, tokenizer, tags, max_length=16)
+    return Tagger(model, tokenizer, tags, max_length=16, temperature=1.6)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +130,12 @@ def test_fresh_process_gives_what_ner_predict_gives(tagger, sentences, exported,
             assert text[e["start"]:e["end"]] == e["text"]
         total += len(theirs)
     assert total > 1000  # the random tagger really does produce entities to compare
+    # the temperature reached the export: at T = 1 the same entities score differently
+    plain = Tagger.from_settings(tagger.model, tagger.tokenizer, {**tagger.settings(), "temperature": 1.0})
+    at_one = [e["score"] for p in plain.predict(sentences[:20]) for e in p["entities"]]
+    served_scores = [e["score"] for entities in served[:20] for e in entities]
+    assert len(at_one) == len(served_scores) > 20
+    assert np.abs(np.array(at_one) - served_scores).max() > 0.05
     long_text = sentences.index(EDGE_CASES[3])
     assert len(LONG_TEXT) == 10_000 and len(served[long_text]) > 50  # decoded across hundreds of windows
 

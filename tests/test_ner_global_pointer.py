@@ -198,7 +198,7 @@ def test_calibrate_fits_the_score_temperature_and_changes_no_entity(run, tmp_pat
     assert n > 20
     (tmp_path / "empty").mkdir()
     assert cli_main(["ner", "calibrate", "--model", str(tmp_path / "empty"), "--data", str(tmp / "dev.jsonl")]) == 2
-    assert "not a GlobalPointer NER model" in capsys.readouterr().err
+    assert "not a kerasbert NER model folder" in capsys.readouterr().err
     with pytest.raises(KerasbertError, match="temperature must be above 0"):
         SpanTagger(calibrated.model, calibrated.tokenizer, ["PER"], temperature=0)
 

@@ -278,27 +278,38 @@ def _numpy_lattice(model):
             np.where(np.array(model.crf.allowed_start), 0.0, -1e9))
 
 
-def test_entity_scores_are_the_windows_entity_probabilities(small_tagger):
+@pytest.mark.parametrize("temperature", [1.0, 1.7])
+def test_entity_scores_are_the_windows_entity_probabilities(small_tagger, temperature):
     """Each entity's float32 score equals (1e-5) the probability of its
     labelling computed in numpy from its window's potentials by clamping (the
     CRF's transitions with the BIO constraints as hard zeros, or independent
-    softmaxes); ``predict`` gives them rounded; scores of a long, windowed
-    text lie in [0, 1]."""
+    softmaxes), with potentials and transitions divided by the score
+    temperature; ``predict`` gives them rounded; scores of a long, windowed
+    text lie in [0, 1]. A temperature changes no entity, and
+    ``score_outcomes`` (what ``calibrate`` fits on) gives the same scores at
+    any temperature without running the model again."""
     import tensorflow as tf
 
+    from apps.ner.examples import Example
+
+    tagger = Tagger.from_settings(small_tagger.model, small_tagger.tokenizer,
+                                  {**small_tagger.settings(), "temperature": temperature})
     texts = ["Peter Blackburn met Acme Corp in Paris on Monday.", "Alice and Bob flew to New York City.",
              "The European Commission said on Thursday it disagreed with German advice."]
     long_text = " ".join(f"Peter{i} met Acme in Paris, day {i}." for i in range(30))
-    out = small_tagger.serving_function(tf.constant(texts + [long_text]))
+    out = tagger.serving_function(tf.constant(texts + [long_text]))
     count, scores = out["count"].numpy(), out["score"].numpy()
     assert count[3] > 10 and ((scores[3, :count[3]] >= 0) & (scores[3, :count[3]] <= 1)).all()
     assert (scores[3, :count[3]] > 0.01).any()
+    plain = small_tagger.serving_function(tf.constant(texts + [long_text]))
+    for name in ("count", "start", "end", "type"):
+        np.testing.assert_array_equal(out[name].numpy(), plain[name].numpy())
 
-    windows = small_tagger.windows_numpy(texts)
+    windows = tagger.windows_numpy(texts)
     assert (np.bincount(windows["text_index"]) == 1).all()  # one window each: positions are exact
     rows = {k: windows[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-    potentials = np.asarray(small_tagger.model.predict_on_batch(rows)["potentials"], np.float64)
-    transitions, start = _numpy_lattice(small_tagger.model)
+    potentials = np.asarray(tagger.model.predict_on_batch(rows)["potentials"], np.float64) / temperature
+    transitions, start = _numpy_lattice(tagger.model)
     for r in range(len(texts)):
         n = int(windows["num_tokens"][r])
         offsets = windows["offsets"][r, 1:n + 1]
@@ -306,13 +317,20 @@ def test_entity_scores_are_the_windows_entity_probabilities(small_tagger):
             s = 1 + int(np.nonzero(offsets[:, 0] == out["start"][r, k].numpy())[0][0])
             e = 1 + int(np.nonzero(offsets[:, 1] == out["end"][r, k].numpy())[0][-1])
             kind = out["type"][r, k].numpy().decode()
-            want = entity_probability_by_clamping(potentials[r, :n + 2], transitions, start, s, e,
+            want = entity_probability_by_clamping(potentials[r, :n + 2], transitions / temperature, start, s, e,
                                                   TAGS.index("B-" + kind), TAGS.index("I-" + kind))
             assert scores[r, k] == pytest.approx(want, abs=1e-5)
     assert count[:3].sum() >= 5
-    predicted = small_tagger.predict(texts)
+    predicted = tagger.predict(texts)
     assert [[e["score"] for e in p["entities"]] for p in predicted] == [
         [round(float(x), 4) for x in scores[r, :count[r]]] for r in range(len(texts))]
+
+    all_texts = texts + [long_text]
+    scores_at, correct = small_tagger.score_outcomes([Example(t, [], "test") for t in all_texts], batch_size=2)
+    assert correct.size == count.sum() and not correct.any()  # no gold entities: every prediction is wrong
+    by_length = sorted(range(len(all_texts)), key=lambda i: len(all_texts[i]))  # the order score_outcomes keeps
+    np.testing.assert_allclose(scores_at(temperature), [x for i in by_length for x in scores[i, :count[i]]],
+                               atol=2e-5)
 
 
 def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():

@@ -17,7 +17,7 @@ written here and in :mod:`apps.base.cli` once for all apps:
   with dev evaluation after each epoch and the best pipeline kept
   (:func:`kerasbert.training.fit_and_select`), then let the head finish the
   best pipeline (:meth:`~apps.base.pipeline.Pipeline.after_training`: the
-  GlobalPointer head fits its score temperature on dev);
+  NER heads fit their score temperature on dev);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
 * the CLI's ``train | evaluate | predict | export`` subcommands
   (:func:`apps.base.cli.add_task_commands`).
@@ -215,6 +215,12 @@ class Task:
         )
         metrics["teacher_dev"] = teacher_dev
         metrics["teacher_layers"] = layers
+        if training.is_chief():
+            from pathlib import Path
+
+            from kerasbert.saving import MODEL_DIR
+
+            metrics.update(type(pipeline).after_training(Path(settings.output) / MODEL_DIR, dev_examples, settings))
         training.write_metrics(settings.output, metrics)
         if settings.save_encoder and training.is_chief():
             from pathlib import Path

@@ -9,17 +9,21 @@ units as there). Outcomes are grouped into ``BINS`` equal-width score bins,
 *expected calibration error* is the mean over bins, weighted by their share
 of the outcomes, of ``|accuracy - mean score|`` (empty bins count 0).
 
-A head whose scores are ``sigmoid(logit)`` (GlobalPointer) can be
-recalibrated by *temperature scaling* (Guo et al., 2017):
-:func:`fit_temperature` finds the ``T`` for which ``sigmoid(logit / T)``
-best predicts (least log-loss) whether each predicted entity is right, on
-dev; since ``T > 0`` leaves the sign of every logit alone, the entities
-themselves do not change, only their scores.
+Scores are recalibrated by *temperature scaling* (Guo et al., 2017): a
+GlobalPointer score becomes ``sigmoid(logit / T)``; a BIO tagger's becomes
+its entity's probability with the emission scores and the CRF's transitions
+divided by ``T`` (for the softmax head, per-token ``softmax(scores / T)``).
+:func:`fit_temperature` finds the ``T`` whose scores best predict (least
+log-loss) whether each predicted entity is right, on dev. ``T > 0`` changes
+no entity, only the scores: a logit keeps its sign, and Viterbi's best path
+is the same for scores divided by ``T``. :class:`ScoreTemperature` gives a
+pipeline the setting, ``calibrate`` and the fit at the end of training.
 """
 
 import numpy as np
 
 from apps.ner.evaluate import units_of
+from kerasbert.errors import KerasbertError
 
 BINS = 10
 
@@ -44,18 +48,24 @@ def entity_outcomes(examples, predictions):
     in the order of ``examples``, which carry the gold entities) that has a
     ``score``, and the number of predicted entities without one (left out).
     A predicted entity that covers no unit is an outcome too (incorrect)."""
-    scores, correct, unscored = [], [], 0
-    for example, prediction in zip(examples, predictions):
+    scored = [[entity for entity in prediction["entities"] if entity_score(entity) is not None]
+              for prediction in predictions]
+    unscored = sum(len(p["entities"]) for p in predictions) - sum(map(len, scored))
+    scores = [float(entity_score(entity)) for entities in scored for entity in entities]
+    return np.array(scores, np.float64), entities_right(examples, scored), unscored
+
+
+def entities_right(examples, entity_lists):
+    """One bool per entity of ``entity_lists`` (a list of predicted entities
+    per example, dicts or objects with ``start``, ``end``, ``type``), in
+    order: whether it matches a gold entity of its example exactly (the same
+    type and units)."""
+    right = []
+    for example, entities in zip(examples, entity_lists):
         units = units_of(example)
         gold = {_unit_span(units, e) for e in example.entities} - {None}
-        for entity in prediction["entities"]:
-            value = entity_score(entity)
-            if value is None:
-                unscored += 1
-                continue
-            scores.append(float(value))
-            correct.append(_unit_span(units, entity) in gold)
-    return np.array(scores, np.float64), np.array(correct, bool), unscored
+        right.extend(_unit_span(units, entity) in gold for entity in entities)
+    return np.array(right, bool)
 
 
 def reliability_table(scores, correct, bins=BINS):
@@ -118,40 +128,123 @@ def score_logits(scores, temperature=1.0):
     return temperature * (np.log(p) - np.log1p(-p))
 
 
-def _log_loss(logits, correct, temperature):
-    z = np.asarray(logits, np.float64) / temperature
-    # -log sigmoid(z) for the right ones, -log(1 - sigmoid(z)) = -log sigmoid(-z) for the wrong ones
-    signed = np.where(correct, z, -z)
-    return float(np.mean(np.logaddexp(0.0, -signed)))
+def log_loss(scores, correct):
+    """Mean log-loss of probabilities ``scores`` against ``correct`` (scores
+    clipped to ``[1e-7, 1 - 1e-7]``, as :func:`score_logits` clips)."""
+    p = np.clip(np.asarray(scores, np.float64), 1e-7, 1 - 1e-7)
+    return float(-np.mean(np.where(correct, np.log(p), np.log1p(-p))))
 
 
 #: The range :func:`fit_temperature` searches.
 TEMPERATURES = (0.05, 20.0)
 
 
-def fit_temperature(logits, correct):
+def fit_temperature(scores_at, correct):
     """The temperature ``T`` (in :data:`TEMPERATURES`) that minimises the
-    mean log-loss of ``sigmoid(logit / T)`` against ``correct`` (one bool per
+    :func:`log_loss` of ``scores_at(T)`` (a function: ``T`` -> one
+    probability per predicted entity) against ``correct`` (one bool per
     predicted entity): a log-spaced grid, then golden-section search around
     its best point (the loss is smooth in ``log T``). Needs at least one
     right and one wrong entity; returns 1.0 otherwise (nothing to fit)."""
-    logits, correct = np.asarray(logits, np.float64), np.asarray(correct, bool)
-    if logits.shape != correct.shape:
-        raise ValueError(f"{logits.size} logits but {correct.size} outcomes")
+    correct = np.asarray(correct, bool)
     if correct.all() or not correct.any():
         return 1.0
+
+    def loss(log_t):
+        scores = np.asarray(scores_at(float(np.exp(log_t))), np.float64)
+        if scores.shape != correct.shape:
+            raise ValueError(f"{scores.size} scores but {correct.size} outcomes")
+        return log_loss(scores, correct)
+
     low, high = np.log(TEMPERATURES[0]), np.log(TEMPERATURES[1])
-    grid = np.linspace(low, high, 61)
-    best = int(np.argmin([_log_loss(logits, correct, np.exp(g)) for g in grid]))
+    grid = np.linspace(low, high, 31)
+    best = int(np.argmin([loss(g) for g in grid]))
     a, b = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
     ratio = (np.sqrt(5) - 1) / 2
-    for _ in range(40):
-        c, d = b - ratio * (b - a), a + ratio * (b - a)
-        if _log_loss(logits, correct, np.exp(c)) <= _log_loss(logits, correct, np.exp(d)):
-            b = d
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    loss_c, loss_d = loss(c), loss(d)
+    for _ in range(30):  # one new evaluation per step
+        if loss_c <= loss_d:
+            b, d, loss_d = d, c, loss_c
+            c = b - ratio * (b - a)
+            loss_c = loss(c)
         else:
-            a = c
+            a, c, loss_c = c, d, loss_d
+            d = a + ratio * (b - a)
+            loss_d = loss(d)
     return float(np.exp((a + b) / 2))
+
+
+def sigmoid_scores(logits):
+    """``T`` -> ``sigmoid(logits / T)`` (float64), for :func:`fit_temperature`."""
+    logits = np.asarray(logits, np.float64)
+    return lambda temperature: 1 / (1 + np.exp(-logits / temperature))
+
+
+class ScoreTemperature:
+    """Mixin for an NER :class:`~apps.base.pipeline.Pipeline` whose entity
+    scores take a temperature ``T`` (module docstring): the ``temperature``
+    setting (stored in the settings file, 1 by default and in folders saved
+    before it existed), :meth:`calibrate`, and its run at the end of training
+    and distillation (``--calibrate``). The pipeline implements
+    :meth:`score_outcomes`; its inference reads :attr:`temperature`."""
+
+    temperature = 1.0
+
+    def set_temperature(self, temperature):
+        temperature = float(temperature)
+        if not temperature > 0:
+            raise KerasbertError(f"the score temperature must be above 0, got {temperature}")
+        self.temperature = temperature
+        self._functions = {}  # traced serving functions hold the old temperature
+
+    def settings(self):
+        return {**super().settings(), "temperature": self.temperature}
+
+    def score_outcomes(self, examples, batch_size=32):
+        """``(scores_at, correct)`` on labelled ``examples``: a function
+        ``T`` -> the score of every entity predicted for them (float64) at
+        temperature ``T``, and whether each is right. The model runs once."""
+        raise NotImplementedError
+
+    def calibrate(self, examples, batch_size=32):
+        """Fit the score temperature on labelled ``examples`` (dev) and set it
+        (:func:`fit_temperature`). Returns ``temperature``, ``entities``
+        (predicted), ``correct``, ``ece_before`` and ``ece_after`` (on these
+        examples). The entities predicted do not change."""
+        scores_at, correct = self.score_outcomes(examples, batch_size)
+        temperature = fit_temperature(scores_at, correct)
+        before, after = (expected_calibration_error(scores_at(t), correct) for t in (self.temperature, temperature))
+        self.set_temperature(temperature)
+        return {"temperature": temperature, "entities": int(correct.size), "correct": int(correct.sum()),
+                "ece_before": before, "ece_after": after}
+
+    def student(self, layers):
+        """A distillation student's scores are its own: its temperature starts at 1."""
+        student = super().student(layers)
+        student.set_temperature(1.0)
+        return student
+
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """With ``settings.calibrate``: :meth:`calibrate` the best model on
+        dev and rewrite its settings file; ``{"score_temperature": ...}``
+        for ``metrics.json``."""
+        if not getattr(settings, "calibrate", False) or not dev_examples:
+            return {}
+        best = cls.load(model_dir)
+        result = best.calibrate(dev_examples, batch_size=settings.batch_size)
+        best.save_settings(model_dir)
+        print(format_temperature(result, "dev"))
+        return {"score_temperature": result}
+
+
+def format_temperature(result, data):
+    """One line on a fitted score temperature (:meth:`ScoreTemperature.calibrate`)."""
+    before, after = result["ece_before"], result["ece_after"]
+    figures = (f"ECE {before:.4f} -> {after:.4f}" if before is not None else "no predicted entities")
+    return (f"score temperature {result['temperature']:.3f}, fitted on {data} ({result['entities']} predicted "
+            f"entities, {result['correct']} exactly right): {figures} on {data}; entities unchanged")
 
 
 def format_calibration(result):

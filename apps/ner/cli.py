@@ -3,7 +3,7 @@
 Registered through the ``kerasbert.commands`` entry point (see
 pyproject.toml). The four standard commands come from the NER task
 (:data:`apps.ner.train.NER`, :func:`apps.base.cli.add_task_commands`); this
-module adds ``calibrate`` (the GlobalPointer head's score temperature) and
+module adds ``calibrate`` (the entity-score temperature) and
 ``demo``.
 """
 
@@ -17,12 +17,13 @@ def register(subparsers):
     commands = add_task_commands(subparsers, NER)
     add_labelled_file_command(
         commands, "calibrate", NER, cmd_calibrate,
-        help="fit a GlobalPointer model's score temperature on a labelled file (dev)",
-        description="Fit the temperature T of a GlobalPointer model's entity scores, sigmoid(logit / T), on a "
-        "labelled file (your dev set, nested entities kept), so that a score is a better probability of the entity "
-        "being exactly right, and write it into the model folder (its span_tagger.json). No entity changes. "
-        "Training does this on dev already (--calibrate); use this for a model trained without it, or to fit on "
-        "other data. Exports made afterwards carry the temperature.",
+        help="fit a model's entity-score temperature on a labelled file (dev)",
+        description="Fit the temperature T of a model's entity scores on a labelled file (your dev set), so that a "
+        "score is a better probability of the entity being exactly right, and write it into the model folder (its "
+        "tagger.json or span_tagger.json). CRF and softmax heads: the emission scores and CRF transitions are divided "
+        "by T before an entity's probability is taken; GlobalPointer: sigmoid(logit / T), nested entities kept. No "
+        "entity changes. Training does this on dev already (--calibrate); use this for a model trained without it, "
+        "or to fit on other data. Exports made afterwards carry the temperature.",
     )
     demo = commands.add_parser(
         "demo", help="train, evaluate, predict and export on the shipped sample corpus (offline, ~3 minutes)",
@@ -46,23 +47,20 @@ def cmd_demo(args):
 
 
 def cmd_calibrate(args):
-    from apps.ner.span_tagger import SpanTagger
-    from apps.ner.span_tagger import format_temperature
+    from apps.ner.calibration import format_temperature
     from apps.ner.span_tagger import is_span_model
     from apps.ner.train import NER
-    from kerasbert.errors import KerasbertError
     from kerasbert.saving import resolve_model_dir
     from kerasbert.settings import settings_from_args
 
-    if not is_span_model(args.model):
-        raise KerasbertError(f"{args.model}: not a GlobalPointer NER model (no span_tagger.json); calibrate fits the "
-                             "GlobalPointer head's score temperature (a BIO tagger's scores are CRF marginals)")
+    spans = is_span_model(args.model)  # nested entities are kept for the GlobalPointer head
     settings = settings_from_args(NER.read_settings, args)
-    examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)", keep_overlaps=True)
-    directory = resolve_model_dir(args.model, SpanTagger.settings_file, SpanTagger.kind)
-    tagger = SpanTagger.load(directory, verbose=True)
+    examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)" if spans else "data",
+                        keep_overlaps=spans)
+    tagger = NER.load(args.model, verbose=True)
     result = tagger.calibrate(examples, batch_size=args.batch_size)
+    directory = resolve_model_dir(args.model, tagger.settings_file, tagger.kind)
     tagger.save_settings(directory)
     print(format_temperature(result, args.data))
-    print(f"written: {directory / SpanTagger.settings_file}")
+    print(f"written: {directory / tagger.settings_file}")
     return 0

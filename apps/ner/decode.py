@@ -25,7 +25,9 @@ SavedModel all run. Following a batch:
    independent per-token softmaxes, i.e. the product of the token
    probabilities times P(the next token is not ``I-X``). An entity that runs
    past the end of its first token's window (long texts only) is scored on
-   the part inside that window, its end left open.
+   the part inside that window, its end left open. With a score temperature
+   ``T`` (:mod:`apps.ner.calibration`) the emission scores and transitions
+   are divided by ``T`` first; the tags, hence the entities, are the same.
 
 Outputs, padded per batch (the ``text`` signature's)::
 
@@ -195,13 +197,16 @@ def merge_windows(windows, values):
     return {name: tf.scatter_nd(where, tf.gather_nd(value, at), tf.reshape(total, [1])) for name, value in values.items()}
 
 
-def entities(texts, windows, row_tags, row_potentials, tables, crf=None):
-    """Steps 1-4 of the module docstring: ``row_tags`` int32 [rows, len]
-    and ``row_potentials`` float32 [rows, len, tags] (the emission scores;
-    one row per window of ``windows``,
-    :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`), ``tables``
-    from :func:`tag_tables`, ``crf`` from :func:`crf_parameters` (None: the
-    softmax head) -> the padded outputs."""
+def entity_spans(windows, row_tags, tables):
+    """Steps 1-3 of the module docstring: ``row_tags`` int32 [rows, len]
+    (one row per window of ``windows``,
+    :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`) and ``tables``
+    from :func:`tag_tables` -> the batch's entities, flat (text 0's first),
+    each with its ``text`` index, character ``start`` / ``end`` and type
+    index ``kind``, and where step 4 scores it: window ``row``, positions
+    ``first`` .. ``last`` (inclusive) in that row, ``closed``, and the tag ids
+    ``begin`` / ``inside`` of its type; plus ``lengths`` [rows] (each row's
+    sequence length)."""
     import tensorflow as tf
 
     prefix_table, type_table, types = tables
@@ -234,28 +239,56 @@ def entities(texts, windows, row_tags, row_potentials, tables, crf=None):
     member_entity = tf.gather(entity_of, members)
     first_token = tf.boolean_mask(token_id, begins)
     last_token = tf.math.unsorted_segment_max(tf.gather(token_id, members), member_entity, n_entities)
-    # --- scores, in the window of each entity's first token.
+    # --- where each entity is scored: the window of its first token.
     e_row = tf.gather(merged["row"], first_token)
     e_first = tf.gather(merged["position"], first_token)
     row_last = windows["token_end"] - windows["token_start"]  # position of a row's last text token
     e_last = e_first + last_token - first_token
     closed = e_last <= tf.gather(row_last, e_row)
-    e_last = tf.minimum(e_last, tf.gather(row_last, e_row))
     e_kind = tf.gather(kind, first_token)
     begin_of = np.zeros(max(len(types), 1), np.int32)
     inside_of = np.zeros(max(len(types), 1), np.int32)
     for tag_id, (prefix_id, type_id) in enumerate(zip(prefix_table, type_table)):
         if prefix_id:
             (begin_of if prefix_id == 1 else inside_of)[type_id] = tag_id
+    return {
+        "text": tf.gather(token_text, first_token), "start": tf.gather(starts, first_token),
+        "end": tf.gather(ends, last_token), "kind": e_kind,
+        "row": e_row, "first": e_first, "last": tf.minimum(e_last, tf.gather(row_last, e_row)), "closed": closed,
+        "begin": tf.gather(begin_of, e_kind), "inside": tf.gather(inside_of, e_kind), "lengths": row_last + 2,
+    }
+
+
+def entity_scores(row_potentials, spans, crf=None, temperature=1.0):
+    """Step 4: the score of each entity of ``spans`` (:func:`entity_spans`)
+    from ``row_potentials`` float32 [rows, len, tags] (the emission scores)
+    and ``crf`` from :func:`crf_parameters` (None: the softmax head). With
+    ``temperature`` ``T`` (a float or a scalar tensor) emissions and
+    transitions are divided by ``T`` first (the score temperature,
+    :mod:`apps.ner.calibration`; the constraints stay hard)."""
+    import tensorflow as tf
+
+    if crf is not None:
+        crf = (crf[0] / temperature, *crf[1:])
     log_p = tf.cond(  # no forward-backward for a batch without entities
-        n_entities > 0,
-        lambda: entity_log_probabilities(row_potentials, row_last + 2, e_row, e_first, e_last,
-                                         tf.gather(begin_of, e_kind), tf.gather(inside_of, e_kind), closed, crf),
+        tf.size(spans["row"]) > 0,
+        lambda: entity_log_probabilities(tf.cast(row_potentials, tf.float32) / temperature, spans["lengths"],
+                                         spans["row"], spans["first"], spans["last"], spans["begin"],
+                                         spans["inside"], spans["closed"], crf),
         lambda: tf.zeros([0], tf.float32),
     )
-    score = tf.clip_by_value(tf.exp(log_p), 0.0, 1.0)
-    return entity_outputs(texts, n_texts, tf.gather(token_text, first_token), tf.gather(starts, first_token),
-                          tf.gather(ends, last_token), tf.gather(kind, first_token), score, types)
+    return tf.clip_by_value(tf.exp(log_p), 0.0, 1.0)
+
+
+def entities(texts, windows, row_tags, row_potentials, tables, crf=None, temperature=1.0):
+    """Steps 1-4 of the module docstring (:func:`entity_spans`,
+    :func:`entity_scores`) -> the padded outputs."""
+    import tensorflow as tf
+
+    spans = entity_spans(windows, row_tags, tables)
+    score = entity_scores(row_potentials, spans, crf, temperature)
+    return entity_outputs(texts, tf.size(windows["num_tokens"]), spans["text"], spans["start"], spans["end"],
+                          spans["kind"], score, tables[2])
 
 
 def entity_outputs(texts, n_texts, e_text, e_start, e_end, kind, score, types):

@@ -10,7 +10,7 @@ inside one another or overlap, and a span may carry several types.
 
 The score temperature (``temperature`` in ``span_tagger.json``, 1 by
 default) is fitted on dev at the end of a training run
-(:meth:`SpanTagger.calibrate`, ``--calibrate``, on by default) or later by
+(:meth:`~apps.ner.calibration.ScoreTemperature.calibrate`, ``--calibrate``, on by default) or later by
 ``kerasbert ner calibrate``: it makes the scores better probabilities of an
 entity being exactly right and changes no entity.
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from apps.base.pipeline import Pipeline
 from apps.base.report import FeatureReport
+from apps.ner.calibration import ScoreTemperature
 from apps.ner.tagger import WARMUP_TEXTS
 from kerasbert.errors import KerasbertError
 
@@ -94,7 +95,7 @@ class _EndsPadded:
         return padded
 
 
-class SpanTagger(Pipeline):
+class SpanTagger(ScoreTemperature, Pipeline):
     """A trained GlobalPointer NER model: predict (possibly nested) entities
     with character offsets.
 
@@ -125,24 +126,15 @@ class SpanTagger(Pipeline):
         super().__init__(model, tokenizer, types, max_length=max_length, overlap=overlap)
         self.types = list(self.labels)
         self.type_ids = {t: i for i, t in enumerate(self.types)}
-        self.temperature = float(temperature)
-        if not self.temperature > 0:
-            raise KerasbertError(f"the score temperature must be above 0, got {temperature}")
-
-    def settings(self):
-        return {**super().settings(), "temperature": self.temperature}
+        self.set_temperature(temperature)
 
     # ------------------------------------------------------------ calibration
-    def calibrate(self, examples, batch_size=32):
-        """Fit the score temperature on labelled ``examples`` (dev; nested
-        entities kept) and set it (:func:`apps.ner.calibration.fit_temperature`
-        on the logits of the predicted entities, each right when it is an
-        exact (start, end, type) match). Returns ``temperature``, ``entities``
-        (predicted), ``correct``, ``ece_before`` and ``ece_after`` (on these
-        examples). The entities predicted do not change."""
-        from apps.ner.calibration import expected_calibration_error
-        from apps.ner.calibration import fit_temperature
+    def score_outcomes(self, examples, batch_size=32):
+        """:meth:`ScoreTemperature.score_outcomes`: an entity is right when
+        it is an exact (start, end, type) match (nested entities kept), and
+        its score at ``T`` is ``sigmoid(logit / T)``."""
         from apps.ner.calibration import score_logits
+        from apps.ner.calibration import sigmoid_scores
 
         rows = self.output_rows([e.text for e in examples], batch_size=batch_size)
         scores, correct = [], []
@@ -150,14 +142,7 @@ class SpanTagger(Pipeline):
             gold = {(e.start, e.end, e.type) for e in example.entities}
             scores.extend(row["score"])
             correct.extend((int(s), int(e), t) in gold for s, e, t in zip(row["start"], row["end"], row["type"]))
-        logits, correct = score_logits(scores, self.temperature), np.array(correct, bool)
-        temperature = fit_temperature(logits, correct)
-        before, after = (expected_calibration_error(1 / (1 + np.exp(-logits / t)), correct)
-                         for t in (self.temperature, temperature))
-        self.temperature = temperature
-        self._functions = {}  # the traced serving functions hold the old temperature
-        return {"temperature": temperature, "entities": int(correct.size), "correct": int(correct.sum()),
-                "ece_before": before, "ece_after": after}
+        return sigmoid_scores(score_logits(scores, self.temperature)), np.array(correct, bool)
 
     # ------------------------------------------------------------ training rows
     def text_labels(self, example, offsets, report):
@@ -266,19 +251,6 @@ class SpanTagger(Pipeline):
         return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
                                      layer_mix=settings.freeze_encoder)
 
-    @classmethod
-    def after_training(cls, model_dir, dev_examples, settings):
-        """With ``settings.calibrate``: :meth:`calibrate` the best model on
-        dev and rewrite its settings file; ``{"score_temperature": ...}``
-        for ``metrics.json``."""
-        if not getattr(settings, "calibrate", False) or not dev_examples:
-            return {}
-        best = cls.load(model_dir)
-        result = best.calibrate(dev_examples, batch_size=settings.batch_size)
-        best.save_settings(model_dir)
-        print(format_temperature(result, "dev"))
-        return {"score_temperature": result}
-
     def batches(self, rows, settings, targets=()):
         from kerasbert.training import BucketedBatches
 
@@ -290,14 +262,6 @@ class SpanTagger(Pipeline):
 
     def student(self, layers):
         raise KerasbertError("a GlobalPointer model cannot be distilled (ner distill takes a BIO tagger as teacher)")
-
-
-def format_temperature(result, data):
-    """One line on a fitted score temperature (:meth:`SpanTagger.calibrate`)."""
-    before, after = result["ece_before"], result["ece_after"]
-    figures = (f"ECE {before:.4f} -> {after:.4f}" if before is not None else "no predicted entities")
-    return (f"score temperature {result['temperature']:.3f}, fitted on {data} ({result['entities']} predicted "
-            f"entities, {result['correct']} exactly right): {figures} on {data}; entities unchanged")
 
 
 def is_span_model(directory):

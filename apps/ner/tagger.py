@@ -12,7 +12,9 @@ A :class:`Tagger` is a :class:`~apps.base.pipeline.Pipeline` around a trained
    as the fused kernel, :mod:`apps.ner.fused_bilstm`);
 3. **decode** (:func:`apps.ner.decode.entities`): windows merged, BIO tags ->
    entity spans with offsets and scores (each entity's probability under the
-   model, from the emission scores and the CRF's transitions).
+   model, from the emission scores and the CRF's transitions, both divided
+   by the score temperature: ``temperature`` in ``tagger.json``, 1 unless
+   fitted on dev, :mod:`apps.ner.calibration`; it changes no entity).
 
 Training rows use the same offsets in reverse (:meth:`Tagger.text_labels`):
 every token inside an entity gets ``B-TYPE`` (first token) or ``I-TYPE``, all
@@ -27,8 +29,10 @@ import dataclasses
 
 import numpy as np
 
+from apps.base.pipeline import GraphRunner
 from apps.base.pipeline import Pipeline
 from apps.base.report import FeatureReport
+from apps.ner.calibration import ScoreTemperature
 from apps.ner.tags import bio_tags
 from kerasbert.errors import KerasbertError
 
@@ -58,7 +62,7 @@ class NerFeatureReport(FeatureReport):
         return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
 
 
-class Tagger(Pipeline):
+class Tagger(ScoreTemperature, Pipeline):
     """A trained NER tagger: predict entities with character offsets.
 
     Args:
@@ -69,6 +73,9 @@ class Tagger(Pipeline):
         tags: tag names, index = tag id (``"O"`` first).
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
         overlap: tokens shared by consecutive windows of a long text.
+        temperature: the score temperature (> 0): entity scores are taken
+            with the emission scores and transitions divided by it (see
+            :meth:`~apps.ner.calibration.ScoreTemperature.calibrate`).
     """
 
     settings_file = "tagger.json"
@@ -80,10 +87,11 @@ class Tagger(Pipeline):
     warmup_texts = WARMUP_TEXTS
     FeatureReport = NerFeatureReport
 
-    def __init__(self, model, tokenizer, tags, max_length=128, overlap=None):
+    def __init__(self, model, tokenizer, tags, max_length=128, overlap=None, temperature=1.0):
         super().__init__(model, tokenizer, tags, max_length=max_length, overlap=overlap)
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
         self.types = sorted({t[2:] for t in self.tags if t != "O"})
+        self.set_temperature(temperature)
 
     @property
     def tags(self):
@@ -117,12 +125,11 @@ class Tagger(Pipeline):
         return {"tags": np.concatenate([[0], window, [0]]).astype(np.int32)}
 
     # ---------------------------------------------------------------- inference
-    def infer(self, texts, windows, run):
+    def rows_out(self, windows, run):
+        """Step 2: the model's Viterbi ``tags`` int32 and emission scores
+        ``potentials`` float32 of each window row."""
         import tensorflow as tf
 
-        from apps.ner.decode import crf_parameters
-        from apps.ner.decode import entities
-        from apps.ner.decode import tag_tables
         from apps.ner.fused_bilstm import graph_scorer
         from kerasbert.export import nonempty_encoder_inputs
 
@@ -132,9 +139,75 @@ class Tagger(Pipeline):
         # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
         scorer = (graph_scorer(self.model) if run.in_graph and not run.jit_compile else None) or self.model
         out = run.rows(scorer, inputs)
-        tags = tf.cast(out["tags"][:n_rows], tf.int32)
-        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
-        return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model))
+        return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
+
+    def infer(self, texts, windows, run):
+        from apps.ner.decode import crf_parameters
+        from apps.ner.decode import entities
+        from apps.ner.decode import tag_tables
+
+        tags, potentials = self.rows_out(windows, run)
+        return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model),
+                        self.temperature)
+
+    # ------------------------------------------------------------ calibration
+    def _spans_and_potentials(self, texts, windows, run):
+        from apps.ner.decode import entity_spans
+        from apps.ner.decode import tag_tables
+
+        tags, potentials = self.rows_out(windows, run)
+        return {**entity_spans(windows, tags, tag_tables(self.tags)), "potentials": potentials}
+
+    def score_outcomes(self, examples, batch_size=32):
+        """:meth:`ScoreTemperature.score_outcomes`: an entity is right when
+        it matches a gold entity exactly (type and units, as the ECE of
+        ``evaluate`` counts, :func:`apps.ner.calibration.entities_right`).
+        The model runs once; each ``T`` reruns only the forward-backward
+        (:func:`apps.ner.decode.entity_scores`) on the windows that hold an
+        entity."""
+        import keras
+        import tensorflow as tf
+
+        from apps.base.pipeline import HostRunner
+        from apps.ner.calibration import entities_right
+        from apps.ner.decode import crf_parameters
+        from apps.ner.decode import entity_scores
+
+        texts = [e.text for e in examples]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batched as output_rows batches
+        parts, correct = [], []  # per batch: its entities' spans and the potentials of their rows; outcomes
+        lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows(t), GraphRunner()))
+        for begin in range(0, len(texts), batch_size):
+            chunk = order[begin : begin + batch_size]
+            batch = tf.constant([texts[i] for i in chunk], tf.string)
+            if keras.backend.backend() == "tensorflow":
+                out = lattice(batch)
+            else:
+                windows = self._text_function("windows", self.windows)(batch)
+                out = self._spans_and_potentials(batch, windows, HostRunner(batch_size))
+            out = {k: np.asarray(v) for k, v in out.items()}
+            per_text = [[] for _ in chunk]  # the batch's entities are text after text
+            for t, s, e, k in zip(out["text"], out["start"], out["end"], out["kind"]):
+                per_text[t].append({"start": int(s), "end": int(e), "type": self.types[k]})
+            correct.append(entities_right([examples[i] for i in chunk], per_text))
+            rows, row_of = np.unique(out["row"], return_inverse=True)  # only the rows that hold an entity
+            parts.append({**{k: out[k] for k in ("first", "last", "closed", "begin", "inside")},
+                          "row": row_of.reshape(-1).astype(np.int32), "lengths": out["lengths"][rows],
+                          "potentials": out["potentials"][rows]})
+        if not parts:
+            return (lambda temperature: np.zeros(0)), np.zeros(0, bool)
+        width = max(p["potentials"].shape[1] for p in parts)
+        first_row = np.cumsum([0] + [len(p["lengths"]) for p in parts])
+        for p, r in zip(parts, first_row):
+            p["row"] = p["row"] + np.int32(r)
+            p["potentials"] = np.pad(p["potentials"], [(0, 0), (0, width - p["potentials"].shape[1]), (0, 0)])
+        spans = {k: tf.constant(np.concatenate([p[k] for p in parts]))
+                 for k in ("row", "first", "last", "closed", "begin", "inside", "lengths")}
+        potentials = tf.constant(np.concatenate([p["potentials"] for p in parts]))
+        crf = crf_parameters(self.model)
+        score = tf.function(lambda t: entity_scores(potentials, spans, crf, t))
+        return ((lambda temperature: score(tf.constant(temperature, tf.float32)).numpy().astype(np.float64)),
+                np.concatenate(correct))
 
     def result(self, text, row):
         return {
@@ -191,3 +264,4 @@ class Tagger(Pipeline):
 
     #: A student learns the teacher's emission scores (the CRF's inputs).
     soft_target = "potentials"
+

@@ -48,7 +48,16 @@ class NerReadSettings:
 
 
 @dataclasses.dataclass
-class NerTrainSettings(NerReadSettings, TrainSettings):
+class NerCalibrateSettings:
+    """The score temperature, fitted at the end of ``train`` and ``distill``."""
+
+    calibrate: bool = setting(True, "after training, fit the temperature T of the entity scores on dev, so that they "
+                              "are better probabilities of being exactly right (CRF/softmax heads: emission scores "
+                              "and transitions divided by T; GlobalPointer: sigmoid(logit / T)); no entity changes")
+
+
+@dataclasses.dataclass
+class NerTrainSettings(NerCalibrateSettings, NerReadSettings, TrainSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
@@ -61,10 +70,6 @@ class NerTrainSettings(NerReadSettings, TrainSettings):
                         "every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the "
                         "data and predicted; --lstm and --constrained-decoding do not apply)", HEADS)
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
-    calibrate: bool = setting(True, "GlobalPointer head: after training, fit the temperature T of the entity scores "
-                              "(sigmoid(logit / T)) on dev, so that they are better probabilities of being exactly "
-                              "right; no entity changes (the BIO heads' CRF marginals are not rescaled)")
-
     def check(self):
         super().check()
         if self.head == "softmax":
@@ -78,7 +83,7 @@ class NerTrainSettings(NerReadSettings, TrainSettings):
 
 
 @dataclasses.dataclass
-class NerDistillSettings(NerReadSettings, DistillSettings):
+class NerDistillSettings(NerCalibrateSettings, NerReadSettings, DistillSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz): the gold labels, "
                          "and texts the teacher scores")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
