@@ -10,7 +10,6 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import conll_slice
@@ -125,40 +124,6 @@ def test_evaluate_takes_the_run_folder_and_the_reader_options(trained, data, cap
     expected = json.loads(original.read_text())
     assert expected["f1"] > 0  # the sample-trained tagger finds CoNLL entities too
     assert json.loads(out.read_text())["f1"] == pytest.approx(expected["f1"])
-
-
-def test_calibrate_cli_refits_the_bio_taggers_score_temperature(trained, data, tmp_path, capsys):
-    """``ner calibrate`` on a CRF tagger: a temperature is fitted on the file
-    and written; the entities stay; the scores' log-loss on that file does
-    not grow."""
-    import shutil
-
-    from apps.ner.calibration import entity_outcomes
-    from apps.ner.calibration import log_loss
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import NER
-    from apps.ner.train import NerTrainSettings
-
-    model = tmp_path / "model"
-    shutil.copytree(trained / "model", model)
-    tagger = Tagger.load(model)
-    tagger.set_temperature(1.0)  # as if trained with --no-calibrate
-    tagger.save_settings(model)
-    examples = NER.read(data, NerTrainSettings())
-    before = tagger.predict([e.text for e in examples])
-    capsys.readouterr()
-    assert main(["ner", "calibrate", "--model", str(model), "--data", str(data)]) == 0
-    out = capsys.readouterr().out
-    assert "score temperature" in out and "entities unchanged" in out and f"written: {model / 'tagger.json'}" in out
-    calibrated = Tagger.load(model)
-    assert calibrated.temperature != 1.0
-    after = calibrated.predict([e.text for e in examples])
-    spans = lambda results: [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in results]  # noqa: E731
-    assert spans(after) == spans(before)
-    scores_before, correct, _ = entity_outcomes(examples, before)
-    scores_after, _, _ = entity_outcomes(examples, after)
-    assert 0 < correct.sum() < correct.size and np.abs(scores_after - scores_before).max() > 0.01
-    assert log_loss(scores_after, correct) <= log_loss(scores_before, correct) + 1e-3
 
 
 def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):

@@ -600,7 +600,8 @@ def test_both_apps_train_and_predict_on_albert_and_electra(tmp_path, minilm_dir,
 
     assert main(["ner", "train", "--checkpoint", str(albert), "--train", str(samples.path("ner", "train")),
                  "--dev", str(samples.path("ner", "dev")), "--output", str(tmp_path / "ner"),
-                 "--epochs", "1", "--batch-size", "16", "--max-length", "32", "--max-train-examples", "64"]) == 0
+                 "--epochs", "1", "--batch-size", "16", "--max-length", "32", "--max-train-examples", "64",
+                 "--no-calibrate"]) == 0
     assert main(["triples", "train", "--checkpoint", str(electra), "--train",
                  str(samples.path("triples", "train")), "--dev", str(samples.path("triples", "dev")),
                  "--output", str(tmp_path / "triples"), "--epochs", "1", "--batch-size", "16",

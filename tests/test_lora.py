@@ -173,7 +173,7 @@ def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, loaded, data, 
 
     # the adapters trained (b starts at zero), and loading puts them back
     assert all(np.abs(np.asarray(layer.lora_kernel_b)).max() > 0 for layer in lora_layers(trained))
-    in_memory = Tagger(trained, loaded.tokenizer, loaded.tags, max_length=loaded.max_length)
+    in_memory = Tagger(trained, loaded.tokenizer, loaded.tags, max_length=loaded.max_length, temperature=loaded.temperature)
     texts = [line for line in data[1].read_text(encoding="utf-8").split("\n\n") if line.strip()]
     texts = [" ".join(row.split()[0] for row in block.splitlines()) for block in texts]
     ours, theirs = loaded.predict(texts), in_memory.predict(texts)

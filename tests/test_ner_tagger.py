@@ -288,10 +288,6 @@ def test_entity_scores_are_the_windows_entity_probabilities(small_tagger, temper
     text lie in [0, 1]. A temperature changes no entity, and
     ``score_outcomes`` (what ``calibrate`` fits on) gives the same scores at
     any temperature without running the model again."""
-    import tensorflow as tf
-
-    from apps.ner.examples import Example
-
     tagger = Tagger.from_settings(small_tagger.model, small_tagger.tokenizer,
                                   {**small_tagger.settings(), "temperature": temperature})
     texts = ["Peter Blackburn met Acme Corp in Paris on Monday.", "Alice and Bob flew to New York City.",
@@ -331,6 +327,46 @@ def test_entity_scores_are_the_windows_entity_probabilities(small_tagger, temper
     by_length = sorted(range(len(all_texts)), key=lambda i: len(all_texts[i]))  # the order score_outcomes keeps
     np.testing.assert_allclose(scores_at(temperature), [x for i in by_length for x in scores[i, :count[i]]],
                                atol=2e-5)
+
+
+def test_calibrate_cli_fits_a_bio_taggers_temperature_and_changes_no_entity(small_tagger, tmp_path, capsys):
+    """``ner calibrate`` on a CRF tagger, with every other predicted entity
+    gold (so some are right, some wrong): a temperature is fitted and written
+    into tagger.json; the entities stay; the scores' log-loss on the file
+    does not grow."""
+    import json
+
+    from apps.ner.calibration import entity_outcomes
+    from apps.ner.calibration import log_loss
+    from apps.ner.train import NER
+    from apps.ner.train import NerTrainSettings
+    from kerasbert.cli import main
+
+    texts = ["Peter Blackburn met Acme Corp in Paris on Monday.", "Alice and Bob flew to New York City.",
+             "The European Commission said on Thursday it disagreed with German advice.",
+             "Rain fell over Lyon and Marseille while Jean Dupont slept."]
+    model = tmp_path / "model"
+    small_tagger.save(model)  # temperature 1
+    before = small_tagger.predict(texts)
+    data = tmp_path / "dev.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "entities": [
+        {k: e[k] for k in ("start", "end", "type")} for e in p["entities"][::2]]}) + "\n"
+        for t, p in zip(texts, before)), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["ner", "calibrate", "--model", str(model), "--data", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "score temperature" in out and "entities unchanged" in out and f"written: {model / 'tagger.json'}" in out
+    calibrated = Tagger.load(model)
+    assert calibrated.temperature != 1.0
+    assert json.loads((model / "tagger.json").read_text())["temperature"] == calibrated.temperature
+    after = calibrated.predict(texts)
+    spans = lambda results: [[(e["start"], e["end"], e["type"]) for e in r["entities"]] for r in results]  # noqa: E731
+    assert spans(after) == spans(before)
+    examples = NER.read(data, NerTrainSettings())
+    scores_before, correct, _ = entity_outcomes(examples, before)
+    scores_after, _, _ = entity_outcomes(examples, after)
+    assert 0 < correct.sum() < correct.size and np.abs(scores_after - scores_before).max() > 0.01
+    assert log_loss(scores_after, correct) <= log_loss(scores_before, correct) + 1e-3
 
 
 def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
