@@ -51,7 +51,8 @@ def checkpoint(data, tmp_path_factory):
 
 def _settings(tmp_path, data, checkpoint, name, **overrides):
     settings = dict(checkpoint=str(checkpoint), train=str(data[0]), dev=str(data[1]), output=str(tmp_path / name),
-                    epochs=1, batch_size=8, max_length=24, lstm_units=8, seed=7, learning_rate=1e-3)
+                    epochs=1, batch_size=8, max_length=24, lstm_units=8, seed=7, learning_rate=1e-3,
+                    calibrate=False)  # the score temperature is tested elsewhere
     settings.update(overrides)
     return NerTrainSettings(**settings)
 

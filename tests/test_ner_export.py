@@ -353,16 +353,21 @@ import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import keras
 assert keras.backend.backend() == "jax"
+from apps.ner.examples import Example
 from apps.ner.tagger import Tagger
 texts = json.load(open(sys.argv[2], encoding="utf-8"))
-print("RESULT " + json.dumps(Tagger.load(sys.argv[1]).predict(texts, batch_size=16)))
+tagger = Tagger.load(sys.argv[1])
+print("RESULT " + json.dumps(tagger.predict(texts, batch_size=16)))
+scores_at, _ = tagger.score_outcomes([Example(t, [], "jax") for t in texts], batch_size=16)
+print("OUTCOMES " + json.dumps(scores_at(1.3).tolist()))
 """
 
 
 def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(tagger, sentences, tmp_path):
     """The model is plain Keras: on JAX, ``predict`` runs it on the host
     (``HostRunner``) between the same TensorFlow tokenizer and decoding
-    functions; the entities are those of the TensorFlow path."""
+    functions; the entities are those of the TensorFlow path, and so are the
+    scores ``calibrate`` fits a temperature on."""
     pytest.importorskip("jax")
     texts = sentences[:60] + EDGE_CASES
     tagger.save(tmp_path / "model")
@@ -378,3 +383,9 @@ def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(tagger, sentence
         assert [(e["start"], e["end"], e["type"]) for e in a["entities"]] == \
                [(e["start"], e["end"], e["type"]) for e in b["entities"]]
         assert [e["score"] for e in a["entities"]] == pytest.approx([e["score"] for e in b["entities"]], abs=2e-3)
+    # calibration's pass (the model on the host, the forward-backward per temperature) as on TensorFlow
+    outcomes = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("OUTCOMES "))[len("OUTCOMES "):])
+    from apps.ner.examples import Example
+
+    scores_at, _ = tagger.score_outcomes([Example(t, [], "tf") for t in texts], batch_size=16)
+    np.testing.assert_allclose(outcomes, scores_at(1.3), atol=2e-3)
