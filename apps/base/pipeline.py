@@ -348,23 +348,31 @@ class Pipeline:
         """The unpadded outputs of each text (output name -> list, before
         :meth:`result` rounds and names them), in the input order; batched
         as :meth:`predict` says."""
+        from kerasbert.export import unpad
+
+        rows = [None] * len(texts)
+        for chunk, outputs in self.in_batches(texts, batch_size, self.infer, self.serving_function_of(jit_compile)):
+            for i, row in zip(chunk, unpad(outputs)):
+                rows[i] = row
+        return rows
+
+    def in_batches(self, texts, batch_size, infer, traced):
+        """``(indices, outputs)`` for each batch of ``texts``: sorted by
+        length first and sent ``batch_size`` at a time, so that a batch pads
+        little. ``infer(texts, windows, run)`` gives the outputs: on
+        TensorFlow through ``traced`` (``infer`` as a ``tf.function`` of the
+        texts), elsewhere run on the host (:class:`HostRunner`)."""
         import keras
         import tensorflow as tf
 
-        from kerasbert.export import unpad
-
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        rows = [None] * len(texts)
         for begin in range(0, len(texts), batch_size):
             chunk = order[begin : begin + batch_size]
             batch = tf.constant([texts[i] for i in chunk], tf.string)
             if keras.backend.backend() == "tensorflow":
-                outputs = self.serving_function_of(jit_compile)(batch)
+                yield chunk, traced(batch)
             else:
-                outputs = self.infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
-            for i, row in zip(chunk, unpad(outputs)):
-                rows[i] = row
-        return rows
+                yield chunk, infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
 
     def result(self, text, row):
         """One text's result dict from its unpadded outputs (``row``: output

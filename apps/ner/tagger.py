@@ -165,26 +165,15 @@ class Tagger(ScoreTemperature, Pipeline):
         The model runs once; each ``T`` reruns only the forward-backward
         (:func:`apps.ner.decode.entity_scores`) on the windows that hold an
         entity."""
-        import keras
         import tensorflow as tf
 
-        from apps.base.pipeline import HostRunner
         from apps.ner.calibration import entities_right
         from apps.ner.decode import crf_parameters
         from apps.ner.decode import entity_scores
 
-        texts = [e.text for e in examples]
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batched as output_rows batches
         parts, correct = [], []  # per batch: its entities' spans and the potentials of their rows; outcomes
         lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows(t), GraphRunner()))
-        for begin in range(0, len(texts), batch_size):
-            chunk = order[begin : begin + batch_size]
-            batch = tf.constant([texts[i] for i in chunk], tf.string)
-            if keras.backend.backend() == "tensorflow":
-                out = lattice(batch)
-            else:
-                windows = self._text_function("windows", self.windows)(batch)
-                out = self._spans_and_potentials(batch, windows, HostRunner(batch_size))
+        for chunk, out in self.in_batches([e.text for e in examples], batch_size, self._spans_and_potentials, lattice):
             out = {k: np.asarray(v) for k, v in out.items()}
             per_text = [[] for _ in chunk]  # the batch's entities are text after text
             for t, s, e, k in zip(out["text"], out["start"], out["end"], out["kind"]):
@@ -264,4 +253,3 @@ class Tagger(ScoreTemperature, Pipeline):
 
     #: A student learns the teacher's emission scores (the CRF's inputs).
     soft_target = "potentials"
-
