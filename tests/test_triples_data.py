@@ -120,6 +120,19 @@ def test_pairing_rule_closest_occurrences_then_earliest():
     assert pair_closest([0, 10], 1, [5], 1) == (0, 5)
 
 
+def test_pairing_rule_prefers_spans_that_do_not_overlap(tmp_path):
+    # The object "Cesena" also occurs inside the subject "A.C. Cesena": the
+    # standalone one is chosen although the nested one is closer (gap 0).
+    text = "A.C. Cesena , in the Serie B League , is located in Cesena ."
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"text": text, "triple_list": [["A.C. Cesena", "ground", "Cesena"]]}]))
+    (triple,) = read_triples_file(path).examples[0].triples
+    assert (triple.subject.start, triple.object.start) == (0, text.rindex("Cesena"))
+    assert pair_closest([0], 11, [5, 52], 6) == (0, 52)
+    # With no other occurrence the overlapping pair is still taken.
+    assert pair_closest([0], 11, [5], 6) == (0, 5)
+
+
 def test_word_boundaries_are_preferred_and_accents_folded(tmp_path):
     text = "Bananaman is an STV show about Medellin , COLOMBIA ."
     assert locate(text, "an")[0] == [13]  # not inside "Bananaman"

@@ -46,9 +46,11 @@ in the original text:
    ``found after folding accents/case``; the span's text is what the text
    says (``Medellin``), and gold/predicted triples are compared on that.
 3. **Pairing rule**: among all subject occurrences x all object occurrences,
-   the pair whose spans are closest (the gap between them; 0 when they touch
-   or overlap) is chosen; ties go to the earliest (subject start, object
-   start). Triples where the subject or the object occurs more than once are
+   pairs whose two spans do not overlap come first (in WebNLG, ``A.C. Cesena
+   ground Cesena`` means the standalone ``Cesena``, not the one inside the
+   club's name), then the pair whose spans are closest (the gap between
+   them; 0 when they touch); ties go to the earliest (subject start, object
+   start). Overlapping spans are chosen only when no other pair exists. Triples where the subject or the object occurs more than once are
    counted as ``ambiguous`` (the rule above decided), and the total number of
    occurrences is reported.
 4. A triple whose subject or object string is not found even after folding is
@@ -243,15 +245,20 @@ def _gap(a: tuple[int, int], b: tuple[int, int]) -> int:
     return max(0, max(a[0], b[0]) - min(a[1], b[1]))
 
 
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return max(a[0], b[0]) < min(a[1], b[1])
+
+
 def pair_closest(subject_starts, subject_len, object_starts, object_len):
     """``(subject start, object start)``: the pairing rule of the module doc."""
     best = None
     for s in subject_starts:
         for o in object_starts:
-            key = (_gap((s, s + subject_len), (o, o + object_len)), s, o)
+            subject, obj = (s, s + subject_len), (o, o + object_len)
+            key = (_overlap(subject, obj), _gap(subject, obj), s, o)
             if best is None or key < best:
                 best = key
-    return best[1], best[2]
+    return best[2], best[3]
 
 
 # ---------------------------------------------------------------------------
