@@ -162,7 +162,7 @@ class TripleReadReport(Report):
         ("unfound_locations", "  first not located at {n:items}"),
         ("duplicates", "  {n} duplicate triples in a sentence kept once"),
         ("ambiguous", "  {n} triples have a subject or object occurring more than once "
-                      "({report.occurrences} occurrences of their entities); the closest pair was chosen"),
+                      "({report.occurrences} occurrences of their entities); the closest pair, non-overlapping first, was chosen"),
         ("folded", "  {n} entities found only after folding accents/case (spans hold the text's spelling)"),
         ("inside_word", "  {n} entities found only inside a word"),
         ("empty", "  {n} examples have an empty triple list"),
