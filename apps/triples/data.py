@@ -50,8 +50,9 @@ in the original text:
    ground Cesena`` means the standalone ``Cesena``, not the one inside the
    club's name), then the pair whose spans are closest (the gap between
    them; 0 when they touch); ties go to the earliest (subject start, object
-   start). Overlapping spans are chosen only when no other pair exists. Triples where the subject or the object occurs more than once are
-   counted as ``ambiguous`` (the rule above decided), and the total number of
+   start). Overlapping spans are chosen only when no other pair exists.
+   Triples where the subject or the object occurs more than once are counted
+   as ``ambiguous`` (the rule above decided), and the total number of
    occurrences is reported.
 4. A triple whose subject or object string is not found even after folding is
    **not dropped silently**: it is counted by reason (subject / object /
