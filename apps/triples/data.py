@@ -252,14 +252,11 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def pair_closest(subject_starts, subject_len, object_starts, object_len):
     """``(subject start, object start)``: the pairing rule of the module doc."""
-    best = None
-    for s in subject_starts:
-        for o in object_starts:
-            subject, obj = (s, s + subject_len), (o, o + object_len)
-            key = (_overlap(subject, obj), _gap(subject, obj), s, o)
-            if best is None or key < best:
-                best = key
-    return best[2], best[3]
+    def rank(pair):
+        subject, obj = (pair[0], pair[0] + subject_len), (pair[1], pair[1] + object_len)
+        return _overlap(subject, obj), _gap(subject, obj), pair
+
+    return min(((s, o) for s in subject_starts for o in object_starts), key=rank)
 
 
 # ---------------------------------------------------------------------------
