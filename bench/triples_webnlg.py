@@ -15,7 +15,7 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
 (stated in the output; no target).
 
     python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
-                                   [--learning-rate 1e-4] [--head-learning-rate 1e-3]
+                                   [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
                                    [--max-train-examples N] [--head casrel|gplinker]
                                    [--tune-thresholds]
 
@@ -107,7 +107,8 @@ def child(args):
     out = workdir / (args.child if args.head == "casrel" else f"{args.child}_{args.head}")
     config = TriplesTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
-        epochs=args.epochs, batch_size=16, max_length=args.max_length, resume=(out / "backup").exists(),
+        epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
+        resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
         eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head,
         **({"head_learning_rate": args.head_learning_rate} if args.head_learning_rate else {}),
@@ -155,6 +156,7 @@ def main():
     parser.add_argument("--datasets", default="webnlg_star,webnlg_exact,cmeie")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak encoder learning rate")
     parser.add_argument("--head-learning-rate", type=float, default=0.0,
                         help="peak learning rate of the head (0: the training default)")
@@ -170,14 +172,16 @@ def main():
     if args.child:
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
-    print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch 16, max length {args.max_length}, "
+    print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch {args.batch_size}, "
+          f"max length {args.max_length}, "
           f"encoder learning rate {args.learning_rate:g}, head learning rate "
           f"{args.head_learning_rate or 'default'}\n", flush=True)
     results = []
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
         command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
-                   "--max-length", str(args.max_length), "--checkpoint", args.checkpoint, "--workdir", args.workdir,
+                   "--max-length", str(args.max_length), "--batch-size", str(args.batch_size),
+                   "--checkpoint", args.checkpoint, "--workdir", args.workdir,
                    "--learning-rate", str(args.learning_rate), "--head-learning-rate", str(args.head_learning_rate),
                    "--max-train-examples", str(args.max_train_examples),
                    "--head", args.head] + (["--tune-thresholds"] if args.tune_thresholds else [])
