@@ -17,7 +17,7 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
     python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact,cmeie] [--epochs 10]
                                    [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
                                    [--max-train-examples N] [--head casrel|gplinker]
-                                   [--tune-thresholds]
+                                   [--tune-thresholds] [--seed 42]
 
 ``--tune-thresholds`` picks the head's two decision thresholds on the dev
 split after training (``kerasbert triples tune``'s grid and rule, in the
@@ -27,7 +27,9 @@ can follow a plain run with the same settings.
 
 ``--head`` picks the triple head (``kerasbert triples train --head``); a run's
 folder is WORKDIR/<dataset> for casrel, WORKDIR/<dataset>_gplinker for
-gplinker, so the two heads' runs are kept apart.
+gplinker, so the two heads' runs are kept apart. ``--seed`` is the training
+seed (shuffling, initialisation); a second seed in another ``--workdir``
+shows how much of a difference is noise.
 
 Each child's full training log goes to WORKDIR/<dataset>.log
 (``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
@@ -78,7 +80,7 @@ def check_same_settings(out, config):
     old = json.loads(saved.read_text())
     new = dataclasses.asdict(config)
     keys = ("train", "dev", "epochs", "batch_size", "learning_rate", "head_learning_rate", "max_length",
-            "max_train_examples", "head", "checkpoint")
+            "max_train_examples", "head", "checkpoint", "seed")
     differ = [f"{k}: {old.get(k)!r} there, {new[k]!r} asked" for k in keys
               if _comparable(k, old.get(k)) != _comparable(k, new[k])]
     if differ:
@@ -110,7 +112,7 @@ def child(args):
         epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
         resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
-        eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head,
+        eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head, seed=args.seed,
         **({"head_learning_rate": args.head_learning_rate} if args.head_learning_rate else {}),
     )
     check_same_settings(out, config)
@@ -165,6 +167,7 @@ def main():
     parser.add_argument("--tune-thresholds", action="store_true",
                         help="pick the decision thresholds on dev after training (kerasbert triples tune), "
                         "score test with them")
+    parser.add_argument("--seed", type=int, default=42, help="training seed (shuffling, initialisation)")
     parser.add_argument("--checkpoint", default=str(MINILM))
     parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -173,18 +176,19 @@ def main():
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
     print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch {args.batch_size}, "
-          f"max length {args.max_length}, "
+          f"max length {args.max_length}, seed {args.seed}, "
           f"encoder learning rate {args.learning_rate:g}, head learning rate "
           f"{args.head_learning_rate or 'default'}\n", flush=True)
     results = []
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
-        command = [sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
+        command = ([sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
                    "--max-length", str(args.max_length), "--batch-size", str(args.batch_size),
                    "--checkpoint", args.checkpoint, "--workdir", args.workdir,
                    "--learning-rate", str(args.learning_rate), "--head-learning-rate", str(args.head_learning_rate),
                    "--max-train-examples", str(args.max_train_examples),
-                   "--head", args.head] + (["--tune-thresholds"] if args.tune_thresholds else [])
+                   "--head", args.head, "--seed", str(args.seed)]
+                   + (["--tune-thresholds"] if args.tune_thresholds else []))
         log = Path(args.workdir) / (f"{name}.log" if args.head == "casrel" else f"{name}_{args.head}.log")
         print(f"{name}: training, log in {log}", flush=True)
         with open(log, "w") as handle:
