@@ -18,6 +18,7 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
                                    [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
                                    [--max-train-examples N] [--head casrel|gplinker]
                                    [--tune-thresholds] [--seed 42]
+                                   [--dropout 0.1] [--pointer-size 64] [--layer-lr-decay 1.0]
 
 ``--tune-thresholds`` picks the head's two decision thresholds on the dev
 split after training (``kerasbert triples tune``'s grid and rule, in the
@@ -29,7 +30,9 @@ can follow a plain run with the same settings.
 folder is WORKDIR/<dataset> for casrel, WORKDIR/<dataset>_gplinker for
 gplinker, so the two heads' runs are kept apart. ``--seed`` is the training
 seed (shuffling, initialisation); a second seed in another ``--workdir``
-shows how much of a difference is noise.
+shows how much of a difference is noise. ``--dropout``, ``--pointer-size``
+(gplinker only) and ``--layer-lr-decay`` are the training settings of the
+same names (their training defaults unless given).
 
 Each child's full training log goes to WORKDIR/<dataset>.log
 (``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
@@ -80,7 +83,7 @@ def check_same_settings(out, config):
     old = json.loads(saved.read_text())
     new = dataclasses.asdict(config)
     keys = ("train", "dev", "epochs", "batch_size", "learning_rate", "head_learning_rate", "max_length",
-            "max_train_examples", "head", "checkpoint", "seed")
+            "max_train_examples", "head", "checkpoint", "seed", "dropout", "pointer_size", "layer_lr_decay")
     differ = [f"{k}: {old.get(k)!r} there, {new[k]!r} asked" for k in keys
               if _comparable(k, old.get(k)) != _comparable(k, new[k])]
     if differ:
@@ -90,6 +93,15 @@ def check_same_settings(out, config):
 def _comparable(key, value):
     """A setting's value, a file's path resolved (``/tmp/shared/x`` through a link is ``/work/shared/x``)."""
     return str(Path(str(value)).resolve()) if key in ("train", "dev", "checkpoint") and value else value
+
+
+def _training_defaults():
+    """The training defaults of the settings this bench passes through."""
+    sys.path.insert(0, str(ROOT))
+    from apps.triples.train import TriplesTrainSettings
+
+    fields = {f.name: f.default for f in dataclasses.fields(TriplesTrainSettings)}
+    return {k: fields[k] for k in ("dropout", "pointer_size", "layer_lr_decay")}
 
 
 def child(args):
@@ -113,6 +125,7 @@ def child(args):
         resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
         eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head, seed=args.seed,
+        dropout=args.dropout, pointer_size=args.pointer_size, layer_lr_decay=args.layer_lr_decay,
         **({"head_learning_rate": args.head_learning_rate} if args.head_learning_rate else {}),
     )
     check_same_settings(out, config)
@@ -168,6 +181,12 @@ def main():
                         help="pick the decision thresholds on dev after training (kerasbert triples tune), "
                         "score test with them")
     parser.add_argument("--seed", type=int, default=42, help="training seed (shuffling, initialisation)")
+    defaults = _training_defaults()
+    parser.add_argument("--dropout", type=float, default=defaults["dropout"], help="dropout on the encoder output")
+    parser.add_argument("--pointer-size", type=int, default=defaults["pointer_size"],
+                        help="query/key size of each GlobalPointer (gplinker)")
+    parser.add_argument("--layer-lr-decay", type=float, default=defaults["layer_lr_decay"],
+                        help="layer-wise learning-rate decay of the encoder (1.0: off)")
     parser.add_argument("--checkpoint", default=str(MINILM))
     parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -176,7 +195,8 @@ def main():
         return child(args)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
     print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch {args.batch_size}, "
-          f"max length {args.max_length}, seed {args.seed}, "
+          f"max length {args.max_length}, seed {args.seed}, dropout {args.dropout:g}, "
+          f"pointer size {args.pointer_size}, layer lr decay {args.layer_lr_decay:g}, "
           f"encoder learning rate {args.learning_rate:g}, head learning rate "
           f"{args.head_learning_rate or 'default'}\n", flush=True)
     results = []
@@ -187,7 +207,8 @@ def main():
                    "--checkpoint", args.checkpoint, "--workdir", args.workdir,
                    "--learning-rate", str(args.learning_rate), "--head-learning-rate", str(args.head_learning_rate),
                    "--max-train-examples", str(args.max_train_examples),
-                   "--head", args.head, "--seed", str(args.seed)]
+                   "--head", args.head, "--seed", str(args.seed), "--dropout", str(args.dropout),
+                   "--pointer-size", str(args.pointer_size), "--layer-lr-decay", str(args.layer_lr_decay)]
                    + (["--tune-thresholds"] if args.tune_thresholds else []))
         log = Path(args.workdir) / (f"{name}.log" if args.head == "casrel" else f"{name}_{args.head}.log")
         print(f"{name}: training, log in {log}", flush=True)
