@@ -320,6 +320,7 @@ def pretrain(settings, callbacks=(), segment=None):
     from kerasbert.training import make_optimizer
     from kerasbert.training import open_encoder_checkpoint
     from kerasbert.training import progress_verbosity
+    from kerasbert.training import step_jit_compile
     from kerasbert.training import TrainingSpeed
     from kerasbert.training import start_run
     from kerasbert.training import training_callbacks
@@ -355,7 +356,7 @@ def pretrain(settings, callbacks=(), segment=None):
                                precision=settings.precision)
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                  jit_compile=settings.jit_compile)
+                  jit_compile=step_jit_compile(settings.jit_compile))
     optimizer.build(model.trainable_variables)
 
     # Keras's BackupAndRestore resumes at the start of the epoch it records;

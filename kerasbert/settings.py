@@ -210,7 +210,7 @@ class RunSettings:
     max_train_examples: int = setting(0, "use only the first N training examples (0: all)")
     max_dev_examples: int = setting(0, "use only the first N dev examples (0: all)")
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
-    jit_compile: bool = setting(False, "compile training steps with XLA")
+    jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
 
     def check(self):
@@ -354,7 +354,7 @@ class PretrainSettings:
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
     seed: int = setting(42, "random seed (initialisation of a new head, masking of the training batches)")
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
-    jit_compile: bool = setting(False, "compile training steps with XLA")
+    jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
 
     def check(self):

@@ -769,6 +769,16 @@ def resolve_auto(settings, rows):
     return resolved
 
 
+def step_jit_compile(jit_compile):
+    """The ``jit_compile`` to give ``model.compile``: ``jit_compile`` (the
+    setting) on TensorFlow, where a step that is not compiled by XLA still
+    runs as one ``tf.function`` graph; always True on JAX, where Keras runs a
+    step that is not jitted op by op, each op dispatched (and compiled) on
+    its own, many times slower (on a GPU, hundreds of small launches and
+    compilations per step)."""
+    return bool(jit_compile) or keras.backend.backend() == "jax"
+
+
 def compile_for_training(model, steps_per_epoch, settings, head_prefix):
     """Compile ``model`` with :func:`make_optimizer` for ``settings.epochs``
     (with ``settings.layer_lr_decay`` below 1, the encoder's layers get
@@ -783,7 +793,7 @@ def compile_for_training(model, steps_per_epoch, settings, head_prefix):
         warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, precision=settings.precision,
         encoder_multipliers=encoder_multipliers,
     )
-    model.compile(optimizer=optimizer, jit_compile=settings.jit_compile)
+    model.compile(optimizer=optimizer, jit_compile=step_jit_compile(settings.jit_compile))
     # Create the optimizer's variables now. Left to the first training step,
     # they are created while TensorFlow traces it, and a tf.function whose
     # first call creates variables is traced a second time (measured: the

@@ -1,5 +1,6 @@
 """Distributed training, beyond the MirroredStrategy and MultiWorkerMirroredStrategy
-runs of tests/test_ner_train.py: on the JAX backend, one device and
+runs of tests/test_ner_train.py: on the JAX backend (training steps always
+jitted), one device and
 ``--strategy mirrored`` (``keras.distribution.DataParallel``) over 2 virtual CPU
 devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``), both apps,
 the same losses and dev scores, and the model folder a JAX run writes exports
@@ -28,6 +29,12 @@ from apps.ner.train import NerTrainSettings, train as train_ner
 from apps.triples.train import TriplesTrainSettings, train as train_triples
 ner, triples, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
 assert len(jax.devices()) == devices, jax.devices()
+# The training steps are jitted on JAX even with jit_compile off (the
+# default): unjitted, Keras runs them op by op, many times slower.
+from kerasbert.training import compile_for_training
+probe = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="triples_head_probe")])
+compile_for_training(probe, 4, TriplesTrainSettings(**triples), "triples_head_")
+assert TriplesTrainSettings(**triples).jit_compile is False and probe.jit_compile is True, probe.jit_compile
 for settings, train in ((NerTrainSettings(**ner), train_ner), (TriplesTrainSettings(**triples), train_triples)):
     train(settings)
     print("RESULT", open(settings.output + "/history.jsonl").read().replace("\n", "|"))
