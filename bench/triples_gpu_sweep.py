@@ -111,8 +111,9 @@ def prepare(args):
     (out / "predicates.json").write_text(json.dumps(predicates))
 
     weights = load_file(hf / "model.safetensors")
-    weights.pop("embeddings.position_ids", None)
-    key = "embeddings.word_embeddings.weight"
+    for name in [k for k in weights if k.endswith("embeddings.position_ids")]:  # a buffer, not a weight
+        weights.pop(name)
+    (key,) = [k for k in weights if k.endswith("embeddings.word_embeddings.weight")]  # with or without "bert."
     weights[key] = np.ascontiguousarray(weights[key][kept])
     save_file(weights, out / "encoder" / "model.safetensors")
     config = json.loads((hf / "config.json").read_text())
@@ -129,6 +130,14 @@ def prepare(args):
 # =============================================================================
 
 
+def padded_windows(windows):
+    """``windows`` (``windows_numpy``) with ``token_ids`` and ``offsets``
+    padded to MAX_LENGTH positions: one shape, one compilation."""
+    pad = MAX_LENGTH - windows["token_ids"].shape[1]
+    return {**windows, "token_ids": np.pad(windows["token_ids"], [(0, 0), (0, pad)]),
+            "offsets": np.pad(windows["offsets"], [(0, 0), (0, pad), (0, 0)])}
+
+
 def load_bundle(bundle, smoke=0):
     """``(train rows, dev/test windows padded to MAX_LENGTH, dev/test
     examples, predicates)``; ``smoke``: only the first N rows and texts."""
@@ -141,11 +150,8 @@ def load_bundle(bundle, smoke=0):
         lengths, widths, flat = (data[f"train/{name}/{x}"] for x in ("lengths", "widths", "flat"))
         parts = np.split(flat, np.cumsum(lengths * np.maximum(widths, 1))[:-1])
         rows[name] = [p.reshape(n, w) if w else p for p, n, w in zip(parts, lengths, widths)]
-    windows = {s: {k.split("/")[1]: data[k] for k in data.files if k.startswith(s + "/")} for s in SPLITS}
-    for w in windows.values():
-        pad = MAX_LENGTH - w["token_ids"].shape[1]
-        w["token_ids"] = np.pad(w["token_ids"], [(0, 0), (0, pad)])
-        w["offsets"] = np.pad(w["offsets"], [(0, 0), (0, pad), (0, 0)])
+    windows = {s: padded_windows({k.split("/")[1]: data[k] for k in data.files if k.startswith(s + "/")})
+               for s in SPLITS}
     examples = {s: read_triples_file(bundle / f).examples for s, f in SPLITS.items()}
     if smoke:
         rows = {k: v[:smoke] for k, v in rows.items()}
@@ -222,10 +228,7 @@ def check(args):
 
     extractor = TRIPLES.load(args.model)
     test = read_triples_file(SHARED / SPLITS["test"]).examples
-    windows = extractor.windows_numpy([e.text for e in test])
-    pad = MAX_LENGTH - windows["token_ids"].shape[1]
-    windows["token_ids"] = np.pad(windows["token_ids"], [(0, 0), (0, pad)])
-    windows["offsets"] = np.pad(windows["offsets"], [(0, 0), (0, pad), (0, 0)])
+    windows = padded_windows(extractor.windows_numpy([e.text for e in test]))
     mine = decode_rows(extractor.model, windows, test, extractor.predicates)
     library = extractor.predict([e.text for e in test], batch_size=32)
 
@@ -297,16 +300,19 @@ def sweep(args):
               f"backend {keras.backend.backend()}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
         lines = [line for line in Path(args.plan).read_text().splitlines() if line.strip()]
         env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
+        logs = [open(out / f"p{i}.log", "w") for i in range(len(lines))]
         children = [subprocess.Popen([sys.executable, __file__, "sweep", "--bundle", args.bundle, "--out",
                                       str(out / f"p{i}"), "--settings", line, "--smoke", str(args.smoke)],
-                                     stdout=open(out / f"p{i}.log", "w"), stderr=subprocess.STDOUT, env=env)
-                    for i, line in enumerate(lines)]
+                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                    for i, (line, log) in enumerate(zip(lines, logs))]
         deadline = time.monotonic() + args.time_limit
         while any(c.poll() is None for c in children) and time.monotonic() < deadline:
             time.sleep(5)
-        for c in children:
+        for c, log in zip(children, logs):
             if c.poll() is None:
                 c.kill()
+                c.wait()
+            log.close()
         results = [json.loads(line) for i in range(len(lines)) if (out / f"p{i}" / "results.jsonl").exists()
                    for line in (out / f"p{i}" / "results.jsonl").read_text().splitlines()]
         print("| settings | best epoch | dev F1 | test exact F1 | P | R | normal / SEO / EPO | train tokens/s |")
