@@ -251,6 +251,8 @@ def check(args):
 def run_settings(settings_dict, bundle, out, data):
     from apps.triples.evaluate import score
     from apps.triples.gplinker import GPLinkerExtractor
+    from apps.triples.gplinker_model import CODES
+    from apps.triples.gplinker_model import OUTPUTS
     from apps.triples.train import TriplesTrainSettings
     from kerasbert import training
     from kerasbert.loader import load_encoder
@@ -266,7 +268,7 @@ def run_settings(settings_dict, bundle, out, data):
     checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
     model = GPLinkerExtractor.build_model(load_encoder(checkpoint), predicates, settings)
     settings = training.resolve_auto(settings, len(rows["token_ids"]))
-    batches = training.BucketedBatches(rows, settings.batch_size, targets=("entity_codes", "head_codes", "tail_codes"),
+    batches = training.BucketedBatches(rows, settings.batch_size, targets=tuple(CODES[k] for k in OUTPUTS),
                                        seed=settings.seed, max_width=MAX_LENGTH, pad_to_multiple=MAX_LENGTH)
     training.compile_for_training(model, len(batches), settings, GPLinkerExtractor.head_prefix)
     epochs = []
@@ -283,8 +285,8 @@ def run_settings(settings_dict, bundle, out, data):
     started = time.perf_counter()
     metrics = training.fit_and_select(model, batches, settings, dev_scores=dev_scores,
                                       save_pipeline=lambda directory: None, format_scores=str)
-    best = max(range(len(epochs)), key=lambda i: (epochs[i]["dev"], -i))  # the first best, as fit_and_select
-    return {"name": name, **given, "best_epoch": best + 1, **epochs[best],
+    best = metrics["best_epoch"]
+    return {"name": name, **given, "best_epoch": best, **epochs[best - 1],
             "seconds": time.perf_counter() - started, "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],
             "dev_test_by_epoch": [(round(e["dev"], 4), round(e["test"], 4)) for e in epochs]}
 
