@@ -1,0 +1,83 @@
+"""Benchmark results as data: one JSON file per benchmark run under ``bench/results/``.
+
+Every benchmark calls :func:`write_result` once at the end with its rows (one dict per
+system or setting measured in that run) and a short ``setup`` (sizes, data, what each
+row means). The file also records what makes a figure comparable: the command line,
+the date, the CPU model and its vector / bfloat16 flags, the core count and the
+versions of the runtimes involved. The docs' Benchmarks page is generated from these
+files; history lives in them and in git, not in prose.
+
+    from results import write_result          # bench/ is on sys.path when a bench runs
+    write_result("serving_throughput", rows, setup={"sentences": 256, ...})
+"""
+
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+PACKAGES = ("tensorflow", "keras", "keras-hub", "tensorflow-text", "jax", "torch", "transformers", "onnxruntime")
+
+
+def cpu():
+    """``{"model": ..., "flags": [...], "cores": n}`` of this machine (flags: those of :data:`FLAGS` it has)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": model, "flags": [f for f in FLAGS if f in flags], "cores": os.cpu_count()}
+
+
+def flags_line():
+    """One line to print beside every figure: the CPU model, its bf16/AMX flags and cores."""
+    info = cpu()
+    return f"CPU: {info['model']}, flags: {','.join(info['flags']) or 'none of ' + '/'.join(FLAGS)}, {info['cores']} cores"
+
+
+def versions():
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    found["python"] = platform.python_version()
+    return found
+
+
+def write_result(bench, rows, setup=None, name=None):
+    """Write ``bench/results/<bench>/<date>-<name or host>.json`` atomically and return its path.
+
+    ``rows``: a list of dicts, one per system measured in this run (the peer included);
+    ``setup``: a dict of what the run measured and how (sizes, data, threads, notes).
+    """
+    now = datetime.datetime.now(datetime.timezone.utc)
+    record = {
+        "bench": bench,
+        "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "cpu": cpu(),
+        "versions": versions(),
+        "setup": setup or {},
+        "rows": rows,
+    }
+    folder = RESULTS / bench
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    print(f"result written: {path}", flush=True)
+    return path
