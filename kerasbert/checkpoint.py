@@ -36,6 +36,7 @@ import numpy as np
 
 from kerasbert.config import EncoderConfig
 from kerasbert.errors import CheckpointError
+from kerasbert.errors import KerasbertError
 
 # Official config file names, as globs; the first family of names that matches wins.
 OFFICIAL_CONFIG_NAMES = ("bert_config.json", "albert_config*.json", "*discriminator_config.json")
@@ -103,7 +104,7 @@ class CheckpointFolder:
                     f"offsets, and in-graph for TF Serving), so Google's English ALBERT and other "
                     f"SentencePiece models are not supported. ALBERT-zh (brightmart, vocab.txt) is."
                 )
-            raise CheckpointError(f"{directory}: no {VOCAB_NAME} (the WordPiece vocabulary)")
+            raise CheckpointError(f"{self.vocab_path}: missing (the WordPiece vocabulary)")
 
     # --- official ------------------------------------------------------------
     def _open_official(self, directory, given):
@@ -122,7 +123,9 @@ class CheckpointFolder:
             self._reader = tf.train.load_checkpoint(str(prefix))
             all_shapes = self._reader.get_variable_to_shape_map()
         except Exception as e:  # tf raises several error types for bad files
-            raise CheckpointError(f"{prefix}.index: cannot read the checkpoint index: {_tf_message(e)}")
+            index = Path(f"{prefix}.index")
+            size = f"; {index.stat().st_size:,} bytes" if index.exists() else ""
+            raise CheckpointError(f"{index}: damaged: not a readable checkpoint index ({_tf_message(e)}{size})")
         self.shapes = {}
         for name, shape in all_shapes.items():
             if is_training_state(name):
@@ -130,6 +133,7 @@ class CheckpointFolder:
             else:
                 self.shapes[name] = tuple(shape)
         self.data_files = sorted(directory.glob(prefix.name + ".data-*"))
+        self._data_problem = self._check_data_files(prefix, all_shapes)
         family = official_family(self.shapes)
         self.config_path = config_path
         if config_path is not None:
@@ -141,6 +145,35 @@ class CheckpointFolder:
                 f"{directory}: a {family} checkpoint ({prefix.name}) but no config file "
                 f"(expected one of {', '.join(OFFICIAL_CONFIG_NAMES)}); files here: {_listing(directory)}"
             )
+
+    def _check_data_files(self, prefix, all_shapes):
+        """A one-line problem when the ``.data-*`` shards are missing, or hold
+        fewer bytes than the index's tensors need (a copy cut short); None
+        when they look complete. Read lazily by :meth:`read`, so that
+        ``inspect`` still shows the names and shapes."""
+        if not self.data_files:
+            return (f"{prefix}.data-00000-of-00001: missing (the .index file is here but no {prefix.name}.data-* "
+                    f"file; only names and shapes can be read)")
+        names = {f.name for f in self.data_files}
+        match = re.fullmatch(re.escape(prefix.name) + r"\.data-\d+-of-(\d+)", self.data_files[0].name)
+        if match:
+            shards = int(match.group(1))
+            absent = [f"{prefix.name}.data-{i:05d}-of-{shards:05d}" for i in range(shards)
+                      if f"{prefix.name}.data-{i:05d}-of-{shards:05d}" not in names]
+            if absent:
+                return f"{self.directory / absent[0]}: missing ({len(absent)} of {shards} data shards missing)"
+        try:
+            dtypes = self._reader.get_variable_to_dtype_map()
+            needed = sum(int(np.prod(shape, dtype=np.int64)) * dtypes[name].size for name, shape in all_shapes.items())
+            if any(dtypes[name].size == 0 for name in all_shapes):  # strings: no fixed size
+                return None
+        except Exception:  # a reader without dtypes: no size check
+            return None
+        found = sum(f.stat().st_size for f in self.data_files)
+        if found < needed:
+            where = str(self.data_files[0]) if len(self.data_files) == 1 else f"{prefix}.data-*"
+            return f"{where}: damaged: truncated ({found:,} of the {needed:,} bytes its index needs)"
+        return None
 
     @property
     def config_source(self):
@@ -160,10 +193,16 @@ class CheckpointFolder:
             files = [single]
             self.weights_path = single
         elif index.exists():
+            from kerasbert.files import read_json
+
             try:
-                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            except (ValueError, KeyError) as e:
-                raise CheckpointError(f"{index}: not a safetensors index ({e})")
+                weight_map = read_json(index)["weight_map"]
+            except (KeyError, TypeError) as e:
+                raise CheckpointError(f"{index}: damaged: not a safetensors index (no weight_map: {e})")
+            except CheckpointError:
+                raise
+            except KerasbertError as e:
+                raise CheckpointError(str(e))
             files = sorted({directory / f for f in weight_map.values()})
             self.weights_path = index
         elif (directory / "pytorch_model.bin").exists():
@@ -190,7 +229,8 @@ class CheckpointFolder:
                 handle = safe_open(str(file), framework="numpy")
                 keys = list(handle.keys())
             except Exception as e:
-                raise CheckpointError(f"{file}: not a readable safetensors file ({e})")
+                raise CheckpointError(f"{file}: damaged: not a readable safetensors file ({e}; "
+                                      f"{file.stat().st_size:,} bytes)")
             for key in keys:
                 official, transpose, why = official_name_from_hf(key, family)
                 if official is None:
@@ -217,11 +257,8 @@ class CheckpointFolder:
             except Exception as e:
                 raise CheckpointError(f"{self.weights_path}: cannot read {key!r}: {e}")
             return np.ascontiguousarray(value.T) if transpose else value
-        if not self.data_files:
-            raise CheckpointError(
-                f"{self.weights_path}: the .index file is here but no "
-                f"{self.weights_path.name}.data-* file (only names and shapes can be read)"
-            )
+        if self._data_problem:
+            raise CheckpointError(self._data_problem)
         try:
             return self._reader.get_tensor(name)
         except Exception as e:
@@ -302,6 +339,11 @@ def find_checkpoint_prefix(directory, given=None):
     indexes = sorted(directory.glob("*.index"))
     if len(indexes) == 1:
         return indexes[0].with_suffix("")
+    data = sorted(directory.glob("*.data-*-of-*"))
+    if not indexes and data:
+        prefix = data[0].name[: data[0].name.index(".data-")]
+        raise CheckpointError(f"{directory / prefix}.index: missing (the checkpoint's data file {data[0].name} is here, "
+                              f"but not the index that says what it holds)")
     if not indexes:
         raise CheckpointError(
             f"{directory}: no checkpoint (*.index) file; files here: {_listing(directory)}"
@@ -319,7 +361,11 @@ def read_vocab(path):
     line of the first byte that is not UTF-8, or of a duplicated token.
     """
     path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: missing (the WordPiece vocabulary)")
     data = path.read_bytes()
+    if not data.strip():
+        raise CheckpointError(f"{path}: damaged: empty ({len(data):,} bytes; a vocabulary has one token a line)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -29,7 +29,6 @@ never the ambiguous name, and writes the right name back for each layout.
 """
 
 import dataclasses
-import json
 from pathlib import Path
 
 from kerasbert.errors import CheckpointError
@@ -132,13 +131,16 @@ class EncoderConfig:
         ``*discriminator_config.json`` (layout ``"official"``) or ``config.json``
         (layout ``"huggingface"``). ``family`` comes from the variable names
         for the official layout; for Hugging Face it is read from ``model_type``."""
+        from kerasbert.errors import KerasbertError
+        from kerasbert.files import read_json
+
         path = Path(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as e:
-            raise CheckpointError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})")
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{path}, line {e.lineno}: invalid JSON: {e.msg}")
+            raw = read_json(path)
+        except CheckpointError:
+            raise
+        except KerasbertError as e:  # missing, empty, not UTF-8, not JSON: one line naming the file (and line)
+            raise CheckpointError(str(e)) from None
         if not isinstance(raw, dict):
             raise CheckpointError(f"{path}: expected a JSON object")
         return cls.from_dict(raw, layout, source=str(path), family=family)

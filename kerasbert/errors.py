@@ -15,6 +15,12 @@ class CheckpointError(KerasbertError):
     """A checkpoint folder is missing, incomplete, inconsistent or unreadable."""
 
 
+class WriteError(KerasbertError):
+    """A file or folder could not be written (a full disk, a file-size limit,
+    no permission); the message names the path and the operating system's
+    reason, and what was kept (nothing half-written is left visible)."""
+
+
 class InputDataError(KerasbertError):
     """A data file is malformed. The message names the file, the line and the problem.
 

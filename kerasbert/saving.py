@@ -88,22 +88,58 @@ def write_settings(directory, tokenizer, settings, settings_name):
 
 def load_pipeline(directory, settings_name, what):
     """``(model, tokenizer, settings)`` from a folder written by
-    :func:`save_pipeline`. ``what`` names the kind of folder in errors."""
-    import keras
+    :func:`save_pipeline`. ``what`` names the kind of folder in errors.
 
+    Every file is checked before it is read (:func:`kerasbert.files.check_file`):
+    a missing or damaged one (a truncated ``model.keras``, a broken settings
+    JSON, an empty vocabulary...) is a one-line
+    :class:`~kerasbert.errors.KerasbertError` naming the file, never Keras's
+    traceback (which says "File not found" for a truncated archive)."""
+    from kerasbert.files import check_file
+    from kerasbert.files import read_json
     from kerasbert.tokenizer import BertTokenizer
 
     directory = Path(directory)
     settings_path = directory / settings_name
     if not settings_path.exists():
         raise KerasbertError(f"{directory}: not a kerasbert {what} folder (no {settings_name})")
-    settings = json.loads(settings_path.read_text(encoding="utf-8"))
-    tokenizer = BertTokenizer(directory / VOCAB_FILE, **settings.pop("tokenizer"))
+    settings = read_json(settings_path)
+    if not isinstance(settings, dict) or not isinstance(settings.get("tokenizer"), dict):
+        raise KerasbertError(f"{settings_path}: damaged: not the settings of a kerasbert {what} "
+                             "(a JSON object with \"tokenizer\" settings)")
+    check_file(directory / VOCAB_FILE, "text", "the vocabulary")
+    try:
+        tokenizer = BertTokenizer(directory / VOCAB_FILE, **settings.pop("tokenizer"))
+    except TypeError as e:
+        raise KerasbertError(f"{settings_path}: damaged: its \"tokenizer\" settings do not fit ({e})")
     if settings.get("lora"):
         model = _load_lora_model(directory, settings["lora"])
     else:
-        model = keras.saving.load_model(directory / MODEL_FILE)
+        model = _load_keras_model(directory / MODEL_FILE)
     return model, tokenizer, settings
+
+
+def _load_keras_model(path):
+    """``keras.saving.load_model(path)`` (safe mode on) after
+    :func:`~kerasbert.files.check_file`; an archive that passes the check but
+    does not load (a damaged entry) is reported as damaged too."""
+    import zipfile
+
+    import keras
+
+    from kerasbert.files import check_file
+    from kerasbert.files import damaged
+
+    check_file(path, "zip", "the Keras model")
+    try:
+        return keras.saving.load_model(path)
+    except (ValueError, OSError, KeyError, TypeError, zipfile.BadZipFile) as e:
+        raise damaged(path, f"the archive does not load as a Keras model ({_first_line(e)})") from e
+
+
+def _first_line(error):
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(error).__name__
 
 
 def _head_weights(model):
@@ -136,8 +172,19 @@ def _load_lora_model(directory, lora):
     from kerasbert.lora import enable_lora
     from kerasbert.loader import load_encoder
 
-    config = json.loads((directory / LORA_CONFIG_FILE).read_text(encoding="utf-8"))
-    model = keras.saving.deserialize_keras_object(config)
+    from kerasbert.files import check_file
+    from kerasbert.files import damaged
+    from kerasbert.files import read_json
+
+    config = read_json(directory / LORA_CONFIG_FILE, "the model's config")
+    check_file(directory / ADAPTERS_FILE, "hdf5", "the LoRA adapters")
+    check_file(directory / HEAD_WEIGHTS_FILE, "zip", "the head's weights")
+    try:
+        model = keras.saving.deserialize_keras_object(config)
+    except (ValueError, KeyError, TypeError) as e:
+        raise damaged(directory / LORA_CONFIG_FILE, f"not a Keras model config ({_first_line(e)})") from e
+    if not isinstance(model, keras.Model) or not hasattr(model, "encoder"):
+        raise damaged(directory / LORA_CONFIG_FILE, "not the config of a kerasbert model")
     try:
         original = load_encoder(lora["checkpoint"])
         model.encoder.set_weights(original.get_weights())
@@ -145,10 +192,16 @@ def _load_lora_model(directory, lora):
         raise KerasbertError(f"{directory}: cannot load the encoder checkpoint {lora['checkpoint']!r} that the LoRA "
                              f"adapters go on: {e}")
     enable_lora(model.encoder, lora["rank"])
-    model.encoder.load_lora_weights(str(directory / ADAPTERS_FILE))
+    try:
+        model.encoder.load_lora_weights(str(directory / ADAPTERS_FILE))
+    except (ValueError, OSError, KeyError, TypeError) as e:
+        raise damaged(directory / ADAPTERS_FILE, f"the LoRA adapters do not load ({_first_line(e)})") from e
     head = _head_weights(model)
-    with np.load(directory / HEAD_WEIGHTS_FILE) as saved:
-        values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    try:
+        with np.load(directory / HEAD_WEIGHTS_FILE, allow_pickle=False) as saved:
+            values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    except (ValueError, OSError, KeyError, EOFError) as e:
+        raise damaged(directory / HEAD_WEIGHTS_FILE, f"the head's weights do not load ({_first_line(e)})") from e
     if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in head]:
         raise KerasbertError(f"{directory / HEAD_WEIGHTS_FILE}: the head's weights do not match the model's")
     for variable, value in zip(head, values):

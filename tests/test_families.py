@@ -130,8 +130,8 @@ def test_albert_index_only_names_are_all_mapped(albert_tiny):
     assert sorted(n for _, n, _, _ in report.assigned) == sorted(model_vars)
     info = kerasbert.inspect_checkpoint(index_dir)
     assert info["family"] == family and len(info["mapping"]) == len(model_vars)
-    assert info["problems"] == [f"{index_dir / 'albert_model.ckpt'}: the .index file is here but no "
-                                f"albert_model.ckpt.data-* file (only names and shapes can be read)"]
+    assert info["problems"] == [f"{index_dir / 'albert_model.ckpt'}.data-00000-of-00001: missing (the .index file "
+                                f"is here but no albert_model.ckpt.data-* file; only names and shapes can be read)"]
 
 
 def test_albert_values_land_and_round_trip(albert_tiny, tmp_path):

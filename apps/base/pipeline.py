@@ -452,7 +452,11 @@ class Pipeline:
         if verbose:
             print(f"model: {directory}", file=sys.stderr)
         model, tokenizer, settings = load_pipeline(directory, cls.settings_file, cls.kind)
-        return cls.from_settings(model, tokenizer, settings)
+        try:
+            return cls.from_settings(model, tokenizer, settings)
+        except (KeyError, TypeError, ValueError) as e:  # a settings file edited by hand, or from another version
+            raise KerasbertError(f"{directory / cls.settings_file}: damaged: its settings do not fit a {cls.kind} "
+                                 f"({type(e).__name__}: {e})") from e
 
     # ----------------------------------------------------- training hooks
     @classmethod
