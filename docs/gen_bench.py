@@ -1,0 +1,178 @@
+"""The Benchmarks page's tables, generated from the JSON records under ``bench/results/``.
+
+Each benchmark run writes one record (``bench/results.py``: ``write_result``) to
+``bench/results/<bench>/<date>-<name>.json``: the bench, the date, the command, the CPU (model,
+vector / bfloat16 flags, cores), the versions, a ``setup`` dict and ``rows`` (a list of dicts,
+one per system measured in that run, the peer included). Optional keys: ``part`` (a bench that
+measures several things, e.g. one dataset each, keeps one newest record per part), ``figures``
+(``[[path, caption], ...]``, paths from the repository root), ``source`` and ``date_note``.
+
+For each bench (and part), the newest record is shown as a table (the columns: the union of the
+rows' keys, in the order they first appear), with its setup in a few lines; older records of the
+same bench and part are listed, folded, below it. Any folder under ``bench/results/`` is shown,
+so a new benchmark needs no change here.
+
+The site's build runs this through ``docs/hooks.py``; ``python docs/gen_bench.py`` prints the
+Markdown.
+"""
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+BENCH = ROOT / "bench"
+#: The order on the page (accuracy first, then speed); benches not named here follow by name.
+ORDER = (
+    "demo", "ner_conll2003", "ner_heads", "entity_calibration", "finetuning_strategies", "triples_webnlg",
+    "triples_gpu_sweep", "gpu_training", "encoder_throughput", "serving_throughput", "serving_profile",
+    "int8_encoder",
+)
+
+
+def load_records(results=RESULTS):
+    """``[(path, record)]`` of every ``*.json`` under ``results`` (one folder per bench)."""
+    found = []
+    for path in sorted(Path(results).glob("*/*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record.setdefault("bench", path.parent.name)
+        found.append((path, record))
+    return found
+
+
+def describe(bench, bench_dir=BENCH):
+    """The first line of ``bench/<bench>.py``'s docstring, or ``""``."""
+    script = Path(bench_dir) / f"{bench}.py"
+    if not script.exists():
+        return ""
+    doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+    return doc.strip().split("\n\n")[0].replace("\n", " ")
+
+
+def fmt(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) >= 1e4 else f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False)
+    return str(value).replace("|", "&#124;").replace("\n", " ")
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def columns_of(rows):
+    columns = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    return columns
+
+
+def table(rows, indent=""):
+    if not rows:
+        return [indent + "*(no rows)*"]
+    columns = columns_of(rows)
+    numeric = [all(is_number(r.get(c)) for r in rows if r.get(c) not in (None, "")) for c in columns]
+    lines = [
+        indent + "| " + " | ".join(fmt(c) for c in columns) + " |",
+        indent + "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
+    for row in rows:
+        lines.append(indent + "| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")
+    return lines
+
+
+def machine(record):
+    cpu = record.get("cpu") or {}
+    parts = [str(cpu.get("model") or "unknown machine")]
+    flags = cpu.get("flags")
+    if flags is not None:
+        parts.append("flags: " + (", ".join(flags) if flags else "none of the bf16/AVX-512 ones"))
+    if cpu.get("cores"):
+        parts.append(f"{cpu['cores']} cores")
+    return "; ".join(parts)
+
+
+def versions(record):
+    found = record.get("versions") or {}
+    return ", ".join(f"{name} {version}" for name, version in found.items())
+
+
+def setup_lines(record, indent=""):
+    lines = [f"{indent}- **Run:** {record.get('date', 'undated')}; {machine(record)}"
+             + (f"; {versions(record)}" if versions(record) else "")]
+    if record.get("command"):
+        lines.append(f"{indent}- **Command:** `{record['command']}`")
+    for key, value in (record.get("setup") or {}).items():
+        lines.append(f"{indent}- **{fmt(key)}:** {fmt(value)}")
+    notes = [record[k] for k in ("source", "date_note") if record.get(k)]
+    if notes:
+        lines.append(f"{indent}- *{'; '.join(fmt(n) for n in notes)}*")
+    return lines
+
+
+def figure_lines(record, indent=""):
+    lines = []
+    for item in record.get("figures") or []:
+        path, caption = (item, Path(item).stem) if isinstance(item, str) else item
+        lines += [f"{indent}![{fmt(caption)}]({path}){{ width=\"320\" }}", ""]
+    return lines
+
+
+def figures(records):
+    """Repository paths of every figure the records show (the site copies them)."""
+    found = []
+    for _, record in records:
+        for item in record.get("figures") or []:
+            found.append(item if isinstance(item, str) else item[0])
+    return found
+
+
+def bench_key(bench):
+    return (ORDER.index(bench) if bench in ORDER else len(ORDER), bench)
+
+
+def render(results=RESULTS, bench_dir=BENCH, heading="##"):
+    records = load_records(results)
+    groups = {}
+    for path, record in records:
+        groups.setdefault(record["bench"], {}).setdefault(record.get("part") or "", []).append((path, record))
+    out = []
+    for bench in sorted(groups, key=bench_key):
+        out += [f"{heading} {bench}", ""]
+        what = describe(bench, bench_dir)
+        if what:
+            out += [what + (f" (`bench/{bench}.py`)" if (Path(bench_dir) / f"{bench}.py").exists() else ""), ""]
+        parts = groups[bench]
+        for part in sorted(parts, key=lambda p: (p != "", p)):
+            runs = sorted(parts[part], key=lambda item: (str(item[1].get("date", "")), item[0].name))
+            path, newest = runs[-1]
+            if part:
+                out += [f"{heading}# {bench}: {part}", ""]
+            out += setup_lines(newest) + [""]
+            out += table(newest.get("rows") or []) + [""]
+            out += figure_lines(newest)
+            out.append(f"<small>Record: `{path.relative_to(path.parents[2]).as_posix()}`</small>")
+            out.append("")
+            older = runs[:-1]
+            if older:
+                out += [f'??? note "Older runs ({len(older)})"', ""]
+                for old_path, old in reversed(older):
+                    out += [f"    **{old.get('date', 'undated')}**, `{old_path.relative_to(old_path.parents[2]).as_posix()}`", ""]
+                    out += setup_lines(old, indent="    ") + [""]
+                    out += table(old.get("rows") or [], indent="    ") + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

@@ -1,0 +1,70 @@
+"""MkDocs hooks: the parts of pages that are generated from the code and the data at build time.
+
+* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``
+  (``docs/gen_bench.py``), and the figures they show copied into the site;
+* ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
+  ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_MARK = "<!-- kerasbert:bench-results -->"
+AUTO_MARK = "<!-- kerasbert:auto-rule -->"
+AUTO_SIZES = (100, 400, 1000, 5019, 14041)
+
+
+def _gen_bench():
+    spec = importlib.util.spec_from_file_location("kerasbert_gen_bench", Path(__file__).with_name("gen_bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def on_files(files, config):
+    gen = _gen_bench()
+    for path in sorted(set(gen.figures(gen.load_records()))):
+        if files.get_file_from_path(path) is None:
+            files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    return files
+
+
+def auto_rule_table():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from apps.ner.train import NerTrainSettings
+    from apps.triples.train import TriplesTrainSettings
+    from kerasbert import settings
+
+    ner, triples = NerTrainSettings(), TriplesTrainSettings()
+    lines = [
+        f"The batch starts at {ner.auto_batch_size} (NER) or {triples.auto_batch_size} (triples) and is halved, "
+        f"down to {settings.AUTO_MIN_BATCH_SIZE}, while an epoch would have fewer than "
+        f"{settings.AUTO_MIN_BATCHES_PER_EPOCH} batches; the epochs are at least {ner.auto_min_epochs} (NER) or "
+        f"{triples.auto_min_epochs} (triples) and enough for {settings.AUTO_MIN_STEPS} optimizer steps, at most "
+        f"{settings.AUTO_MAX_EPOCHS}; with auto epochs, training stops after {settings.AUTO_PATIENCE} epochs "
+        "without a better dev F1.",
+        "",
+        "| training sequences | NER batch, epochs (steps) | triples batch, epochs (steps) |",
+        "|---:|---|---|",
+    ]
+    for rows in AUTO_SIZES:
+        cells = []
+        for s in (ner, triples):
+            r = s.resolve_auto(rows)
+            steps = -(-rows // r.batch_size) * r.epochs
+            cells.append(f"{r.batch_size}, {r.epochs} ({steps:,})")
+        lines.append(f"| {rows:,} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def on_page_markdown(markdown, page, config, files):
+    if BENCH_MARK in markdown:
+        markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
+    if AUTO_MARK in markdown:
+        markdown = markdown.replace(AUTO_MARK, auto_rule_table())
+    return markdown
