@@ -6,8 +6,9 @@ The library's own subcommands are ``inspect`` and ``pretrain``. Apps add theirs 
 ``func`` default takes the parsed arguments and returns an exit status). The
 library never imports an app by name.
 
-Errors the user can act on (:class:`~kerasbert.errors.KerasbertError`) are
-printed as one message, without a traceback, with exit status 2.
+Errors the user can act on (:class:`~kerasbert.errors.KerasbertError`, and
+an :class:`OSError` for a file that cannot be read or written) are printed as
+one message, without a traceback, with exit status 2.
 """
 
 import argparse
@@ -129,8 +130,8 @@ def build_parser():
         "pretrain",
         help="continue masked-LM pre-training of a BERT encoder on your text",
         description="Train a BERT checkpoint's encoder and masked-LM head further on plain text (files streamed "
-        "line by line, .gz too), with BERT's masking (15%% of the tokens, whole words; 80%% [MASK], 10%% random, "
-        "10%% kept); the held-out masked-token accuracy after each epoch goes to OUTPUT/history.jsonl, the result "
+        "line by line, .gz too), with BERT's masking (15% of the tokens, whole words; 80% [MASK], 10% random, "
+        "10% kept); an epoch is one pass over the text unless --steps-per-epoch caps it; the held-out masked-token accuracy after each epoch goes to OUTPUT/history.jsonl, the result "
         "to OUTPUT/encoder in Google's official layout, for --checkpoint of the train commands. Settings: their "
         "defaults, then --settings FILE, then these options.",
     )
@@ -154,6 +155,13 @@ def main(argv=None):
         return int(args.func(args) or 0)
     except KerasbertError as e:
         print(f"kerasbert: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # A file the user named cannot be read or written (a full disk, no
+        # permission, a path through a file): the path and the reason, one
+        # line. Where kerasbert knows more it says so itself (WriteError).
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kerasbert: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kerasbert: interrupted", file=sys.stderr)

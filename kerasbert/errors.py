@@ -2,8 +2,9 @@
 
 Everything kerasbert raises on bad input derives from :class:`KerasbertError`.
 The ``kerasbert`` command prints such an error as one message, without a
-traceback, and exits with status 2; anything else is a bug and keeps its
-traceback.
+traceback, and exits with status 2; so does an :class:`OSError` (a file that
+cannot be read or written: the path and the system's reason). Anything else
+is a bug and keeps its traceback.
 """
 
 

@@ -22,14 +22,17 @@ The pieces, in the order the data goes through them:
   stay; ``[CLS]``, ``[SEP]`` and ``[PAD]`` never;
 * :func:`pretrain` -- the run: the first ``held_out`` sequences are set
   aside (masked once, with a fixed seed, so their masked-token accuracy is
-  comparable between epochs), the rest train for ``epochs`` x
-  ``steps_per_epoch`` batches (a stream has no length; at its end it starts
-  again from the first file); resumable, TensorBoard, ``history.jsonl``.
+  comparable between epochs); an epoch is one pass over the rest of the text
+  (the sequences are counted first, streaming: :func:`count_sequences`), or
+  ``steps_per_epoch`` batches when that is less; at the end of the text the
+  stream starts again from the first file; resumable, TensorBoard,
+  ``history.jsonl``.
 """
 
 import gzip
 import itertools
 import json
+import math
 import time
 from pathlib import Path
 
@@ -298,6 +301,41 @@ def training_batches(sequences, masker, batch_size, held_out, seed, skip=0):
                                  f"or a smaller --held-out")
 
 
+def count_sequences(sequences, held_out, cap=None):
+    """How many sequences of the stream ``sequences`` (an iterable) follow
+    the first ``held_out``, counted one at a time (nothing kept); with
+    ``cap``, counting stops there."""
+    count = 0
+    for _ in itertools.islice(sequences, held_out, None if cap is None else held_out + cap):
+        count += 1
+    return count
+
+
+def epoch_steps(settings, count):
+    """Batches per epoch for ``count`` training sequences in one pass over the
+    text: the pass (rounded up to whole batches), or ``settings.steps_per_epoch``
+    when that is set and less. Prints what a pass made (and warns when it
+    makes less than one batch)."""
+    batch = settings.batch_size
+    if count == 0:
+        raise KerasbertError(f"the text has no sequences beyond the {settings.held_out} held out; give more text "
+                             f"or a smaller --held-out")
+    pass_steps = math.ceil(count / batch)
+    cap = settings.steps_per_epoch
+    capped = bool(cap) and count >= cap * batch  # counting stopped there: the pass is at least that long
+    steps = cap if capped else pass_steps
+    counted = f"at least {count}" if capped else f"{count}"
+    plural = "s" if count != 1 or capped else ""
+    print(f"one pass over the text: {counted} training sequence{plural} of up to {settings.max_length} tokens (after the "
+          f"{settings.held_out} held out) -> {steps} batches of {batch} per epoch"
+          + (f" (--steps-per-epoch {cap})" if capped else ""))
+    if count < batch:
+        print(f"warning: one pass over the text makes {count} training sequence{plural}, fewer than one batch of "
+              f"{batch}; "
+              "each batch repeats the text. Give more text, or a smaller --batch-size or --held-out")
+    return steps
+
+
 def pretrain(settings, callbacks=(), segment=None):
     """Run continued masked-LM pre-training (module docstring); returns the
     metrics dict (also ``OUTPUT/metrics.json``).
@@ -341,6 +379,9 @@ def pretrain(settings, callbacks=(), segment=None):
 
     held = list(itertools.islice(sequences(), settings.held_out))
     held_batch = masker.batch(held, np.random.default_rng(HELD_OUT_SEED)) if held else None
+    cap = settings.steps_per_epoch * settings.batch_size if settings.steps_per_epoch else None
+    count = count_sequences(sequences(), settings.held_out, cap)
+    steps_per_epoch = epoch_steps(settings, count)
 
     if any(name.startswith("cls/predictions/") for name in folder.shapes):
         model = load_masked_lm(folder)
@@ -350,7 +391,7 @@ def pretrain(settings, callbacks=(), segment=None):
     # The pooler (next-sentence prediction's input) gets no gradient from the
     # masked-LM loss; it is kept as it is.
     model.encoder.get_layer("pooled_dense").trainable = False
-    total_steps = settings.steps_per_epoch * settings.epochs
+    total_steps = steps_per_epoch * settings.epochs
     optimizer = make_optimizer(total_steps, settings.learning_rate, settings.learning_rate, "masked_lm_head",
                                warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay,
                                precision=settings.precision)
@@ -364,7 +405,12 @@ def pretrain(settings, callbacks=(), segment=None):
     initial_epoch = 0
     metadata = output / "backup" / "training_metadata.json"
     if settings.resume and metadata.exists():
-        initial_epoch = int(json.loads(metadata.read_text(encoding="utf-8"))["epoch"])
+        from kerasbert.files import read_json
+
+        recorded = read_json(metadata)
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("epoch"), int):
+            raise KerasbertError(f"{metadata}: damaged: no epoch number")
+        initial_epoch = recorded["epoch"]
     history_path = output / "history.jsonl"
     evaluator = HeldOutAccuracy(held_batch, history_path, settings.batch_size)
     before = _accuracy_before(history_path)  # a resumed run measured it already
@@ -373,10 +419,10 @@ def pretrain(settings, callbacks=(), segment=None):
         evaluator.on_epoch_end(-1)
         before = evaluator.last
     # Packed sequences are full (max_length tokens) but for the last one of each pass over the text.
-    speed = TrainingSpeed(settings.steps_per_epoch * settings.batch_size * settings.max_length)
+    speed = TrainingSpeed(steps_per_epoch * settings.batch_size * settings.max_length)
     started = time.perf_counter()
     model.fit(training_batches(sequences, masker, settings.batch_size, settings.held_out, settings.seed,
-                               skip=initial_epoch * settings.steps_per_epoch), steps_per_epoch=settings.steps_per_epoch,
+                               skip=initial_epoch * steps_per_epoch), steps_per_epoch=steps_per_epoch,
               epochs=settings.epochs, verbose=progress_verbosity(), shuffle=False,
               callbacks=[speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None)
               + list(callbacks))
@@ -385,6 +431,8 @@ def pretrain(settings, callbacks=(), segment=None):
     later = speed.epoch_seconds[1:]
     metrics = {
         "held_out_sequences": len(held),
+        "training_sequences_per_pass": count if not cap or count < cap else None,  # None: not counted to the end
+        "steps_per_epoch": steps_per_epoch,
         "held_out_accuracy_before": before,
         "held_out_accuracy": evaluator.last,
         "steps": total_steps,
@@ -399,10 +447,9 @@ def pretrain(settings, callbacks=(), segment=None):
 
 def _accuracy_before(history_path):
     """The held-out accuracy before training ("epoch" 0) in ``history.jsonl``, if there."""
-    if not history_path.exists():
-        return None
-    for line in history_path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    from kerasbert.training import read_history
+
+    for record in read_history(history_path):
         if record.get("epoch") == 0:
             return record.get("held_out_accuracy")
     return None
@@ -442,9 +489,9 @@ class HeldOutAccuracy(keras.callbacks.Callback):
                 record[key] = float(value)
             except (TypeError, ValueError):
                 record[key] = str(value)
-        self.history_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.history_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        from kerasbert.files import atomic_append_text
+
+        atomic_append_text(self.history_path, json.dumps(record) + "\n")
         if self.last is not None:
             when = f"epoch {epoch + 1}" if epoch >= 0 else "before training"
             print(f"\n{when}: held-out masked-token accuracy {self.last:.4f}")

@@ -341,9 +341,10 @@ class PretrainSettings:
     output: str = setting("", "output folder; the trained encoder and its masked-LM head go to OUTPUT/encoder")
     max_length: int = setting(128, "tokens per packed sequence, [CLS]/[SEP] included")
     batch_size: int = setting(32, "sequences per batch")
-    steps_per_epoch: int = setting(1000, "batches per epoch (a stream has no length); the held-out accuracy is "
+    steps_per_epoch: int = setting(0, "at most N batches per epoch; 0: an epoch is one pass over the text files "
+                                   "(counted before training, reading them line by line); the held-out accuracy is "
                                    "measured after each epoch")
-    epochs: int = setting(1, "epochs of --steps-per-epoch batches")
+    epochs: int = setting(1, "epochs: passes over the text, or --steps-per-epoch batches when that is less")
     held_out: int = setting(256, "the first N sequences of the text are held out (never trained on) for the "
                             "masked-token accuracy after each epoch")
     whole_word_masking: bool = setting(True, "mask all pieces of a word together (English: WordPiece ## pieces; "
@@ -359,9 +360,11 @@ class PretrainSettings:
 
     def check(self):
         check_settings(self, required=("checkpoint", "text", "output"))
-        for key in ("batch_size", "steps_per_epoch", "epochs"):
+        for key in ("batch_size", "epochs"):
             if getattr(self, key) < 1:
                 raise KerasbertError(f"{key} must be at least 1, got {getattr(self, key)}")
+        if self.steps_per_epoch < 0:
+            raise KerasbertError(f"steps_per_epoch must be 0 (one pass over the text) or more, got {self.steps_per_epoch}")
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         if self.held_out < 0:

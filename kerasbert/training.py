@@ -34,6 +34,7 @@ import numpy as np
 from keras import ops
 
 from kerasbert.errors import KerasbertError
+from kerasbert.files import atomic_append_text
 from kerasbert.files import atomic_write_dir
 from kerasbert.files import atomic_write_text
 
@@ -341,9 +342,7 @@ class EpochEvaluator(keras.callbacks.Callback):
                 atomic_write_dir(self.best_dir, self.save_best)
         record = {"epoch": epoch + 1, **{k: _plain(v) for k, v in logs.items()}, "best": improved}
         if self.write:
-            self.history_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.history_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            atomic_append_text(self.history_path, json.dumps(record) + "\n")
         # Keras's progress bar is still on its line (it redraws with "\r" and
         # ends the line after the callbacks): start a new one.
         print(
@@ -392,10 +391,25 @@ def _plain(value):
 
 
 def read_history(path):
+    """The records of ``history.jsonl`` (one JSON object a line); a damaged
+    line (a run's history edited or cut short) raises an error naming it."""
+    from kerasbert.errors import InputDataError
+
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputDataError(path, number, f"damaged: not valid JSON ({e.msg}); the history of a run "
+                                     "has one JSON object a line")
+            if not isinstance(record, dict):
+                raise InputDataError(path, number, "damaged: not a JSON object")
+            records.append(record)
+    return records
 
 
 def plot_history(history_path, png_path, metric="f1"):
@@ -653,9 +667,32 @@ class Backup(keras.callbacks.BackupAndRestore):
             super().on_train_end(logs)
 
     def _save_model(self):
+        """Keras's backup, written so that an interrupted or failed write
+        (a full disk) never replaces the last good one: the weights go to a
+        temporary file renamed over ``latest.weights.h5``, the epoch and batch
+        (``training_metadata.json``) are written atomically after them."""
         if not self.write:
             return
-        super()._save_model()
+        import os
+
+        from kerasbert.errors import WriteError
+        from kerasbert.files import write_failure
+
+        backup = Path(self.backup_dir)
+        staging = backup / f".staging-{os.getpid()}.weights.h5"  # Keras wants the .weights.h5 ending
+        try:
+            backup.mkdir(parents=True, exist_ok=True)
+            self.model.save_weights(filepath=str(staging), overwrite=True)
+            os.replace(staging, self._weights_path)
+        except BaseException as e:
+            staging.unlink(missing_ok=True)
+            reason = write_failure(e)
+            if reason is not None:
+                raise WriteError(f"{backup}: cannot write the backup for --resume ({reason}); the last good backup "
+                                 "is kept") from e
+            raise
+        atomic_write_text(self._training_metadata_path,
+                          json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
         from kerasbert.lora import lora_layers
 
         layers = lora_layers(self.model)
@@ -669,6 +706,15 @@ class Backup(keras.callbacks.BackupAndRestore):
             atomic_write_bytes(Path(self.backup_dir) / self.ADAPTERS_FILE, buffer.getvalue())
 
     def _load_model(self):
+        from kerasbert.files import check_file
+        from kerasbert.files import read_json
+
+        if Path(self._weights_path).exists():  # damaged: one line, not Keras's traceback
+            check_file(self._weights_path, "hdf5", "the backup for --resume")
+        if Path(self._training_metadata_path).exists():
+            metadata = read_json(self._training_metadata_path)
+            if not isinstance(metadata, dict) or not isinstance(metadata.get("epoch"), int):
+                raise KerasbertError(f"{self._training_metadata_path}: damaged: no epoch number")
         super()._load_model()
         from kerasbert.lora import lora_layers
 
@@ -730,7 +776,13 @@ def start_run(settings):
             f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
         )
     if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
-        output.mkdir(parents=True, exist_ok=True)
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            from kerasbert.errors import WriteError
+
+            raise WriteError(f"{output}: cannot create the output folder ({e.strerror or e}"
+                             + (f": {e.filename}" if e.filename and str(e.filename) != str(output) else "") + ")")
         atomic_write_text(output / SETTINGS_FILE, json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n")
     keras.utils.set_random_seed(settings.seed)
     set_precision(settings.precision)

@@ -310,3 +310,41 @@ def test_a_checkpoint_without_a_head_gets_a_new_one(tmp_path, capsys):
     assert "a new one is trained" in capsys.readouterr().out
     assert inspect_checkpoint(tmp_path / "run" / "encoder")["masked_lm_head"]
     load_masked_lm(tmp_path / "run" / "encoder")
+
+
+def _pass_length(text, checkpoint, max_length, held_out):
+    """Training sequences in one pass over ``text`` (after ``held_out``), counted here."""
+    from kerasbert.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(checkpoint, max_length=max_length)
+    return sum(1 for _ in stream_sequences(read_lines([text]), tokenizer, max_length)) - held_out
+
+
+def test_an_epoch_is_one_pass_over_the_text_unless_steps_per_epoch_caps_it(tmp_path, checkpoint, capsys):
+    """The default epoch is one pass (counted while streaming), printed;
+    --steps-per-epoch N caps it; a text smaller than a batch is warned about."""
+    text = tmp_path / "part.txt"
+    text.write_text("\n".join(_corpus(tmp_path).read_text().splitlines()[:40]) + "\n", encoding="utf-8")
+    settings = _settings(tmp_path, checkpoint, "pass", text=(str(text),), steps_per_epoch=0, epochs=1, held_out=4)
+    count = _pass_length(settings.text[0], checkpoint, 32, 4)
+    assert count > 3 * 8
+    metrics = pretrain(settings)
+    out = capsys.readouterr().out
+    assert f"one pass over the text: {count} training sequences of up to 32 tokens (after the 4 held out) -> " \
+           f"{-(-count // 8)} batches of 8 per epoch" in out
+    assert metrics["steps_per_epoch"] == -(-count // 8) and metrics["training_sequences_per_pass"] == count
+    assert "warning" not in out
+
+    metrics = pretrain(_settings(tmp_path, checkpoint, "capped", steps_per_epoch=3, epochs=1, held_out=4))
+    assert "one pass over the text: at least 24 training sequences" in capsys.readouterr().out
+    assert metrics["steps_per_epoch"] == 3 and metrics["training_sequences_per_pass"] is None
+
+    small = tmp_path / "small.txt"
+    small.write_text("the dog jumped\nplaying dogs\n\nunbelievable\n", encoding="utf-8")
+    metrics = pretrain(_settings(tmp_path, checkpoint, "small", text=(str(small),), steps_per_epoch=0, epochs=2,
+                                 held_out=0))
+    out = capsys.readouterr().out
+    assert "one pass over the text: 1 training sequence of up to 32 tokens (after the 0 held out)" in out
+    assert "warning: one pass over the text makes 1 training sequence, fewer than one batch of 8" in out
+    assert metrics["steps_per_epoch"] == 1 and len(metrics["train_epoch_seconds"]) == 2
+
