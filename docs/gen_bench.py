@@ -30,6 +30,11 @@ ORDER = (
     "triples_gpu_sweep", "gpu_training", "encoder_throughput", "serving_throughput", "serving_profile",
     "int8_encoder",
 )
+#: The part shown first where a bench has several; the others follow, newest first.
+MAIN_PART = {
+    "ner_conll2003": "CoNLL-2003", "ner_heads": "CoNLL-2003", "finetuning_strategies": "CoNLL-2003",
+    "triples_webnlg": "WebNLG",
+}
 
 
 def load_records(results=RESULTS):
@@ -59,7 +64,7 @@ def fmt(value):
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) >= 1e4 else f"{value:.6g}"
+        return f"{value:,.0f}" if abs(value) >= 1e4 else repr(value)
     if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False)
     return str(value).replace("|", "&#124;").replace("\n", " ")
@@ -125,7 +130,8 @@ def figure_lines(record, indent=""):
     lines = []
     for item in record.get("figures") or []:
         path, caption = (item, Path(item).stem) if isinstance(item, str) else item
-        lines += [f"{indent}![{fmt(caption)}]({path}){{ width=\"320\" }}", ""]
+        lines += [f'{indent}<figure markdown="span">', f'{indent}  ![{fmt(caption)}]({path}){{ width="520" }}',
+                  f"{indent}  <figcaption>{fmt(caption)}</figcaption>", f"{indent}</figure>", ""]
     return lines
 
 
@@ -138,8 +144,25 @@ def figures(records):
     return found
 
 
+def shown_path(path):
+    """A record's path from the repository root (or from its results folder's parent)."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.relative_to(path.parents[2]).as_posix()
+
+
 def bench_key(bench):
     return (ORDER.index(bench) if bench in ORDER else len(ORDER), bench)
+
+
+def _ordered_parts(bench, parts):
+    """The bench's main part (or the unnamed one) first, then the others, newest first."""
+    newest = {p: max(str(r.get("date", "")) for _, r in parts[p]) for p in parts}
+    main = MAIN_PART.get(bench, "")
+    rest = sorted((p for p in parts if p != main), key=lambda p: (newest[p], p), reverse=True)
+    return ([main] if main in parts else []) + rest
 
 
 def render(results=RESULTS, bench_dir=BENCH, heading="##"):
@@ -154,7 +177,7 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##"):
         if what:
             out += [what + (f" (`bench/{bench}.py`)" if (Path(bench_dir) / f"{bench}.py").exists() else ""), ""]
         parts = groups[bench]
-        for part in sorted(parts, key=lambda p: (p != "", p)):
+        for part in _ordered_parts(bench, parts):
             runs = sorted(parts[part], key=lambda item: (str(item[1].get("date", "")), item[0].name))
             path, newest = runs[-1]
             if part:
@@ -162,13 +185,13 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##"):
             out += setup_lines(newest) + [""]
             out += table(newest.get("rows") or []) + [""]
             out += figure_lines(newest)
-            out.append(f"<small>Record: `{path.relative_to(path.parents[2]).as_posix()}`</small>")
+            out.append(f"<small>Record: `{shown_path(path)}`</small>")
             out.append("")
             older = runs[:-1]
             if older:
                 out += [f'??? note "Older runs ({len(older)})"', ""]
                 for old_path, old in reversed(older):
-                    out += [f"    **{old.get('date', 'undated')}**, `{old_path.relative_to(old_path.parents[2]).as_posix()}`", ""]
+                    out += [f"    **{old.get('date', 'undated')}**, `{shown_path(old_path)}`", ""]
                     out += setup_lines(old, indent="    ") + [""]
                     out += table(old.get("rows") or [], indent="    ") + [""]
     return "\n".join(out).rstrip() + "\n"

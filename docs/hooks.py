@@ -3,10 +3,13 @@
 * ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``
   (``docs/gen_bench.py``), and the figures they show copied into the site;
 * ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
-  ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants.
+  ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
+* the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
+  leaves as text, shown as the code names they stand for.
 """
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_MARK = "<!-- kerasbert:bench-results -->"
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
 AUTO_SIZES = (100, 400, 1000, 5019, 14041)
+ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
 
 
 def _gen_bench():
@@ -68,3 +72,7 @@ def on_page_markdown(markdown, page, config, files):
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
     return markdown
+
+
+def on_page_content(html, page, config, files):
+    return ROLE.sub(lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html)
