@@ -4,7 +4,8 @@ Each benchmark run writes one record (``bench/results.py``: ``write_result``) to
 ``bench/results/<bench>/<date>-<name>.json``: the bench, the date, the command, the CPU (model,
 vector / bfloat16 flags, cores), the versions, a ``setup`` dict and ``rows`` (a list of dicts,
 one per system measured in that run, the peer included). Optional keys: ``part`` (a bench that
-measures several things, e.g. one dataset each, keeps one newest record per part), ``figures``
+measures several things, e.g. one dataset each, keeps one newest record per part; rows that all
+carry the same ``"part"`` value make their record that part), ``figures``
 (``[[path, caption], ...]``, paths from the repository root), ``source`` and ``date_note``.
 
 For each bench (and part), the newest record is shown as a table (the columns: the union of the
@@ -43,6 +44,13 @@ def load_records(results=RESULTS):
     for path in sorted(Path(results).glob("*/*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         record.setdefault("bench", path.parent.name)
+        rows = record.get("rows") or []
+        parts = {row.get("part") for row in rows if isinstance(row, dict)}
+        if not record.get("part") and len(parts) == 1 and None not in parts:
+            # rows that all say which part of the bench they measured (e.g. {"part": "genia", ...}):
+            # the record is that part, and the column goes
+            record["part"] = parts.pop()
+            record["rows"] = [{k: v for k, v in row.items() if k != "part"} for row in rows]
         found.append((path, record))
     return found
 

@@ -181,6 +181,7 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
     (folder / "2026-01-02T0000-b.json").write_text(json.dumps(
         record("2026-01-02 10:00 UTC", [{"system": "ours", "speed": 1234.5}, {"system": "peer", "memory GB": 2}])))
     (folder / "2026-01-03T0000-c.json").write_text(json.dumps(record("2026-01-03", [{"f1": 0.5}], part="other data")))
+    (folder / "2026-01-04T0000-d.json").write_text(json.dumps(record("2026-01-04", [{"part": "rows' part", "g": 1}])))
     text = gen.render(results=tmp_path / "results", bench_dir=tmp_path)
     assert "## brand_new" in text and "### brand_new: other data" in text
     newest = text.index("| system | speed | memory GB |")
@@ -189,6 +190,7 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
     assert newest < older and "    | system | x |" in text[older:]
     assert "Test CPU; flags: avx2; 2 cores; tensorflow 9" in text
     assert "| f1 |" in text
+    assert "### brand_new: rows' part" in text and "| g |" in text  # the rows' common "part" names the part
 
 
 # --- what the pages quote from the code -----------------------------------------------------
