@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "reference" / "cli.md"
-WIDTH = "100"  # argparse wraps the usage line to $COLUMNS: fixed, so the output does not depend on the terminal
+WIDTH = "80"  # argparse wraps the usage line to $COLUMNS: fixed, so the output does not depend on the terminal
 
 
 def subcommands(parser):
