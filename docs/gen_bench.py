@@ -5,7 +5,8 @@ Each benchmark run writes one record (``bench/results.py``: ``write_result``) to
 vector / bfloat16 flags, cores), the versions, a ``setup`` dict and ``rows`` (a list of dicts,
 one per system measured in that run, the peer included). Optional keys: ``part`` (a bench that
 measures several things, e.g. one dataset each, keeps one newest record per part; rows that all
-carry the same ``"part"`` value make their record that part), ``figures``
+carry the same ``"part"`` value make their record that part), ``columns`` (the row keys to show, in
+order; default: all of them), ``figures``
 (``[[path, caption], ...]``, paths from the repository root), ``source`` and ``date_note``.
 
 For each bench (and part), the newest record is shown as a table (the columns: the union of the
@@ -31,6 +32,8 @@ ORDER = (
     "triples_gpu_sweep", "gpu_training", "encoder_throughput", "serving_throughput", "serving_profile",
     "int8_encoder",
 )
+#: A dict or list in a cell shows this many items (the record has them all).
+MAX_ITEMS = 6
 #: The part shown first where a bench has several; the others follow, newest first.
 MAIN_PART = {
     "ner_conll2003": "CoNLL-2003", "ner_heads": "CoNLL-2003", "finetuning_strategies": "CoNLL-2003",
@@ -72,9 +75,14 @@ def fmt(value):
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 1e4 else repr(value)
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, ensure_ascii=False)
+        # four significant digits are plenty for a table; the record keeps every digit
+        return f"{value:,.0f}" if abs(value) >= 1000 else repr(float(f"{value:.4g}"))
+    if isinstance(value, dict):
+        items = [f"{k}: {fmt(v)}" for k, v in value.items()]
+        value = "; ".join(items[:MAX_ITEMS]) + (f"; ... ({len(items) - MAX_ITEMS} more)" if len(items) > MAX_ITEMS else "")
+    elif isinstance(value, list):
+        items = [fmt(v) for v in value]
+        value = ", ".join(items[:MAX_ITEMS]) + (f", ... ({len(items) - MAX_ITEMS} more)" if len(items) > MAX_ITEMS else "")
     return str(value).replace("|", "&#124;").replace("\n", " ")
 
 
@@ -91,10 +99,10 @@ def columns_of(rows):
     return columns
 
 
-def table(rows, indent=""):
+def table(rows, indent="", columns=None):
     if not rows:
         return [indent + "*(no rows)*"]
-    columns = columns_of(rows)
+    columns = columns or columns_of(rows)
     numeric = [all(is_number(r.get(c)) for r in rows if r.get(c) not in (None, "")) for c in columns]
     lines = [
         indent + "| " + " | ".join(fmt(c) for c in columns) + " |",
@@ -191,7 +199,7 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##"):
             if part:
                 out += [f"{heading}# {bench}: {part}", ""]
             out += setup_lines(newest) + [""]
-            out += table(newest.get("rows") or []) + [""]
+            out += table(newest.get("rows") or [], columns=newest.get("columns")) + [""]
             out += figure_lines(newest)
             out.append(f"<small>Record: `{shown_path(path)}`</small>")
             out.append("")
@@ -201,7 +209,7 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##"):
                 for old_path, old in reversed(older):
                     out += [f"    **{old.get('date', 'undated')}**, `{shown_path(old_path)}`", ""]
                     out += setup_lines(old, indent="    ") + [""]
-                    out += table(old.get("rows") or [], indent="    ") + [""]
+                    out += table(old.get("rows") or [], indent="    ", columns=old.get("columns")) + [""]
     return "\n".join(out).rstrip() + "\n"
 
 

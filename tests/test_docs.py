@@ -179,13 +179,14 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
 
     (folder / "2026-01-01T0000-a.json").write_text(json.dumps(record("2026-01-01 10:00 UTC", [{"system": "old", "x": 1}])))
     (folder / "2026-01-02T0000-b.json").write_text(json.dumps(
-        record("2026-01-02 10:00 UTC", [{"system": "ours", "speed": 1234.5}, {"system": "peer", "memory GB": 2}])))
+        record("2026-01-02 10:00 UTC", [{"system": "ours", "speed": 123.456789}, {"system": "peer", "memory GB": 2,
+                                                                                   "stages": {"a": 1.0, "b": 2}}])))
     (folder / "2026-01-03T0000-c.json").write_text(json.dumps(record("2026-01-03", [{"f1": 0.5}], part="other data")))
     (folder / "2026-01-04T0000-d.json").write_text(json.dumps(record("2026-01-04", [{"part": "rows' part", "g": 1}])))
     text = gen.render(results=tmp_path / "results", bench_dir=tmp_path)
     assert "## brand_new" in text and "### brand_new: other data" in text
-    newest = text.index("| system | speed | memory GB |")
-    assert "| ours | 1234.5 |  |" in text and "| peer |  | 2 |" in text
+    newest = text.index("| system | speed | memory GB | stages |")
+    assert "| ours | 123.5 |  |  |" in text and "| peer |  | 2 | a: 1.0; b: 2 |" in text
     older = text.index('??? note "Older runs (1)"')
     assert newest < older and "    | system | x |" in text[older:]
     assert "Test CPU; flags: avx2; 2 cores; tensorflow 9" in text
