@@ -30,6 +30,20 @@ timed calls per sentence (batch 1) or batch, after a warm-up call; batch 1
 is the mean over ``--sentences`` sentences, batch 64 over 4 batches.
 
     python bench/serving_profile.py [--model RUN/model] [--sentences 64] [--repeats 5] [--jit-compile]
+
+With ``--ops`` it profiles, op by op, the exported SavedModel itself instead
+(what TF Serving runs): the signature is called under TensorFlow's profiler
+(``tf.profiler.experimental``) and every kernel the executor ran is read back
+from the trace (``.xplane.pb``): ops per request, time by op type, and time
+by stage from the node names (``windows/``: the graph tokenizer; ops under
+``fused_encoder`` or an encoder layer: the encoder; other ``model/`` ops: the
+head; the rest: grouping, decoding and entity assembly). Op times are kernel
+times on either thread, so they may add up to more than the wall time of a
+call on 2 cores. ``--task triples`` profiles a CasRel extractor instead of the
+NER tagger; ``--precision bfloat16`` and ``--threads`` as in
+``bench/serving_throughput.py``. Writes ``bench/results/serving_profile/``.
+
+    python bench/serving_profile.py --ops [--task ner|triples] [--precision float32|bfloat16] [--threads 2]
 """
 
 import argparse
@@ -47,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 from bench.serving_throughput import conll_sentences  # noqa: E402
 from bench.serving_throughput import cpu_flags  # noqa: E402
 from bench.serving_throughput import load_tagger  # noqa: E402
+from bench.serving_throughput import starter_folder  # noqa: E402
 
 
 def stages(tagger, jit_compile):
@@ -159,14 +174,144 @@ def profile(tagger, batches, repeats, jit_compile):
     return out
 
 
+def trace_ops(call, calls, logdir):
+    """Run ``call()`` ``calls`` times under TensorFlow's profiler; returns
+    ``[(node name, op type, ms)]`` of every kernel it ran, per call."""
+    import glob
+    import shutil
+
+    import tensorflow as tf
+
+    try:
+        from tsl.profiler.protobuf import xplane_pb2
+    except ImportError:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    shutil.rmtree(logdir, ignore_errors=True)
+    tf.profiler.experimental.start(logdir)
+    for _ in range(calls):
+        call()
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]).read_bytes())
+    events = []
+    for plane in space.planes:
+        for line in plane.lines:
+            if line.name == "python":
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if ":" in name and not name.startswith("Threadpool"):
+                    node, op = name.rsplit(":", 1)
+                    events.append((node, op, event.duration_ps / 1e9 / calls))
+    return events
+
+
+def stage_of(node):
+    if node.startswith("windows/") or "/windows/" in node:
+        return "windows (tokenizer)"
+    if "fused_encoder" in node or "_encoder/" in node or "transformer_layer" in node:
+        return "encoder"
+    if node.startswith("model/") or "/model/" in node:
+        return "head"
+    return "grouping, decoding, assembly"
+
+
+def op_profile(serve, batches, calls, logdir):
+    """Wall time per call (median) and the op table of ``serve`` over ``batches``."""
+    import collections
+
+    import tensorflow as tf
+
+    inputs = [tf.constant(b) for b in batches]
+    for t in inputs:
+        serve(text=t)
+    walls = []
+    for _ in range(3):
+        for t in inputs:
+            began = time.perf_counter()
+            serve(text=t)
+            walls.append((time.perf_counter() - began) * 1000)
+    state = {"i": 0}
+
+    def one():
+        serve(text=inputs[state["i"] % len(inputs)])
+        state["i"] += 1
+
+    events = trace_ops(one, calls, logdir)
+    by_op, count, by_stage = collections.Counter(), collections.Counter(), collections.Counter()
+    for node, op, ms in events:
+        if op in ("Process", "_Arg", "_Retval", "NoOp", "Const"):
+            continue
+        by_op[op] += ms
+        count[op] += 1 / calls
+        by_stage[stage_of(node)] += ms
+    return {"wall_ms_p50": statistics.median(walls), "ops_per_call": round(sum(count.values())),
+            "op_ms": round(sum(by_op.values()), 3),
+            "by_stage_ms": {k: round(v, 3) for k, v in by_stage.most_common()},
+            "by_op_ms": {k: round(v, 3) for k, v in by_op.most_common(20)},
+            "op_counts": {k: round(count[k]) for k, _ in by_op.most_common(20)}}
+
+
+def untrained_extractor():
+    """MiniLM with an untrained CasRel head (the same shapes, so the same speed)."""
+    import kerasbert
+    from apps.triples.extractor import Extractor
+    from apps.triples.model import TripleModel
+
+    folder = starter_folder()
+    predicates = ["born_in", "works_for", "located_in", "capital_of"]
+    model = TripleModel(kerasbert.load_encoder(folder), len(predicates))
+    return Extractor(model, kerasbert.load_tokenizer(folder), predicates), "MiniLM encoder + untrained CasRel head"
+
+
+def ops_main(args):
+    import tempfile
+
+    import tensorflow as tf
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import flags_line
+    from results import write_result
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    pipeline, what = untrained_extractor() if args.task == "triples" else load_tagger(args.model)
+    export = pipeline.with_precision(args.precision).export(Path(tempfile.mkdtemp()) / args.task)
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    sentences = conll_sentences(max(args.sentences, 64))
+    print(flags_line())
+    print(f"{args.task}: {what}; export --precision {args.precision}; {args.threads} threads (intra and inter op)")
+    rows = []
+    for label, batches in (("batch 1", [[s] for s in sentences[: args.sentences]]), ("batch 64", [sentences[:64]])):
+        result = op_profile(serve, batches, args.sentences if label == "batch 1" else 5, tempfile.mkdtemp())
+        print(f"\n{label}: {result['wall_ms_p50']:.2f} ms per call (median), {result['ops_per_call']} ops per call, "
+              f"{result['op_ms']:.2f} ms of kernel time")
+        for stage, ms in result["by_stage_ms"].items():
+            print(f"  stage {stage:<30}{ms:9.3f} ms")
+        for op, ms in list(result["by_op_ms"].items())[:12]:
+            print(f"  op    {op:<30}{ms:9.3f} ms  x{result['op_counts'][op]}")
+        rows.append({"task": args.task, "precision": args.precision, "threads": args.threads, "batch": label,
+                     **result})
+    write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
+                                                  "how": "TF profiler trace of the SavedModel's signature"},
+                 name=f"{args.task}-{args.precision}-t{args.threads}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="trained tagger folder (default: MiniLM + untrained head, same shapes)")
     parser.add_argument("--sentences", type=int, default=64, help="batch-1 calls: this many CoNLL test sentences")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--jit-compile", action="store_true", help="profile the --jit-compile export's path")
+    parser.add_argument("--ops", action="store_true", help="op-level profile of the exported SavedModel")
+    parser.add_argument("--task", choices=("ner", "triples"), default="ner", help="with --ops: which export")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32", help="with --ops")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="with --ops: intra/inter-op threads")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.ops:
+        return ops_main(args)
 
     sentences = conll_sentences(max(args.sentences, 64 * 4))
     tagger, what = load_tagger(args.model)

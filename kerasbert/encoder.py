@@ -127,6 +127,12 @@ def _encode(x, schedule, padding_mask, pooled_dense, output_hidden_states):
     return outputs
 
 
+def _albert_schedule(groups, num_layers):
+    """The transformer layer each of ALBERT's ``num_layers`` calls runs (Google's routing: group ``i * len(groups) // num_layers``)."""
+    calls_per_group = num_layers // len(groups)
+    return [layer for group in groups for _ in range(calls_per_group) for layer in group]
+
+
 def _pooler(hidden_dim, dtype):
     return keras.layers.Dense(
         hidden_dim, kernel_initializer=_initializer(), activation="tanh", dtype=dtype, name="pooled_dense"
@@ -189,6 +195,29 @@ class _Encoder(Backbone):
         if project_sum is not None:
             x = project_sum(x)
         return x
+
+    @property
+    def schedule(self):
+        """The transformer layers in the order the encoder runs them (a shared
+        ALBERT layer appears once per call)."""
+        return list(self.transformer_layers)
+
+    def embeddings(self, inputs):
+        """The embeddings block's output for ``inputs``: what the first
+        transformer layer reads (:mod:`kerasbert.fused_encoder` runs the
+        layers from there)."""
+        return self._embed(inputs)
+
+    def call(self, inputs, training=None, mask=None):
+        """The functional graph; inside a serving graph
+        (:func:`kerasbert.fused_encoder.serving_graph`) the same function
+        written with ops that oneDNN fuses."""
+        from kerasbert.fused_encoder import graph_call
+
+        fused = graph_call(self, inputs, training)
+        if fused is not None:
+            return fused
+        return super().call(inputs, training=training, mask=mask)
 
     def _set_config(self, **config):
         for key, value in config.items():
@@ -302,6 +331,15 @@ class AlbertEncoder(_Encoder):
     def family(self):
         return "albert_brightmart" if self.factorization == "tokens" else "albert"
 
+    @property
+    def schedule(self):
+        return _albert_schedule(self.transformer_layers, self.num_layers)
+
+    def embeddings(self, inputs):
+        if self.factorization == "tokens":
+            return self._embed(inputs, project_tokens=self.embeddings_projection)
+        return self._embed(inputs, project_sum=self.embeddings_projection)
+
     def __init__(
         self,
         vocabulary_size,
@@ -348,8 +386,7 @@ class AlbertEncoder(_Encoder):
             x = self._embed(inputs, project_tokens=self.embeddings_projection)
         else:
             x = self._embed(inputs, project_sum=self.embeddings_projection)
-        calls_per_group = num_layers // num_groups
-        schedule = [layer for group in self.transformer_layers for _ in range(calls_per_group) for layer in group]
+        schedule = _albert_schedule(self.transformer_layers, num_layers)
         outputs = _encode(x, schedule, inputs["padding_mask"], self.pooled_dense, output_hidden_states)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
@@ -380,6 +417,9 @@ class ElectraEncoder(_Encoder):
 
     family = "electra"
     _config_keys = _Encoder._config_keys + ("embedding_dim",)
+
+    def embeddings(self, inputs):
+        return self._embed(inputs, project_sum=self.embeddings_projection)
 
     def __init__(
         self,

@@ -74,8 +74,11 @@ def keras_dtype(layer):
 class GraphRunner:
     """Runs models inside a TensorFlow graph (a ``tf.function``, a SavedModel).
 
-    With ``jit_compile``, :meth:`rows` runs the model compiled by XLA, on a
-    few padded shapes (:func:`kerasbert.export.jit_buckets`)."""
+    The encoder inside the model computes through
+    :func:`kerasbert.fused_encoder.fused_encoder` (the same function, written
+    with ops that oneDNN fuses). With ``jit_compile``, :meth:`rows` runs the
+    model compiled by XLA, on a few padded shapes
+    (:func:`kerasbert.export.jit_buckets`)."""
 
     in_graph = True
 
@@ -86,15 +89,37 @@ class GraphRunner:
         """``model`` over rows of encoder inputs (``[rows, len]`` with a
         ``padding_mask``), in length-sorted groups each trimmed to its longest
         row; outputs ``[rows, len, ...]`` in the input order, zero-padded."""
+        import tensorflow as tf
+
         from kerasbert.export import by_length
         from kerasbert.export import jit_buckets
+        from kerasbert.fused_encoder import serving_graph
 
-        fn = lambda rows: _call(model, rows)  # noqa: E731
-        return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs)
+        def fn(rows):
+            with tf.name_scope("model"):  # stage names for bench/serving_profile.py --ops
+                return _call(model, rows)
+
+        with serving_graph():
+            return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs)
 
     def call(self, model, inputs):
         """``model`` on ``inputs`` in one call."""
-        return _call(model, inputs)
+        from kerasbert.fused_encoder import serving_graph
+
+        with serving_graph():
+            return _call(model, inputs)
+
+
+def _in_serving_graph(ids_endpoint):
+    """An ``ids`` signature's function traced with the fused encoder
+    (:func:`kerasbert.fused_encoder.serving_graph`), its argument names kept."""
+    from kerasbert.fused_encoder import serving_graph
+
+    def serve(token_ids, segment_ids, padding_mask):
+        with serving_graph():
+            return ids_endpoint(token_ids, segment_ids, padding_mask)
+
+    return serve
 
 
 class HostRunner:
@@ -319,7 +344,9 @@ class Pipeline:
         import tensorflow as tf
 
         texts = tf.reshape(text, [-1])
-        return self.infer(texts, self.windows(texts), GraphRunner(jit_compile))
+        with tf.name_scope("windows"):
+            windows = self.windows(texts)
+        return self.infer(texts, windows, GraphRunner(jit_compile))
 
     def serving_function_of(self, jit_compile=False):
         """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
@@ -404,7 +431,7 @@ class Pipeline:
         if input == "ids":
             if jit_compile:
                 raise KerasbertError("jit_compile applies to text exports only (--input text)")
-            endpoint, trackables = self.ids_endpoint(), [self.model]
+            endpoint, trackables = _in_serving_graph(self.ids_endpoint()), [self.model]
         else:
             def endpoint(text):
                 return self.serve(text, jit_compile=jit_compile)

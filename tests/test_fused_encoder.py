@@ -1,0 +1,99 @@
+"""kerasbert.fused_encoder: the serving graph's encoder computes what the Keras layers compute."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasbert.encoder import AlbertEncoder
+from kerasbert.encoder import BertEncoder
+from kerasbert.encoder import ElectraEncoder
+from kerasbert.fused_encoder import fused_encoder
+from kerasbert.fused_encoder import serving_graph
+
+COMMON = dict(vocabulary_size=100, num_heads=2, intermediate_dim=48, max_sequence_length=32)
+ENCODERS = {
+    "bert_gelu_erf": lambda dtype: BertEncoder(num_layers=2, hidden_dim=32, hidden_act="gelu_erf", dtype=dtype, **COMMON),
+    "bert_gelu_tanh_hidden_states": lambda dtype: BertEncoder(num_layers=2, hidden_dim=32, hidden_act="gelu_tanh",
+                                                              output_hidden_states=True, dtype=dtype, **COMMON),
+    "albert_shared_groups": lambda dtype: AlbertEncoder(num_layers=4, hidden_dim=32, embedding_dim=16, num_groups=2,
+                                                        dtype=dtype, **COMMON),
+    "albert_brightmart": lambda dtype: AlbertEncoder(num_layers=2, hidden_dim=32, embedding_dim=16,
+                                                     factorization="tokens", dtype=dtype, **COMMON),
+    "electra_relu": lambda dtype: ElectraEncoder(num_layers=2, hidden_dim=32, embedding_dim=16, hidden_act="relu",
+                                                 dtype=dtype, **COMMON),
+}
+# bfloat16 keeps 8 bits of mantissa: the two orders of rounding differ by a few units in the last place.
+TOLERANCE = {"float32": 2e-5, "bfloat16": 3e-2}
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    return {
+        "token_ids": tf.constant(rng.integers(1, 100, [3, 9]), tf.int32),
+        "segment_ids": tf.constant(rng.integers(0, 2, [3, 9]), tf.int32),
+        "padding_mask": tf.constant([[1] * 9, [1] * 5 + [0] * 4, [1] * 2 + [0] * 7], tf.int32),
+    }
+
+
+def _randomized(encoder):
+    """Non-trivial biases and LayerNorm parameters (initial ones are 0 and 1, which hide mistakes)."""
+    rng = np.random.default_rng(1)
+    for weight in encoder.weights:
+        weight.assign(tf.cast(rng.normal(0, 0.3, weight.shape), weight.dtype))
+    return encoder
+
+
+def _real(x, mask):
+    return np.asarray(tf.cast(x, tf.float32))[mask]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(ENCODERS))
+def test_fused_encoder_computes_the_keras_layers(name, dtype):
+    encoder = _randomized(ENCODERS[name](dtype))
+    x = _inputs()
+    mask = x["padding_mask"].numpy().astype(bool)
+    expected = encoder(x, training=False)
+    fused = fused_encoder(encoder)
+    assert fused is not None
+    got = tf.function(fused)(x)
+    scale = np.abs(_real(expected["sequence_output"], mask)).max()
+    assert np.abs(_real(got["sequence_output"], mask) - _real(expected["sequence_output"], mask)).max() \
+        <= TOLERANCE[dtype] * max(scale, 1.0)
+    assert np.allclose(np.asarray(tf.cast(got["pooled_output"], tf.float32)),
+                       np.asarray(tf.cast(expected["pooled_output"], tf.float32)), atol=TOLERANCE[dtype] * 4)
+    if encoder.output_hidden_states:
+        assert len(got["hidden_states"]) == len(expected["hidden_states"])
+        for a, b in zip(got["hidden_states"], expected["hidden_states"]):
+            assert np.abs(_real(a, mask) - _real(b, mask)).max() <= TOLERANCE[dtype] * 4
+
+
+def test_serving_graph_routes_the_encoder_call_and_nothing_else():
+    """Inside serving_graph() a traced inference call runs the fused ops (its
+    name scope is in the graph) with the same outputs; outside it, or when
+    training, or eagerly, the Keras layers run."""
+    encoder = _randomized(ENCODERS["bert_gelu_erf"]("float32"))
+    x = _inputs()
+
+    def traced(training):
+        fn = tf.function(lambda inputs: encoder(inputs, training=training)["sequence_output"])
+        return fn.get_concrete_function(x).graph
+
+    def has_fused(graph):
+        return any("fused_encoder" in op.name for op in graph.get_operations())
+
+    assert not has_fused(traced(False))
+    with serving_graph():
+        assert has_fused(traced(False))
+        assert not has_fused(traced(True))
+        eager = encoder(x, training=False)["sequence_output"]  # eager: Keras layers
+        graph = tf.function(lambda inputs: encoder(inputs, training=False)["sequence_output"])(x)
+    mask = x["padding_mask"].numpy().astype(bool)
+    assert np.abs(_real(graph, mask) - _real(eager, mask)).max() < 2e-5
+    assert not has_fused(traced(False))  # the context is left as it was
+
+
+def test_unsupported_encoders_fall_back_to_the_keras_layers():
+    encoder = ENCODERS["bert_gelu_erf"]("float32")
+    encoder.transformer_layers[0].normalize_first = True  # a pre-norm layer: not what the fused graph writes
+    assert fused_encoder(encoder) is None
