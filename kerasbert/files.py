@@ -66,8 +66,7 @@ def atomic_write_dir(target, write, exists="replace", last=()):
     if exists not in EXISTS_POLICIES:
         raise ValueError(f"exists must be one of {EXISTS_POLICIES}, got {exists!r}")
     target = Path(target)
-    if target.parent.exists() and not target.parent.is_dir():
-        raise KerasbertError(f"{target.parent}: exists and is not a folder")
+    _check_folders_above(target)
     if exists == "refuse" and target.exists():
         raise KerasbertError(f"{target} already exists and is never overwritten")
     staging = None
@@ -104,6 +103,16 @@ def atomic_write_dir(target, write, exists="replace", last=()):
     return target
 
 
+def _check_folders_above(path):
+    """A :class:`WriteError` when a folder that ``path`` goes through is a
+    file (``mkdir`` would say "File exists" or "Not a directory")."""
+    for above in Path(path).parents:
+        if above.exists() or above.is_symlink():
+            if not above.is_dir():
+                raise WriteError(f"{path}: cannot write ({above} is a file, not a folder)")
+            return
+
+
 def atomic_write_text(path, text):
     """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
     return atomic_write_bytes(path, text.encode("utf-8"))
@@ -112,6 +121,7 @@ def atomic_write_text(path, text):
 def atomic_write_bytes(path, data):
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     path = Path(path)
+    _check_folders_above(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

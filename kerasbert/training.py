@@ -35,6 +35,7 @@ from keras import ops
 
 from kerasbert.errors import KerasbertError
 from kerasbert.files import atomic_append_text
+from kerasbert.files import atomic_write_bytes
 from kerasbert.files import atomic_write_dir
 from kerasbert.files import atomic_write_text
 
@@ -668,29 +669,13 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         """Keras's backup, written so that an interrupted or failed write
-        (a full disk) never replaces the last good one: the weights go to a
-        temporary file renamed over ``latest.weights.h5``, the epoch and batch
-        (``training_metadata.json``) are written atomically after them."""
+        (a full disk) never replaces the last good one: the weights
+        (:func:`weights_h5_bytes`) go to a temporary file renamed over
+        ``latest.weights.h5``, the epoch and batch (``training_metadata.json``)
+        are written atomically after them."""
         if not self.write:
             return
-        import os
-
-        from kerasbert.errors import WriteError
-        from kerasbert.files import write_failure
-
-        backup = Path(self.backup_dir)
-        staging = backup / f".staging-{os.getpid()}.weights.h5"  # Keras wants the .weights.h5 ending
-        try:
-            backup.mkdir(parents=True, exist_ok=True)
-            self.model.save_weights(filepath=str(staging), overwrite=True)
-            os.replace(staging, self._weights_path)
-        except BaseException as e:
-            staging.unlink(missing_ok=True)
-            reason = write_failure(e)
-            if reason is not None:
-                raise WriteError(f"{backup}: cannot write the backup for --resume ({reason}); the last good backup "
-                                 "is kept") from e
-            raise
+        atomic_write_bytes(self._weights_path, weights_h5_bytes(self.model))
         atomic_write_text(self._training_metadata_path,
                           json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
         from kerasbert.lora import lora_layers
@@ -698,8 +683,6 @@ class Backup(keras.callbacks.BackupAndRestore):
         layers = lora_layers(self.model)
         if layers:
             import io
-
-            from kerasbert.files import atomic_write_bytes
 
             buffer = io.BytesIO()
             np.savez(buffer, *[np.asarray(v) for layer in layers for v in (layer.lora_kernel_a, layer.lora_kernel_b)])
@@ -733,6 +716,24 @@ class Backup(keras.callbacks.BackupAndRestore):
             # is _kernel + the adapters' delta.
             delta = layer.kernel - layer._kernel
             layer._kernel.assign(layer._kernel - delta)
+
+
+def weights_h5_bytes(model):
+    """``model.save_weights``' ``.weights.h5`` content (optimizer state
+    included), made in memory: h5py writing straight to a file that hits a
+    full disk fails while closing it and can crash the process (seen with a
+    file-size limit), while bytes in memory are written by
+    :func:`~kerasbert.files.atomic_write_bytes`, whose failure is one clean
+    error. Keras's own H5 store, which also takes a BytesIO."""
+    import io
+
+    from keras.src.saving import saving_lib
+
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set())
+    store.close()
+    return buffer.getvalue()
 
 
 def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboard=True):
