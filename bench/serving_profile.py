@@ -274,14 +274,16 @@ def ops_main(args):
     from results import flags_line
     from results import write_result
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    intra = args.threads if args.intra_threads is None else args.intra_threads
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     pipeline, what = untrained_extractor() if args.task == "triples" else load_tagger(args.model)
     export = pipeline.with_precision(args.precision).export(Path(tempfile.mkdtemp()) / args.task)
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     sentences = conll_sentences(max(args.sentences, 64))
     print(flags_line())
-    print(f"{args.task}: {what}; export --precision {args.precision}; {args.threads} threads (intra and inter op)")
+    print(f"{args.task}: {what}; export --precision {args.precision}; intra-op threads {intra}, "
+          f"inter-op threads {args.threads}")
     rows = []
     for label, batches in (("batch 1", [[s] for s in sentences[: args.sentences]]), ("batch 64", [sentences[:64]])):
         result = op_profile(serve, batches, args.sentences if label == "batch 1" else 5, tempfile.mkdtemp())
@@ -291,11 +293,12 @@ def ops_main(args):
             print(f"  stage {stage:<30}{ms:9.3f} ms")
         for op, ms in list(result["by_op_ms"].items())[:12]:
             print(f"  op    {op:<30}{ms:9.3f} ms  x{result['op_counts'][op]}")
-        rows.append({"task": args.task, "precision": args.precision, "threads": args.threads, "batch": label,
+        rows.append({"task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,
+                     "batch": label,
                      **result})
     write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
                                                   "how": "TF profiler trace of the SavedModel's signature"},
-                 name=f"{args.task}-{args.precision}-t{args.threads}")
+                 name=f"{args.task}-{args.precision}-intra{intra}")
 
 
 def main():
@@ -307,7 +310,8 @@ def main():
     parser.add_argument("--ops", action="store_true", help="op-level profile of the exported SavedModel")
     parser.add_argument("--task", choices=("ner", "triples"), default="ner", help="with --ops: which export")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32", help="with --ops")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="with --ops: intra/inter-op threads")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="with --ops: inter-op threads")
+    parser.add_argument("--intra-threads", type=int, help="with --ops: intra-op threads (default: --threads)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if args.ops:

