@@ -1,0 +1,561 @@
+"""Active learning: choose which unlabelled texts to label next (``kerasbert ner select``).
+
+:func:`select_texts` reads a pool of unlabelled texts (plain lines or JSON
+lines with a ``"text"``, :func:`apps.base.cli.read_texts`) as a stream, scores
+each text by how unsure the trained model is about it, and returns the
+``budget`` most informative ones with the model's entities, which
+:func:`write_selection` writes as Label Studio tasks (the entities as
+pre-annotations) or doccano JSON lines -- the records of ``ner predict
+--output-format`` (:func:`apps.ner.readers.prediction_record`), so the kit's
+readers read them back.
+
+Measures (``strategy``), computed from what the serving path computes for
+``predict`` -- the same windows, model outputs and entity scores -- with the
+model's score temperature ``T`` (1 unless calibrated) applied as for the
+entity scores:
+
+* ``least-confident``: ``1 - P(best labelling)`` of the text.
+
+  - CRF head: ``P(best) = exp(score(Viterbi path) - log Z)``, ``score`` the
+    sum of the emission scores of the path's tags, the transitions between
+    them and the first tag's start penalty, ``log Z`` the CRF's forward
+    algorithm over the same lattice (emissions and transitions divided by
+    ``T``; the BIO constraints as the decoder applies them), over the row's
+    tokens ``[CLS]`` and ``[SEP]`` included (:func:`crf_log_best`);
+  - softmax head: the product over the same tokens of each token's largest
+    softmax probability (:func:`softmax_log_best`);
+  - GlobalPointer head: every (start, end, type) span of the text's tokens
+    (``start <= end``, ``[CLS]``/``[SEP]`` excluded) is an independent yes/no
+    with ``p = sigmoid(logit / T)``; the best labelling says yes where
+    ``p > 1/2``, so ``P(best) = prod max(p, 1 - p)`` (:func:`span_log_best`).
+
+  A text longer than a window is cut into overlapping windows; its
+  ``P(best)`` is the product over its windows (overlapping tokens count in
+  each). Candidates are ranked by ``-log P(best)`` (the same order as
+  ``1 - P(best)``, without its rounding to 1 for long texts).
+* ``entropy``: the sum over the text's predicted entities of the binary
+  entropy (in nats) of each entity's calibrated score ``p``:
+  ``-p log p - (1 - p) log(1 - p)`` (:func:`entity_entropy`). A text with no
+  predicted entity scores 0: this measure looks for doubtful entities, not
+  for missed ones.
+* ``random``: a uniform random sample (the model runs only on the kept
+  candidates, for their pre-annotations and the diversity step).
+
+**Diversity.** The best ``budget x pool_factor`` candidates are kept while the
+pool streams by (a bounded heap). Then, best first, a candidate is skipped
+when its encoder mean vector -- the mean of the encoder's last
+``sequence_output`` over the text's WordPiece tokens, ``[CLS]`` and
+``[SEP]`` excluded (a text of several windows: over all its windows' tokens)
+-- has a cosine similarity above ``diversity`` with a text already chosen;
+``diversity=1`` turns the step off. When the candidates run out before
+``budget`` texts are chosen, fewer are returned (the summary says so).
+
+**Streaming.** The pool is read ``chunk`` lines at a time; texts are not
+kept, only the candidates of the heap (at most ``budget x pool_factor``
+texts), a 64-bit hash of each distinct text (to count repeated texts) and
+each scored text's score (for the summary's quantiles). Empty lines and
+repeats of an earlier text are skipped and counted. Ties are broken by a
+random number per text drawn from ``seed``, so a run is reproducible.
+"""
+
+import dataclasses
+import hashlib
+import heapq
+import json
+
+import numpy as np
+
+from kerasbert.errors import InputDataError
+from kerasbert.errors import KerasbertError
+
+#: ``--strategy`` choices.
+STRATEGIES = ("least-confident", "entropy", "random")
+#: ``--format`` choices: name -> whether the file is ONE JSON array.
+SELECT_FORMATS = {"label-studio": True, "doccano": False, "jsonl": False}
+#: What each strategy's score is, for the summary.
+MEASURES = {
+    "least-confident": "1 - P(best labelling)",
+    "entropy": "sum of entity-score entropies (nats)",
+    "random": "uniform random",
+}
+#: Quantiles printed in the summary.
+QUANTILES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+# =============================================================================
+# The measures (numpy, float64; tested on constructed lattices)
+# =============================================================================
+
+
+def crf_log_best(potentials, lengths, tags, transitions, start=None):
+    """log P(``tags``) under a linear-chain CRF, per row: ``potentials``
+    [rows, len, tags] emission scores, ``lengths`` [rows], ``tags`` [rows,
+    len] the labelling (the Viterbi path), ``transitions`` [tags, tags]
+    (from, to) and ``start`` [tags] first-tag scores (default 0). Rows of
+    length 0 give 0."""
+    potentials = np.asarray(potentials, np.float64)
+    transitions = np.asarray(transitions, np.float64)
+    lengths = np.asarray(lengths, np.int64)
+    tags = np.asarray(tags, np.int64)
+    n_rows, time, n_tags = potentials.shape
+    start = np.zeros(n_tags) if start is None else np.asarray(start, np.float64)
+    if n_rows == 0:
+        return np.zeros(0)
+    steps = np.arange(time)[None, :]
+    inside = steps < lengths[:, None]
+    unary = np.take_along_axis(potentials, tags[..., None], axis=2)[..., 0]
+    path = np.where(inside, unary, 0.0).sum(axis=1) + start[tags[:, 0]]
+    moves = transitions[tags[:, :-1], tags[:, 1:]]
+    path += np.where(inside[:, 1:], moves, 0.0).sum(axis=1)
+    alpha = potentials[:, 0] + start[None]
+    for t in range(1, time):
+        moved = np.logaddexp.reduce(alpha[:, :, None] + transitions[None], axis=1) + potentials[:, t]
+        alpha = np.where((t < lengths)[:, None], moved, alpha)
+    log_z = np.logaddexp.reduce(alpha, axis=1)
+    return np.where(lengths > 0, np.minimum(path - log_z, 0.0), 0.0)
+
+
+def softmax_log_best(potentials, lengths):
+    """log of the product over each row's first ``lengths`` tokens of the
+    token's largest softmax probability: log P(argmax labelling) under
+    independent per-token softmaxes."""
+    potentials = np.asarray(potentials, np.float64)
+    lengths = np.asarray(lengths, np.int64)
+    if potentials.shape[0] == 0:
+        return np.zeros(0)
+    log_norm = np.logaddexp.reduce(potentials, axis=2)
+    best = potentials.max(axis=2) - log_norm
+    inside = np.arange(potentials.shape[1])[None, :] < lengths[:, None]
+    return np.where(inside, best, 0.0).sum(axis=1)
+
+
+def span_log_best(logits, lengths, temperature=1.0):
+    """log prod max(p, 1 - p) over each row's spans, ``p = sigmoid(logit /
+    temperature)``: ``logits`` [rows, len, len', types] (start, end
+    inclusive), spans with ``1 <= start <= end <= length - 2`` (the text's
+    tokens, ``[CLS]`` at 0 and ``[SEP]`` at ``length - 1`` excluded)."""
+    logits = np.asarray(logits, np.float64) / float(temperature)
+    lengths = np.asarray(lengths, np.int64)
+    if logits.shape[0] == 0:
+        return np.zeros(0)
+    i = np.arange(logits.shape[1])[None, :, None]
+    j = np.arange(logits.shape[2])[None, None, :]
+    last = (lengths - 2)[:, None, None]
+    valid = (i >= 1) & (i <= j) & (j <= last)
+    # log max(p, 1 - p) = -log(1 + exp(-|z|))
+    log_best = -np.logaddexp(0.0, -np.abs(logits))
+    return np.where(valid[..., None], log_best, 0.0).sum(axis=(1, 2, 3))
+
+
+def entity_entropy(scores):
+    """Sum of the binary entropies (nats) of entity scores ``scores``."""
+    p = np.clip(np.asarray(scores, np.float64), 1e-12, 1 - 1e-12)
+    return float(np.sum(-p * np.log(p) - (1 - p) * np.log1p(-p)))
+
+
+def diverse_order(vectors, budget, threshold):
+    """Indices of at most ``budget`` rows of ``vectors`` [n, dim], taken in
+    order (best first), skipping a row whose cosine similarity with a row
+    already taken is above ``threshold``; returns ``(taken, dropped)``."""
+    vectors = np.asarray(vectors, np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = vectors / np.where(norms > 0, norms, 1.0)
+    taken, dropped = [], 0
+    for i in range(len(unit)):
+        if len(taken) >= budget:
+            break
+        if taken and threshold < 1.0 and float(np.max(unit[taken] @ unit[i])) > threshold:
+            dropped += 1
+            continue
+        taken.append(i)
+    return taken, dropped
+
+
+# =============================================================================
+# The model side: one TensorFlow path (the serving path's windows and decoding)
+# =============================================================================
+
+
+def _is_span(tagger):
+    from apps.ner.span_tagger import SpanTagger
+
+    return isinstance(tagger, SpanTagger)
+
+
+class _Scorer:
+    """The NER model run once on rows of encoder inputs, with its encoder's
+    ``sequence_output`` kept: ``sequence`` [rows, len, hidden] and the
+    head's outputs (``potentials``, ``tags``; or ``logits`` with the end axis
+    padded to ``max_length``, as the span tagger's serving path does)."""
+
+    def __init__(self, tagger, bilstm=None):
+        self.model = tagger.model
+        self.span = _is_span(tagger)
+        self.length = tagger.max_length
+        self.bilstm = bilstm
+
+    def _outputs(self, rows):
+        from keras import ops
+
+        model = self.model
+        encoded = model.encoder(rows, training=False)
+        out = {"sequence": ops.cast(encoded["sequence_output"], "float32")}
+        head_in = model.encoded(encoded)
+        if self.span:
+            x = model.head_dropout(head_in, training=False)
+            out["logits"] = ops.cast(model.pointer(ops.cast(x, "float32"), mask=rows["padding_mask"]), "float32")
+        else:
+            potentials, tags = model.head(head_in, rows["padding_mask"], bilstm=self.bilstm, training=False)
+            out["potentials"], out["tags"] = ops.cast(potentials, "float32"), ops.cast(tags, "int32")
+        return out
+
+    def __call__(self, rows):  # in a TensorFlow graph (GraphRunner)
+        import tensorflow as tf
+
+        out = self._outputs(rows)
+        if self.span:
+            logits = out["logits"]
+            pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
+            out["logits"] = tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]
+        return out
+
+    def predict_on_batch(self, rows):  # on the host, other backends (HostRunner)
+        import keras
+
+        out = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in self._outputs(rows).items()}
+        if self.span:
+            logits = out["logits"]
+            pad = max(self.length - logits.shape[2], 0)
+            out["logits"] = np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]
+        return out
+
+
+_ENTITY_KEYS = ("start", "end", "type", "mention", "score", "count")
+
+
+def _infer(tagger, texts, windows, run):
+    """The serving path's entities of ``texts`` plus, per window row, what
+    the measures need: the head's outputs, the row's length, its text, and
+    the sum and count of its text tokens' encoder vectors."""
+    import tensorflow as tf
+
+    from kerasbert.export import nonempty_encoder_inputs
+
+    n_rows = tf.shape(windows["token_ids"])[0]
+    width = tf.shape(windows["token_ids"])[1]
+    inputs = nonempty_encoder_inputs(windows, tagger.tokenizer.cls_id, tagger.tokenizer.sep_id)
+    bilstm = None
+    if run.in_graph and not run.jit_compile and getattr(tagger.model, "lstm", None) is not None:
+        from apps.ner.fused_bilstm import fused_bilstm
+
+        bilstm = fused_bilstm(tagger.model.lstm)
+    out = run.rows(_Scorer(tagger, bilstm), inputs)
+    lengths = tf.reduce_sum(tf.cast(windows["padding_mask"] > 0, tf.int32), axis=1)
+    positions = tf.range(width)[None, :]
+    text_tokens = tf.cast((positions >= 1) & (positions <= lengths[:, None] - 2), tf.float32)
+    sequence = tf.cast(out["sequence"], tf.float32)[:n_rows, :width]
+    rows = {
+        "row_text": windows["text_index"], "row_length": lengths,
+        "row_vector": tf.reduce_sum(sequence * text_tokens[:, :, None], axis=1),
+        "row_tokens": tf.reduce_sum(text_tokens, axis=1),
+    }
+    if _is_span(tagger):
+        from apps.ner.span_decode import span_entities
+
+        logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
+        entities = span_entities(texts, windows, logits, tagger.types, tagger.temperature)
+        rows["logits"] = logits
+    else:
+        from apps.ner.decode import crf_parameters
+        from apps.ner.decode import entities as bio_entities
+        from apps.ner.decode import tag_tables
+
+        tags = tf.cast(out["tags"][:n_rows], tf.int32)
+        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
+        entities = bio_entities(texts, windows, tags, potentials, tag_tables(tagger.tags),
+                                crf_parameters(tagger.model), tagger.temperature)
+        rows["tags"], rows["potentials"] = tags, potentials
+    return {**entities, **rows}
+
+
+def _crf_lattice(tagger):
+    """``(transitions, start)`` as numpy, as the decoder sees them (the BIO
+    constraints as its forbidden score), divided by the temperature; None
+    for the softmax head."""
+    import keras
+
+    from kerasbert.crf import FORBIDDEN_SCORE
+
+    layer = getattr(tagger.model, "crf", None)
+    if layer is None:
+        return None
+    transitions = np.asarray(keras.ops.convert_to_numpy(layer.transitions), np.float64) / tagger.temperature
+    n = transitions.shape[0]
+    if layer.allowed is not None:
+        transitions = np.where(np.asarray(layer.allowed, bool), transitions, transitions + FORBIDDEN_SCORE)
+    start = np.zeros(n)
+    if layer.allowed_start is not None:
+        start = np.where(np.asarray(layer.allowed_start, bool), start, start + FORBIDDEN_SCORE)
+    return transitions, start
+
+
+def analyse(tagger, texts, batch_size=32):
+    """For each of ``texts``: ``(result, log_best, entropy, vector)`` --
+    ``result`` the dict ``predict`` gives, ``log_best`` log P(best
+    labelling), ``entropy`` the sum of its entities' score entropies,
+    ``vector`` its encoder mean vector (module docstring)."""
+    from kerasbert.export import unpad
+
+    texts = list(texts)
+    span = _is_span(tagger)
+    lattice = None if span else _crf_lattice(tagger)
+    traced = tagger._text_function("select", lambda t: _infer(tagger, t, tagger.windows(t), _graph_runner()))
+    found = [None] * len(texts)
+    for chunk, out in tagger.in_batches(texts, batch_size, lambda t, w, run: _infer(tagger, t, w, run), traced):
+        out = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in out.items()}
+        lengths = out["row_length"]
+        if span:
+            row_best = span_log_best(out["logits"], lengths, tagger.temperature)
+        elif lattice is None:
+            row_best = softmax_log_best(out["potentials"] / tagger.temperature, lengths)
+        else:
+            row_best = crf_log_best(out["potentials"] / tagger.temperature, lengths, out["tags"], *lattice)
+        n = len(chunk)
+        text_of = out["row_text"].astype(np.int64)
+        log_best = np.bincount(text_of, weights=row_best, minlength=n)
+        tokens = np.bincount(text_of, weights=out["row_tokens"], minlength=n)
+        vectors = np.zeros((n, out["row_vector"].shape[1]))
+        np.add.at(vectors, text_of, out["row_vector"])
+        vectors /= np.maximum(tokens, 1.0)[:, None]
+        for k, (i, row) in enumerate(zip(chunk, unpad({key: out[key] for key in _ENTITY_KEYS}))):
+            result = tagger.result(texts[i], row)
+            found[i] = (result, float(log_best[k]), entity_entropy(row["score"]), vectors[k])
+    return found
+
+
+def _graph_runner():
+    from apps.base.pipeline import GraphRunner
+
+    return GraphRunner()
+
+
+# =============================================================================
+# The stream and the selection
+# =============================================================================
+
+
+@dataclasses.dataclass
+class SelectionSummary:
+    """What :func:`select_texts` saw and did (printed by :meth:`lines`)."""
+
+    source: str = "<pool>"
+    strategy: str = "least-confident"
+    budget: int = 0
+    lines: int = 0
+    empty: int = 0
+    repeated: int = 0
+    scored: int = 0
+    candidates: int = 0
+    max_candidates_held: int = 0
+    dropped_by_diversity: int = 0
+    diversity: float = 0.95
+    selected: int = 0
+    quantiles: dict = dataclasses.field(default_factory=dict)
+
+    def text(self):
+        out = [f"pool: {self.source}",
+               f"  {self.lines} lines read: {self.empty} empty, {self.repeated} repeat an earlier text (skipped), "
+               f"{self.scored} scored"]
+        if self.quantiles:
+            q = ", ".join(f"{name} {value:.4g}" for name, value in self.quantiles.items())
+            out.append(f"  {self.strategy} scores ({MEASURES[self.strategy]}): {q}")
+        out.append(f"  {self.candidates} candidates kept (the best, at most budget x pool factor)")
+        if self.diversity < 1.0:
+            out.append(f"  {self.dropped_by_diversity} dropped by diversity (encoder mean vector cosine > "
+                       f"{self.diversity:g} with a text already chosen)")
+        out.append(f"  {self.selected} selected (budget {self.budget})")
+        if self.selected < self.budget:
+            out.append("  note: fewer than the budget: " + (
+                "the pool holds fewer texts" if self.candidates < self.budget else
+                "the candidates ran out (raise --pool-factor or --diversity)"))
+        return "\n".join(out)
+
+
+@dataclasses.dataclass
+class Selection:
+    """The chosen texts, best first: ``chosen`` holds dicts ``{"line",
+    "text", "entities", "informativeness", "log_best", "entropy"}``
+    (``entities`` as ``predict`` gives them); ``summary`` a
+    :class:`SelectionSummary`."""
+
+    chosen: list
+    summary: SelectionSummary
+
+
+def _numbered(texts):
+    for number, item in enumerate(texts, 1):
+        yield item if isinstance(item, tuple) else (number, item)
+
+
+def _text_hash(text):
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None):
+    """The ``keep`` best of ``texts`` (strings, or ``(line, text)`` pairs) by
+    ``score_chunk(list of texts) -> keys`` (higher = more informative; None:
+    random keys), read ``chunk`` at a time. Returns ``(candidates, scores,
+    summary)``: candidates ``(key, tie, line, text)`` best first, the
+    ``scores`` of every scored text (float64 array) and the counts in
+    ``summary`` (a :class:`SelectionSummary`). At most ``keep`` candidates
+    are held at any time (``summary.max_candidates_held``)."""
+    from array import array
+
+    rng = np.random.default_rng(seed)
+    summary = summary or SelectionSummary()
+    seen = set()
+    heap = []
+    scores = array("d")
+    pending = []
+
+    def flush():
+        if not pending:
+            return
+        ties = rng.random(len(pending))
+        keys = rng.random(len(pending)) if score_chunk is None else np.asarray(score_chunk([t for _, t in pending]))
+        scores.extend(np.asarray(keys, np.float64).tolist())
+        for (line, text), key, tie in zip(pending, keys, ties):
+            entry = (float(key), float(tie), -line, text)
+            if len(heap) < keep:
+                heapq.heappush(heap, entry)
+            elif entry > heap[0]:
+                heapq.heapreplace(heap, entry)
+        summary.max_candidates_held = max(summary.max_candidates_held, len(heap))
+        summary.scored += len(pending)
+        pending.clear()
+
+    for line, text in _numbered(texts):
+        summary.lines += 1
+        if not text.strip():
+            summary.empty += 1
+            continue
+        digest = _text_hash(text)
+        if digest in seen:
+            summary.repeated += 1
+            continue
+        seen.add(digest)
+        pending.append((line, text))
+        if len(pending) >= chunk:
+            flush()
+    flush()
+    candidates = [(key, tie, -line, text) for key, tie, line, text in sorted(heap, reverse=True)]
+    summary.candidates = len(candidates)
+    return candidates, np.frombuffer(scores, np.float64) if len(scores) else np.zeros(0), summary
+
+
+def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, diversity=0.95, pool_factor=4,
+                 batch_size=32, chunk=1024, source="<pool>"):
+    """Choose ``budget`` texts of ``texts`` (an iterable of strings or of
+    ``(line number, text)`` pairs, consumed once) to label next, by
+    ``strategy`` (one of :data:`STRATEGIES`) with the diversity step at
+    cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
+    pipeline (:class:`~apps.ner.tagger.Tagger` or
+    :class:`~apps.ner.span_tagger.SpanTagger`). Returns a :class:`Selection`."""
+    if strategy not in STRATEGIES:
+        raise KerasbertError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    if int(budget) < 1:
+        raise KerasbertError(f"the budget must be at least 1, got {budget}")
+    if not 0.0 < float(diversity) <= 1.0:
+        raise KerasbertError(f"--diversity is a cosine similarity threshold in (0, 1] (1: off), got {diversity}")
+    if int(pool_factor) < 1:
+        raise KerasbertError(f"the pool factor must be at least 1, got {pool_factor}")
+    budget = int(budget)
+    summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))
+
+    def score_chunk(chunk_texts):
+        found = analyse(tagger, chunk_texts, batch_size)
+        if strategy == "least-confident":
+            return [-log_best for _, log_best, _, _ in found]
+        return [entropy for _, _, entropy, _ in found]
+
+    keep = budget * int(pool_factor) if diversity < 1.0 else budget
+    candidates, scores, summary = stream_candidates(
+        texts, keep, None if strategy == "random" else score_chunk, seed, chunk, summary)
+    if len(scores) and strategy != "random":
+        shown = -np.expm1(-scores) if strategy == "least-confident" else scores  # 1 - P(best)
+        summary.quantiles = {("min" if q == 0 else "max" if q == 1 else f"{int(q * 100)}%"): float(np.quantile(shown, q))
+                             for q in QUANTILES}
+    found = analyse(tagger, [text for *_, text in candidates], batch_size) if candidates else []
+    taken, summary.dropped_by_diversity = diverse_order(
+        np.array([f[3] for f in found]) if found else np.zeros((0, 1)), budget, float(diversity))
+    chosen = []
+    for i in taken:
+        key, _, line, text = candidates[i]
+        result, log_best, entropy, _ = found[i]
+        informativeness = {"least-confident": float(-np.expm1(log_best)), "entropy": entropy,
+                           "random": float(key)}[strategy]
+        chosen.append({"line": line, "text": text, "entities": result["entities"],
+                       "informativeness": round(informativeness, 6), "log_best": round(log_best, 6),
+                       "entropy": round(entropy, 6)})
+    summary.selected = len(chosen)
+    return Selection(chosen, summary)
+
+
+def selection_record(item, format="label-studio"):
+    """One chosen text as a record of ``format`` (:data:`SELECT_FORMATS`):
+    Label Studio task or doccano line as ``ner predict --output-format``
+    writes them (:func:`apps.ner.readers.prediction_record`); ``jsonl``: the
+    prediction with ``line``, ``informativeness``, ``log_best`` and
+    ``entropy``."""
+    from apps.ner.readers import prediction_record
+
+    if format == "jsonl":
+        return dict(item)
+    if format not in SELECT_FORMATS:
+        raise KerasbertError(f"unknown format {format!r}: use one of {', '.join(SELECT_FORMATS)}")
+    return prediction_record({"text": item["text"], "entities": item["entities"]}, format)
+
+
+def write_selection(selection, path, format="label-studio"):
+    """Write the chosen texts to ``path`` atomically: one JSON array of
+    Label Studio tasks, or JSON lines (doccano, jsonl)."""
+    from kerasbert.files import atomic_write_text
+
+    records = [json.dumps(selection_record(item, format), ensure_ascii=False) for item in selection.chosen]
+    if SELECT_FORMATS[format]:
+        text = "[\n" + ",\n".join(records) + "\n]\n" if records else "[]\n"
+    else:
+        text = "".join(r + "\n" for r in records)
+    atomic_write_text(path, text)
+    return path
+
+
+def run_select(model, pool, budget, output, strategy="least-confident", format="label-studio", seed=0,
+               diversity=0.95, pool_factor=4, batch_size=32):
+    """``kerasbert ner select``: load ``model``, stream ``pool`` (a file;
+    bad lines raise :class:`~kerasbert.errors.InputDataError` naming file
+    and line), write the selection to ``output`` and print the summary."""
+    from pathlib import Path
+
+    from apps.base.cli import read_texts
+    from apps.ner.train import NER
+
+    if pool != "-" and not Path(pool).is_file():
+        raise InputDataError(pool, None, "no such file" if not Path(pool).exists() else "not a file")
+    if format not in SELECT_FORMATS:
+        raise KerasbertError(f"unknown format {format!r}: use one of {', '.join(SELECT_FORMATS)}")
+    tagger = NER.load(model, verbose=True)
+    selection = select_texts(tagger, read_texts(pool), budget, strategy=strategy, seed=seed, diversity=diversity,
+                             pool_factor=pool_factor, batch_size=batch_size, source=pool)
+    write_selection(selection, output, format)
+    print(selection.summary.text())
+    what = {"label-studio": "Label Studio tasks, the model's entities as pre-annotations",
+            "doccano": "doccano JSON lines, the model's entities as labels",
+            "jsonl": "kerasbert predictions with their informativeness"}[format]
+    print(f"written: {output} ({what})")
+    return selection
+
+
+__all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "crf_log_best", "diverse_order",
+           "entity_entropy", "run_select", "select_texts", "selection_record", "softmax_log_best",
+           "span_log_best", "stream_candidates", "write_selection"]
