@@ -1,10 +1,10 @@
-"""``kerasbert ner train | evaluate | predict | export | calibrate | demo``.
+"""``kerasbert ner train | evaluate | predict | export | calibrate | demo | select``.
 
 Registered through the ``kerasbert.commands`` entry point (see
 pyproject.toml). The four standard commands come from the NER task
 (:data:`apps.ner.train.NER`, :func:`apps.base.cli.add_task_commands`); this
-module adds ``calibrate`` (the entity-score temperature) and
-``demo``.
+module adds ``calibrate`` (the entity-score temperature), ``demo`` and
+``select`` (active learning, :mod:`apps.ner.select`).
 """
 
 from apps.base.cli import add_labelled_file_command
@@ -36,6 +36,9 @@ def register(subparsers):
     demo.add_argument("--checkpoint", default="starter", help="encoder checkpoint (default: the starter encoder)")
     demo.add_argument("--example", help="the sentence to predict")
     demo.set_defaults(func=cmd_demo)
+    from apps.ner.select import add_command as add_select_command
+
+    add_select_command(commands)
 
 
 def cmd_demo(args):

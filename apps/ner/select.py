@@ -559,3 +559,50 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
 __all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "crf_log_best", "diverse_order",
            "entity_entropy", "run_select", "select_texts", "selection_record", "softmax_log_best",
            "span_log_best", "stream_candidates", "write_selection"]
+
+
+# =============================================================================
+# The command
+# =============================================================================
+
+
+def add_command(commands):
+    """Add ``select`` to the ``kerasbert ner`` subparsers ``commands``."""
+    from apps.base.cli import MODEL_HELP
+
+    parser = commands.add_parser(
+        "select", help="choose which unlabelled texts to label next (active learning)",
+        description="Rank a pool of unlabelled texts by how unsure the model is about them and write the BUDGET "
+        "most informative ones, with the model's entities as pre-annotations, for Label Studio or doccano. "
+        "least-confident: 1 - the probability of the model's best labelling of the text (CRF: forward algorithm; "
+        "softmax: product of the tokens' top probabilities; GlobalPointer: every span a yes/no); entropy: the sum "
+        "of the binary entropies of the predicted entities' scores; random: a uniform sample. A diversity step "
+        "skips a text whose encoder mean vector is too close (cosine) to one already chosen. The pool is read as a "
+        "stream; only the best BUDGET x POOL_FACTOR candidates are kept. See the docs page 'Label less'.",
+    )
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
+    parser.add_argument("--pool", required=True,
+                        help="unlabelled texts: plain-text lines, or JSON lines with a \"text\" field; - for standard input")
+    parser.add_argument("--budget", type=int, required=True, help="how many texts to choose")
+    parser.add_argument("--output", required=True, help="file to write the chosen texts to")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="least-confident",
+                        help="informativeness measure (default: %(default)s)")
+    parser.add_argument("--format", choices=list(SELECT_FORMATS), default="label-studio",
+                        help="label-studio: one JSON array of tasks, the entities as predictions (pre-annotations); "
+                        "doccano: JSON lines of doccano's sequence-labelling import; jsonl: the predictions with "
+                        "their line and informativeness (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the tie-breaks and of random (default: %(default)s)")
+    parser.add_argument("--diversity", type=float, default=0.95,
+                        help="skip a text whose encoder mean vector has a cosine similarity above this with a text "
+                        "already chosen; 1 turns it off (default: %(default)s)")
+    parser.add_argument("--pool-factor", type=int, default=4,
+                        help="candidates kept while the pool streams by: BUDGET x this (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    parser.set_defaults(func=_command)
+    return parser
+
+
+def _command(args):
+    run_select(args.model, args.pool, args.budget, args.output, strategy=args.strategy, format=args.format,
+               seed=args.seed, diversity=args.diversity, pool_factor=args.pool_factor, batch_size=args.batch_size)
+    return 0
