@@ -11,7 +11,11 @@ split, as in ``bench/triples_gpu_sweep.py``:
    128, float32, BiLSTM-CRF) go to BUNDLE, with the MiniLM checkpoint written
    in Hugging Face layout with only the word embeddings of the token ids that
    eng.train/testa/testb use (ids renumbered; an unused row is never looked
-   up): about 70 MB, so it travels with the wheels.
+   up), packed like the weights that come back (byte planes split, zlib),
+   with zeros where training never reaches: the word embeddings of tokens
+   only eng.testb uses, the position embeddings beyond max length, the
+   (frozen) pooler. About 55 MiB, so that it travels with the wheels and the
+   checkout under the device tool's 64 MiB.
 2. ``speed`` (there, ``KERAS_BACKEND=jax``; or here with ``--tiny``): for each
    encoder shape (MiniLM: 6 layers, H=384; BERT-base: 12 layers, H=768, FF
    3072, 12 heads; both vocabulary 30522, randomly initialised: speed does not
@@ -33,14 +37,16 @@ split, as in ``bench/triples_gpu_sweep.py``:
    epoch in numpy (entity F1 over the BIO tags of eng.testa's window rows:
    the Viterbi tags of the model against the rows' gold tags; it selects the
    epoch, the library's scorer runs in ``check``). The best epoch's weights
-   go to OUT as at most 7 ``weights-N.npz`` parts of at most 15 MiB (the
-   device tool brings back 8 files of 16 MiB): the encoder's weights as the
+   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (the
+   device tool brings back 8 files of 16 MiB, 64 MiB): the encoder's weights as the
    XOR of their float32 bits with the bundle's (exactly reversible; most
    high bits cancel), byte planes split, zlib; the head's as they are. And
    ``run.json``: settings, per-epoch history, timings, traces.
 4. ``check`` (here, TensorFlow): the weights put back into the MiniLM model
    with its full vocabulary (trained rows in place, the other rows the
-   checkpoint's), saved as a model folder (``Tagger.save``, score
+   checkpoint's; the test-only rows the checkpoint's times the weight decay
+   measured on the rows of dev-only tokens, which training reached the same
+   way: by decay alone), saved as a model folder (``Tagger.save``, score
    temperature fitted on dev as ``ner train`` does), scored on eng.testb with
    ``kerasbert ner evaluate``, exported (``kerasbert ner export``) and the
    SavedModel's entities compared with ``Tagger.predict``'s.
@@ -68,7 +74,8 @@ table gets no MFU, and the row says so.
     KERAS_BACKEND=jax python bench/gpu_training.py speed --tiny        # CPU smoke test
     # on the GPU machine, after installing the carried wheels:
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
-    python bench/gpu_training.py speed --out $OUT
+    python bench/gpu_training.py speed --encoders minilm --out $OUT      # one call
+    python bench/gpu_training.py speed --encoders bert-base --out $OUT   # another
     python bench/gpu_training.py train --bundle .gpu/ner --out $OUT
     # here, with the files brought back:
     python bench/gpu_training.py check --bundle .gpu/ner --run DIR --model-out runs/gpu_conll/model
@@ -285,7 +292,14 @@ def prepare(args):
     if difference > 1e-4:
         fail(f"the trimmed encoder differs from the checkpoint by {difference:.2e}")
     resolved = training.resolve_auto(settings, len(rows["token_ids"]))
-    meta = {"tags": tags, "settings": dataclasses.asdict(resolved), "checkpoint": str(Path(args.checkpoint).resolve()),
+    import hashlib
+
+    # The weights come back as XOR with this bundle's: check refuses a run trained from another bundle.
+    bundle_id = hashlib.sha1()
+    for path in sorted((out / "encoder").iterdir()) + [out / "data.npz"]:
+        bundle_id.update(path.read_bytes())
+    meta = {"bundle_id": bundle_id.hexdigest()[:16], "tags": tags, "settings": dataclasses.asdict(resolved),
+            "checkpoint": str(Path(args.checkpoint).resolve()),
             "vocabulary": {"kept": len(kept), "of": tokenizer.vocabulary_size},
             "rows": {"train": len(rows["token_ids"]), "dev": len(dev_rows["token_ids"])},
             "examples": {"train": len(train_examples), "dev": len(dev_examples)},
@@ -863,7 +877,7 @@ def train(args):
         "device": device.device_kind, "platform": device.platform,
         "versions": {"jax": jax.__version__, "keras": keras.__version__},
         "xla_flags": os.environ.get("XLA_FLAGS", ""), "settings": dataclasses.asdict(settings), "tags": tags,
-        "pad_to_multiple": args.pad_to_multiple,
+        "pad_to_multiple": args.pad_to_multiple, "bundle_id": meta.get("bundle_id"),
         "bundle": {k: meta[k] for k in ("vocabulary", "rows", "examples", "train_tokens")},
         "metrics": metrics, "dev_by_epoch": history,
         "steps_per_epoch": steps, "bucket_widths": widths, "traces": len(traces), "trace_shapes": sorted(set(traces)),
@@ -919,6 +933,9 @@ def check(args):
         fail(f"{run_dir}: no weights.json/run.json (what `train --out` writes)")
     meta = json.loads((bundle / "bundle.json").read_text())
     run = json.loads((run_dir / "run.json").read_text())
+    if not meta.get("bundle_id") or run.get("bundle_id") != meta["bundle_id"]:
+        fail(f"{run_dir} was trained from bundle {run.get('bundle_id')}, {bundle} is {meta.get('bundle_id')}: check needs "
+             "the very bundle the run was trained from (its weights come back relative to it)")
     kept = np.load(bundle / "data.npz")["kept"]
     given = dict(run["settings"])
     settings = NerTrainSettings(**{**given, "checkpoint": meta["checkpoint"], "precision": "float32",
