@@ -40,8 +40,9 @@ by stage from the node names (``windows/``: the graph tokenizer; ops under
 head; the rest: grouping, decoding and entity assembly). Op times are kernel
 times on either thread, so they may add up to more than the wall time of a
 call on 2 cores. ``--task triples`` profiles a CasRel extractor instead of the
-NER tagger; ``--precision bfloat16`` and ``--threads`` as in
-``bench/serving_throughput.py``. Writes ``bench/results/serving_profile/``.
+NER tagger; ``--precision bfloat16``, ``--threads`` and ``--intra-threads`` as in
+``bench/serving_throughput.py``; ``--keras-layers`` profiles the export as it
+was before :mod:`kerasbert.fused_encoder`. Writes ``bench/results/serving_profile/``.
 
     python bench/serving_profile.py --ops [--task ner|triples] [--precision float32|bfloat16] [--threads 2]
 """
@@ -60,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.serving_throughput import conll_sentences  # noqa: E402
 from bench.serving_throughput import cpu_flags  # noqa: E402
+from bench.serving_throughput import export_of  # noqa: E402
 from bench.serving_throughput import load_tagger  # noqa: E402
 from bench.serving_throughput import starter_folder  # noqa: E402
 
@@ -278,7 +280,10 @@ def ops_main(args):
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     pipeline, what = untrained_extractor() if args.task == "triples" else load_tagger(args.model)
-    export = pipeline.with_precision(args.precision).export(Path(tempfile.mkdtemp()) / args.task)
+    export = export_of(pipeline.with_precision(args.precision), Path(tempfile.mkdtemp()) / args.task, False,
+                       args.keras_layers)
+    if args.keras_layers:
+        what += ", encoder as Keras layers (before kerasbert.fused_encoder)"
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     sentences = conll_sentences(max(args.sentences, 64))
     print(flags_line())
@@ -293,12 +298,15 @@ def ops_main(args):
             print(f"  stage {stage:<30}{ms:9.3f} ms")
         for op, ms in list(result["by_op_ms"].items())[:12]:
             print(f"  op    {op:<30}{ms:9.3f} ms  x{result['op_counts'][op]}")
-        rows.append({"task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,
+        encoder = "Keras layers (before)" if args.keras_layers else "fused"
+        rows.append({"part": f"{args.task}, {args.precision}, {encoder}, intra-op threads {intra}",
+                     "task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,
+                     "encoder": encoder,
                      "batch": label,
                      **result})
     write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
                                                   "how": "TF profiler trace of the SavedModel's signature"},
-                 name=f"{args.task}-{args.precision}-intra{intra}")
+                 name=f"{args.task}-{args.precision}-intra{intra}{'-keras' if args.keras_layers else ''}")
 
 
 def main():
@@ -312,6 +320,8 @@ def main():
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32", help="with --ops")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="with --ops: inter-op threads")
     parser.add_argument("--intra-threads", type=int, help="with --ops: intra-op threads (default: --threads)")
+    parser.add_argument("--keras-layers", action="store_true",
+                        help="with --ops: the encoder traced as its Keras layers (the export before fused_encoder)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if args.ops:

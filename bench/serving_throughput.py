@@ -16,7 +16,8 @@ threads (all cores by default).
 * ``kerasbert-bf16``: the export with ``--precision bfloat16`` (the
   encoder's weights and matmuls in bfloat16, the head and decoding float32);
 * ``student``, ``student-jit``, ...: the same exports of a second tagger
-  (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``);
+  (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``;
+  without it, an untrained ``--student-layers`` student of the same shape);
 * ``...-keras``: the export as it was before the serving graphs ran the
   encoder through :mod:`kerasbert.fused_encoder` (the Keras layers traced as
   they are), for a before/after in the same run;
@@ -113,11 +114,18 @@ def latencies(call, sentences):
     return {"p50_ms": times[len(times) // 2], "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))]}
 
 
-def load_tagger(model):
+def load_tagger(model, student_layers=None):
     """``(Tagger, description)``: the tagger folder ``model``, or MiniLM with an
-    untrained BiLSTM-CRF head (the same shapes, so the same speed)."""
+    untrained BiLSTM-CRF head (the same shapes, so the same speed); with
+    ``student_layers``, its student with that many encoder layers (every
+    other layer kept: the shape of ``kerasbert ner distill``'s students)."""
     from apps.ner.tagger import Tagger
 
+    if student_layers:
+        teacher, what = load_tagger(model)
+        total = teacher.model.encoder.num_layers
+        layers = [round(i * (total - 1) / max(student_layers - 1, 1)) for i in range(student_layers)]
+        return teacher.student(layers), f"{student_layers}-layer student (teacher layers {layers}) of the {what}"
     if model:
         return Tagger.load(model), f"trained tagger {model}"
     import kerasbert
@@ -161,7 +169,8 @@ def bench_kerasbert(args, sentences, system):
     which, jit_compile, precision = parse_system(system)
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    tagger, what = load_tagger(args.student if which == "student" else args.model)
+    tagger, what = (load_tagger(args.student) if which == "student" and args.student else
+                    load_tagger(args.model, args.student_layers) if which == "student" else load_tagger(args.model))
     export = export_of(tagger.with_precision(precision), Path(tempfile.mkdtemp()) / "ner", jit_compile,
                        "keras" in system.split("-"))
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
@@ -196,7 +205,8 @@ def bench_kerasbert_entities(args, which):
     """The entities of the plain float32 export of ``which`` (kerasbert or student) on the agreement sentences."""
     import tensorflow as tf
 
-    tagger, _ = load_tagger(args.student if which == "student" else args.model)
+    tagger, _ = (load_tagger(args.student) if which == "student" and args.student else
+                 load_tagger(args.model, args.student_layers) if which == "student" else load_tagger(args.model))
     export = tagger.export(Path(tempfile.mkdtemp()) / "ner")
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     return served_entities(serve, conll_sentences(args.agreement_sentences))
@@ -257,6 +267,9 @@ def main():
                         "-jit (export --jit-compile) and/or -bf16 (export --precision bfloat16), e.g. "
                         "kerasbert,kerasbert-bf16,student-jit,hf")
     parser.add_argument("--student", help="a second tagger folder (e.g. a distilled student) for the student* systems")
+    parser.add_argument("--student-layers", type=int, default=3,
+                        help="without --student: the student* systems are an untrained student of --model with this "
+                        "many encoder layers (same shapes as a distilled one, so the same speed)")
     parser.add_argument("--agreement-sentences", type=int, default=3453,
                         help="CoNLL-2003 test sentences on which the entities of a bfloat16 export are compared "
                         "with the float32 export's (default: all %(default)s)")
@@ -279,8 +292,6 @@ def main():
             which = system if system in ("hf", "hf-1") else parse_system(system)[0]
         except ValueError:
             parser.error(f"unknown system {system!r}")
-        if which == "student" and not args.student:
-            parser.error(f"{system} needs --student MODEL")
     results = []
     float32_entities = {}
     for system in systems:

@@ -181,13 +181,14 @@ def _ordered_parts(bench, parts):
     return ([main] if main in parts else []) + rest
 
 
-def render(results=RESULTS, bench_dir=BENCH, heading="##"):
-    records = load_records(results)
+def render(results=RESULTS, bench_dir=BENCH, heading="##", only=None):
+    """The Markdown of every bench's tables (``only``: just these benches, in this order)."""
+    records = [(path, record) for path, record in load_records(results) if only is None or record["bench"] in only]
     groups = {}
     for path, record in records:
         groups.setdefault(record["bench"], {}).setdefault(record.get("part") or "", []).append((path, record))
     out = []
-    for bench in sorted(groups, key=bench_key):
+    for bench in (sorted(groups, key=bench_key) if only is None else [b for b in only if b in groups]):
         out += [f"{heading} {bench}", ""]
         what = describe(bench, bench_dir)
         if what:

@@ -2,6 +2,7 @@
 
 * ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``
   (``docs/gen_bench.py``), and the figures they show copied into the site;
+  ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
 * ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
   ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
 * the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
@@ -66,9 +67,13 @@ def auto_rule_table():
     return "\n".join(lines) + "\n"
 
 
+SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
+
+
 def on_page_markdown(markdown, page, config, files):
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
+    markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
     return markdown

@@ -38,7 +38,7 @@ INPUT_MODES = ("text", "ids")
 
 #: The oldest TensorFlow Serving release whose op set covers a text export
 #: (FastWordpieceTokenizeWithOffsets, from TF-Text >= 2.7, linked since the
-#: Serving builds that pin TF-Text 2.7+). See the README's serving section.
+#: Serving builds that pin TF-Text 2.7+). See docs/serving.md.
 MIN_TF_SERVING = "2.8.0"
 
 
@@ -124,7 +124,7 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
     on inputs padded to a few shapes only.
 
     XLA compiles once per input shape (seconds for a BERT encoder on a
-    CPU; measured in the README's "Make it fast"), so the rows (a dict of ``[rows, len]`` tensors with a
+    CPU; bench/serving_throughput.py measures it), so the rows (a dict of ``[rows, len]`` tensors with a
     ``padding_mask``, as :func:`by_length` passes them) are padded to the
     next of ``row_buckets`` rows (copies of the last row; beyond the largest,
     to a multiple of it) and to a multiple of ``width_step`` columns
@@ -134,7 +134,7 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
     requests that compile every one of them when the server loads the model.
     The compiled function is saved in a SavedModel as a function with
     ``_XlaMustCompile``; TensorFlow Serving's CPU server links XLA's CPU JIT
-    (see the README's "Make it fast")."""
+    (docs/serving-speed.md)."""
     import tensorflow as tf
 
     jitted = tf.function(fn, jit_compile=True)

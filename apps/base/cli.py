@@ -91,7 +91,7 @@ def add_task_commands(subparsers, task):
     export.add_argument("--jit-compile", action="store_true",
                         help="run the model compiled by XLA (text input only): faster per request on a CPU; the "
                         "model is padded to a few shapes, which the warmup requests compile when the server loads "
-                        "it (see the README's 'Make it fast' for the load time and the speed-up)")
+                        "it (see 'Which export for which CPU' in the docs, docs/serving-speed.md)")
     _precision_option(export, export=True)
     task.add_options(export, "export")
     export.set_defaults(func=lambda args: _export(task, args))
@@ -119,8 +119,8 @@ def _precision_option(parser, export=False):
         "--precision", choices=PRECISIONS, default="float32",
         help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head, CRF and decoding stay float32)"
         + ("; the export is half the size" if export else "; to see what a bfloat16 export would give")
-        + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo); see the "
-        "README's 'Make it fast' (default: %(default)s)")
+        + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo); see "
+        "'Which export for which CPU' in the docs, docs/serving-speed.md (default: %(default)s)")
 
 
 def _load(task, args):
@@ -159,31 +159,28 @@ def _export(task, args):
 def read_texts(source):
     """Texts to predict on, from a file or ``-`` (standard input): each line is
     plain text, or a JSON object with a ``"text"`` field when it starts with
-    ``{``. Yields ``(line number, text)``; bad lines raise
-    :class:`~kerasbert.errors.InputDataError` naming the line."""
+    ``{``; read one line at a time (:func:`kerasbert.datafiles.stream_lines`:
+    a byte-order mark dropped, LF, CRLF or CR line ends). Yields ``(line
+    number, text)``; bad lines raise :class:`~kerasbert.errors.InputDataError`
+    naming the line."""
+    from kerasbert.datafiles import stream_lines
+
+    if source == "-":
+        lines = stream_lines("<stdin>", handle=sys.stdin.buffer)
+    else:
+        lines = stream_lines(source)
     name = "<stdin>" if source == "-" else source
-    try:
-        handle = sys.stdin if source == "-" else open(source, encoding="utf-8")
-    except OSError as e:
-        raise InputDataError(name, None, f"cannot open ({e.strerror})")
-    try:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\n").rstrip("\r")
-            if line.lstrip().startswith("{"):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputDataError(name, number, f"invalid JSON: {e.msg}")
-                if not isinstance(record.get("text"), str):
-                    raise InputDataError(name, number, 'a JSON line needs a string "text" field')
-                yield number, record["text"]
-            else:
-                yield number, line
-    except UnicodeDecodeError as e:
-        raise InputDataError(name, None, f"not UTF-8 ({e.reason})")
-    finally:
-        if handle is not sys.stdin:
-            handle.close()
+    for number, line in lines:
+        if line.lstrip().startswith("{"):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputDataError(name, number, f"invalid JSON: {e.msg}")
+            if not isinstance(record.get("text"), str):
+                raise InputDataError(name, number, 'a JSON line needs a string "text" field')
+            yield number, record["text"]
+        else:
+            yield number, line
 
 
 def print_predictions(predict, source, batch_size, chunk=256, record=None, array=False):
