@@ -52,8 +52,9 @@ when its encoder mean vector -- the mean of the encoder's last
 
 **Streaming.** The pool is read ``chunk`` lines at a time; texts are not
 kept, only the candidates of the heap (at most ``budget x pool_factor``
-texts), a 64-bit hash of each distinct text (to count repeated texts) and
-each scored text's score (for the summary's quantiles). Empty lines and
+texts), a 64-bit hash of each distinct text (8 bytes in a sorted array,
+:class:`SeenTexts`: repeated texts are skipped and counted) and each scored
+text's score (8 bytes, for the summary's quantiles). Empty lines and
 repeats of an earlier text are skipped and counted. Ties are broken by a
 random number per text drawn from ``seed``, so a run is reproducible.
 """
@@ -401,6 +402,36 @@ def _text_hash(text):
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+class SeenTexts:
+    """The texts seen so far, as 64-bit hashes: a sorted ``uint64`` array
+    (8 bytes per distinct text) and a small set of the latest ones, merged
+    into the array every ``merge_every`` texts. ``add(text)`` says whether
+    the text is new."""
+
+    def __init__(self, merge_every=4096):
+        self.sorted = np.zeros(0, np.uint64)
+        self.recent = set()
+        self.merge_every = int(merge_every)
+
+    def add(self, text):
+        digest = _text_hash(text)
+        if digest in self.recent:
+            return False
+        at = int(np.searchsorted(self.sorted, np.uint64(digest)))
+        if at < len(self.sorted) and int(self.sorted[at]) == digest:
+            return False
+        self.recent.add(digest)
+        if len(self.recent) >= self.merge_every:
+            merged = np.concatenate([self.sorted, np.fromiter(self.recent, np.uint64, len(self.recent))])
+            merged.sort()
+            self.sorted = merged
+            self.recent = set()
+        return True
+
+    def __len__(self):
+        return len(self.sorted) + len(self.recent)
+
+
 def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None):
     """The ``keep`` best of ``texts`` (strings, or ``(line, text)`` pairs) by
     ``score_chunk(list of texts) -> keys`` (higher = more informative; None:
@@ -413,7 +444,7 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
 
     rng = np.random.default_rng(seed)
     summary = summary or SelectionSummary()
-    seen = set()
+    seen = SeenTexts()
     heap = []
     scores = array("d")
     pending = []
@@ -439,11 +470,9 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
         if not text.strip():
             summary.empty += 1
             continue
-        digest = _text_hash(text)
-        if digest in seen:
+        if not seen.add(text):
             summary.repeated += 1
             continue
-        seen.add(digest)
         pending.append((line, text))
         if len(pending) >= chunk:
             flush()
@@ -557,7 +586,7 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
 
 
 __all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "crf_log_best", "diverse_order",
-           "entity_entropy", "run_select", "select_texts", "selection_record", "softmax_log_best",
+           "entity_entropy", "run_select", "SeenTexts", "select_texts", "selection_record", "softmax_log_best",
            "span_log_best", "stream_candidates", "write_selection"]
 
 
