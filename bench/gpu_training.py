@@ -743,8 +743,10 @@ def speed(args):
                              "transfer and callbacks included)",
              "flops_formula": "6*N*T + 12*L*H*S*T", "peaks_tflops": dict(PEAKS),
              "peak_for_precision": PEAK_OF}
-    if args.tiny and not args.save:
-        print("tiny: a smoke test, not written to bench/results (pass --save to write it)")
+    on_cpu = all(r.get("platform") == "cpu" for r in rows if "error" not in r)
+    if (args.tiny or on_cpu) and not args.save:
+        print(f"{'tiny' if args.tiny else 'on the CPU'}: a smoke test, not written to bench/results "
+              "(pass --save to write it)")
         return
     from results import write_result
 
@@ -762,7 +764,8 @@ def format_row(r):
     return (f"{r['encoder']} {r['head']} {r['precision']}: {r['tokens_per_s']:,.0f} tokens/s (fit step "
             f"{r['fit_step_ms']:.1f} ms; jitted step {r['step_ms']:.1f} ms, back to back {r['back_to_back_step_ms']:.1f}; "
             f"host batch {r['host_batch_ms']:.2f} ms, transfer {r['transfer_ms']:.2f} ms; first step "
-            f"{r['first_step_s']:.1f} s; {r['traces']} trace(s); {r['optimizer']}); {mfu}; {r['process_seconds']:.0f} s")
+            f"{r['first_step_s']:.1f} s; {r['traces']} trace(s); {r['optimizer']}); N {r['non_embedding_weights'] / 1e6:.2f} M, "
+            f"{r['model_flops_per_step'] / 1e12:.4g} TFLOP per step; {mfu}; {r['process_seconds']:.0f} s")
 
 
 # =============================================================================
@@ -1085,7 +1088,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5, help="more steps per epoch")
     p.add_argument("--time-limit", type=float, default=240, help="seconds for one configuration's process")
     p.add_argument("--out", help="also copy the result file here (e.g. $OUT, to bring it back)")
-    p.add_argument("--save", action="store_true", help="with --tiny, write the result to bench/results anyway")
+    p.add_argument("--save", action="store_true",
+                   help="write the result to bench/results even for --tiny or a CPU run (smoke tests otherwise)")
     p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
     p.add_argument("--config", help=argparse.SUPPRESS)  # a child's configuration
     p = commands.add_parser("train", help="the MiniLM CoNLL-2003 run (JAX)")
