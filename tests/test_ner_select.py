@@ -289,7 +289,12 @@ def test_command_end_to_end_and_bad_input(taggers, tmp_path, capsys):
     assert code == 2 and err[-1].startswith(f"kerasbert: error: {bad}, line 2: invalid JSON")
     assert err[:-1] == [f"model: {model}"]  # the model folder used, then the one-line error
     assert not (tmp_path / "x.json").exists()
-    code = main(["ner", "select", "--model", str(model), "--pool", str(tmp_path / "none.txt"), "--budget", "0",
+    code = main(["ner", "select", "--model", str(model), "--pool", str(tmp_path / "none.txt"), "--budget", "5",
                  "--output", str(tmp_path / "x.json")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "none.txt" in err and "\n" not in err
+    assert code == 2 and err == f"kerasbert: error: {tmp_path / 'none.txt'}: no such file"
+    code = main(["ner", "select", "--model", str(model), "--pool", str(pool), "--budget", "0",
+                 "--output", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == "kerasbert: error: --budget must be at least 1, got 0"  # before loading the model
+    assert not (tmp_path / "x.json").exists()

@@ -482,6 +482,20 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
     return candidates, np.frombuffer(scores, np.float64) if len(scores) else np.zeros(0), summary
 
 
+def check_options(budget, strategy="least-confident", diversity=0.95, pool_factor=4, format="label-studio"):
+    """Raise :class:`~kerasbert.errors.KerasbertError` for an option out of range."""
+    if strategy not in STRATEGIES:
+        raise KerasbertError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    if int(budget) < 1:
+        raise KerasbertError(f"--budget must be at least 1, got {budget}")
+    if not 0.0 < float(diversity) <= 1.0:
+        raise KerasbertError(f"--diversity is a cosine similarity threshold in (0, 1] (1: off), got {diversity}")
+    if int(pool_factor) < 1:
+        raise KerasbertError(f"--pool-factor must be at least 1, got {pool_factor}")
+    if format not in SELECT_FORMATS:
+        raise KerasbertError(f"unknown format {format!r}: use one of {', '.join(SELECT_FORMATS)}")
+
+
 def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, diversity=0.95, pool_factor=4,
                  batch_size=32, chunk=1024, source="<pool>"):
     """Choose ``budget`` texts of ``texts`` (an iterable of strings or of
@@ -490,14 +504,7 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
     cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
     pipeline (:class:`~apps.ner.tagger.Tagger` or
     :class:`~apps.ner.span_tagger.SpanTagger`). Returns a :class:`Selection`."""
-    if strategy not in STRATEGIES:
-        raise KerasbertError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
-    if int(budget) < 1:
-        raise KerasbertError(f"the budget must be at least 1, got {budget}")
-    if not 0.0 < float(diversity) <= 1.0:
-        raise KerasbertError(f"--diversity is a cosine similarity threshold in (0, 1] (1: off), got {diversity}")
-    if int(pool_factor) < 1:
-        raise KerasbertError(f"the pool factor must be at least 1, got {pool_factor}")
+    check_options(budget, strategy, diversity, pool_factor)
     budget = int(budget)
     summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))
 
@@ -569,10 +576,9 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
     from apps.base.cli import read_texts
     from apps.ner.train import NER
 
+    check_options(budget, strategy, diversity, pool_factor, format)
     if pool != "-" and not Path(pool).is_file():
         raise InputDataError(pool, None, "no such file" if not Path(pool).exists() else "not a file")
-    if format not in SELECT_FORMATS:
-        raise KerasbertError(f"unknown format {format!r}: use one of {', '.join(SELECT_FORMATS)}")
     tagger = NER.load(model, verbose=True)
     selection = select_texts(tagger, read_texts(pool), budget, strategy=strategy, seed=seed, diversity=diversity,
                              pool_factor=pool_factor, batch_size=batch_size, source=pool)
@@ -585,7 +591,7 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
     return selection
 
 
-__all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "crf_log_best", "diverse_order",
+__all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "check_options", "crf_log_best", "diverse_order",
            "entity_entropy", "run_select", "SeenTexts", "select_texts", "selection_record", "softmax_log_best",
            "span_log_best", "stream_candidates", "write_selection"]
 
