@@ -167,6 +167,7 @@ def test_ranking_follows_the_measure_and_the_summary_counts(taggers, monkeypatch
     s = picked.summary
     assert (s.lines, s.empty, s.repeated, s.scored, s.selected) == (8, 2, 1, 5, 2)
     assert s.quantiles["max"] == pytest.approx(0.8) and s.quantiles["min"] == pytest.approx(0.01)
+    assert s.log_quantiles["max"] == pytest.approx(-np.log(0.2)) and "-log P(best labelling)" in s.text()
     by_entropy = sel.select_texts(taggers["crf"], pool, 3, strategy="entropy", diversity=1.0)
     assert [c["text"] for c in by_entropy.chosen] == ["c", "d", "b"]
 

@@ -362,6 +362,9 @@ class SelectionSummary:
     diversity: float = 0.95
     selected: int = 0
     quantiles: dict = dataclasses.field(default_factory=dict)
+    #: least-confident: the quantiles of -log P(best labelling) (nats), which
+    #: tell apart texts whose 1 - P(best) all print as 1.
+    log_quantiles: dict = dataclasses.field(default_factory=dict)
 
     def text(self):
         out = [f"pool: {self.source}",
@@ -370,6 +373,9 @@ class SelectionSummary:
         if self.quantiles:
             q = ", ".join(f"{name} {value:.4g}" for name, value in self.quantiles.items())
             out.append(f"  {self.strategy} scores ({MEASURES[self.strategy]}): {q}")
+        if self.log_quantiles:
+            q = ", ".join(f"{name} {value:.4g}" for name, value in self.log_quantiles.items())
+            out.append(f"  -log P(best labelling) (nats): {q}")
         out.append(f"  {self.candidates} candidates kept (the best, at most budget x pool factor)")
         if self.diversity < 1.0:
             out.append(f"  {self.dropped_by_diversity} dropped by diversity (encoder mean vector cosine > "
@@ -519,8 +525,10 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
         texts, keep, None if strategy == "random" else score_chunk, seed, chunk, summary)
     if len(scores) and strategy != "random":
         shown = -np.expm1(-scores) if strategy == "least-confident" else scores  # 1 - P(best)
-        summary.quantiles = {("min" if q == 0 else "max" if q == 1 else f"{int(q * 100)}%"): float(np.quantile(shown, q))
-                             for q in QUANTILES}
+        name = lambda q: "min" if q == 0 else "max" if q == 1 else f"{int(q * 100)}%"  # noqa: E731
+        summary.quantiles = {name(q): float(np.quantile(shown, q)) for q in QUANTILES}
+        if strategy == "least-confident":
+            summary.log_quantiles = {name(q): float(np.quantile(scores, q)) for q in QUANTILES}
     found = analyse(tagger, [text for *_, text in candidates], batch_size) if candidates else []
     taken, summary.dropped_by_diversity = diverse_order(
         np.array([f[3] for f in found]) if found else np.zeros((0, 1)), budget, float(diversity))
