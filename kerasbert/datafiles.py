@@ -7,6 +7,7 @@ invalid JSON: the line of the record). Used by every app's readers.
 
 import bisect
 import gzip
+import io
 import json
 import zlib
 from pathlib import Path
@@ -33,15 +34,72 @@ def read_text(path) -> str:
         return raw[bom:].decode("utf-8")
     except UnicodeDecodeError as err:
         offset = bom + err.start
-        line = raw.count(b"\n", 0, offset) + 1
+        line = _line_at(raw, offset)
         bad = raw[offset:offset + 1].hex()
         raise InputDataError(
-            path, line, f"not UTF-8: byte 0x{bad} at byte offset {offset}{where} ({err.reason})"
+            path, line, f"not UTF-8: byte 0x{bad} at byte offset {offset}{where} ({err.reason}){encoding_hint(raw)}"
         ) from err
 
 
+def _line_at(raw, offset):
+    """The 1-based line of byte ``offset`` (LF, CRLF or CR-only line ends)."""
+    if b"\n" not in raw and b"\r" in raw:
+        return raw.count(b"\r", 0, offset) + 1
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def encoding_hint(start):
+    """What to tell about a file whose bytes begin with ``start`` when it is
+    not UTF-8: a UTF-16 or UTF-32 byte-order mark says which encoding it is."""
+    if start.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "; the file is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8"
+    return ""
+
+
+def stream_lines(path, handle=None):
+    """``(line number, line)`` of a UTF-8 text file (gzip too, ``.gz``), read
+    one line at a time (never the whole file): a byte-order mark dropped, LF,
+    CRLF and CR-only line ends alike, the line without its end. A byte that
+    is not UTF-8 raises :class:`InputDataError` naming the line and the byte.
+    ``handle``: an open binary stream to read instead of ``path`` (standard
+    input), ``path`` then only names it."""
+    name = str(path)
+    if handle is None:
+        try:
+            handle = gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb")
+        except OSError as err:
+            raise InputDataError(name, None, f"cannot open ({err.strerror or err})") from err
+        owned = True
+    else:
+        owned = False
+    start = handle.peek(4)[:4] if hasattr(handle, "peek") else b""
+    text = io.TextIOWrapper(handle, encoding="utf-8", errors="surrogateescape", newline=None)
+    try:
+        for number, line in enumerate(text, 1):
+            line = line[:-1] if line.endswith("\n") else line
+            if number == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError as err:  # an undecodable byte, kept as a lone surrogate
+                byte = ord(line[err.start]) - 0xDC00
+                raise InputDataError(name, number, f"not UTF-8: byte 0x{byte:02x} at character {err.start + 1}"
+                                     f"{encoding_hint(start)}") from None
+            yield number, line
+    except (OSError, EOFError, zlib.error) as err:
+        raise InputDataError(name, None, f"cannot read ({getattr(err, 'strerror', None) or err})") from err
+    finally:
+        if owned:
+            text.close()
+        else:
+            text.detach()
+
+
 def split_lines(text: str) -> list[str]:
-    """Lines split on LF, each without its CR (so CRLF files read like LF files)."""
+    """Lines split on LF, each without its CR (so CRLF files read like LF
+    files); a file with CR line ends only (old Mac tools) is split on CR."""
+    if "\n" not in text and "\r" in text:
+        text = text.replace("\r", "\n")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

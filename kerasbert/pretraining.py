@@ -29,7 +29,6 @@ The pieces, in the order the data goes through them:
   ``history.jsonl``.
 """
 
-import gzip
 import itertools
 import json
 import math
@@ -55,18 +54,18 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
 
 def read_lines(paths):
     """Non-empty lines (stripped) of plain-text or gzip (``.gz``) UTF-8 files,
-    one at a time, file after file."""
+    one at a time, file after file (:func:`kerasbert.datafiles.stream_lines`:
+    a byte that is not UTF-8 is an error naming its file and line)."""
+    from kerasbert.datafiles import stream_lines
+
     for path in paths:
         path = Path(path)
-        try:
-            handle = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-        except OSError as e:
-            raise KerasbertError(f"{path}: cannot read the text ({e.strerror or e})")
-        with handle:
-            for line in handle:
-                line = line.strip()
-                if line:
-                    yield line
+        if not path.is_file():
+            raise KerasbertError(f"{path}: cannot read the text ({'a folder' if path.is_dir() else 'no such file'})")
+        for _, line in stream_lines(path):
+            line = line.strip()
+            if line:
+                yield line
 
 
 def is_cjk(char):
@@ -365,7 +364,6 @@ def pretrain(settings, callbacks=(), segment=None):
     from kerasbert.training import write_metrics
 
     settings.check()
-    output = start_run(settings)
     folder, tokenizer = open_encoder_checkpoint(settings)
     if folder.config.family != "bert":
         raise KerasbertError(f"pretrain supports BERT checkpoints only; {settings.checkpoint} is {folder.config.family}")
@@ -382,6 +380,7 @@ def pretrain(settings, callbacks=(), segment=None):
     cap = settings.steps_per_epoch * settings.batch_size if settings.steps_per_epoch else None
     count = count_sequences(sequences(), settings.held_out, cap)
     steps_per_epoch = epoch_steps(settings, count)
+    output = start_run(settings)  # after the text was read through: a bad file leaves nothing in OUTPUT
 
     if any(name.startswith("cls/predictions/") for name in folder.shapes):
         model = load_masked_lm(folder)
