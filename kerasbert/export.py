@@ -192,10 +192,11 @@ def by_length(fn, inputs, rows_per_call=8):
     short text, say) is one group: ``fn`` runs on it directly, without the
     sorting, gathering and loop.
 
-    Groups of 8 measured best for the MiniLM NER export on 2 CPU cores
-    (batch of 64 sentences: 4 rows 124, 8 rows 139-154, 16 rows 107-126, 32
-    rows 85 sentences/s; 2 rows 96). Smaller groups pad less; below 8 the
-    per-group overhead wins."""
+    Groups of 8 measured best for the MiniLM NER export on 2 CPU cores, with
+    the Keras encoder and with the fused one (``bench/serving_throughput.py``
+    with the length groups changed); smaller groups pad less, below 8 the
+    per-group overhead wins. With one intra-op thread the groups of a batch
+    run side by side on the inter-op threads."""
     import tensorflow as tf
 
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)

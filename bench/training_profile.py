@@ -1,0 +1,161 @@
+"""Where one NER training step spends its time, float32 against mixed_bfloat16.
+
+Figures, not a test. The training step that ``kerasbert ner train`` runs (a
+:class:`~apps.ner.model.NerModel`: the MiniLM starter encoder, BiLSTM, CRF;
+compiled by :func:`kerasbert.training.compile_for_training` with the default
+settings) on one batch of ``--batch`` x ``--length`` tokens, under
+TensorFlow's profiler. Every kernel of the step is read back from the trace
+(``.xplane.pb``) and put in a stage by its node name:
+
+* ``encoder forward`` / ``encoder backward``: ops of the encoder's layers,
+  outside / inside the gradient tape's ops (``gradient_tape/``);
+* ``BiLSTM``, ``CRF loss``, ``emissions``: the head's layers (forward and
+  backward together);
+* ``optimizer``: the AdamW update (and the learning-rate schedule);
+* ``other``: casts of the inputs, the loss scaling and whatever has no layer.
+
+Host-side batching (building a padded batch with
+:class:`kerasbert.training.BucketedBatches`) is timed on its own. Kernel
+times are summed over threads, so they may add up to more than the step's
+wall time on 2 cores. Prints the CPU flags and writes
+``bench/results/training_profile/``.
+
+    python bench/training_profile.py [--precisions float32,mixed_bfloat16] [--batch 32] [--length 128]
+"""
+
+import argparse
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+STAGES = (("gradient_tape/", "backward"),)
+
+
+def stage_of(node):
+    backward = "gradient_tape/" in node or node.startswith("gradients/")
+    if "bilstm" in node:
+        return "BiLSTM" + (" (backward)" if backward else "")
+    if "crf" in node:
+        return "CRF loss" + (" (backward)" if backward else "")
+    if "emissions" in node:
+        return "emissions" + (" (backward)" if backward else "")
+    if "encoder" in node or "transformer_layer" in node or "embedding" in node:
+        return "encoder backward" if backward else "encoder forward"
+    if any(k in node.lower() for k in ("adam", "optimizer", "learning_rate", "assignadd", "assignsub")):
+        return "optimizer"
+    return "other" + (" (backward)" if backward else "")
+
+
+def one_precision(args):
+    """In a child process: the step profile of ``args.precision``."""
+    import numpy as np
+    import tensorflow as tf
+
+    import kerasbert
+    from apps.ner.model import HEAD_PREFIX
+    from apps.ner.model import NerModel
+    from apps.ner.train import NerTrainSettings
+    from bench.serving_profile import trace_ops
+    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.training import BucketedBatches
+    from kerasbert.training import compile_for_training
+    from kerasbert.training import set_precision
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())
+    set_precision(args.precision)
+    settings = NerTrainSettings(precision=args.precision, epochs=1)
+    model = NerModel(kerasbert.load_encoder(resolve_checkpoint("starter")), 9)
+    compile_for_training(model, 100, settings, HEAD_PREFIX)
+    rng = np.random.default_rng(0)
+    n = args.batch * 8
+    rows = {"token_ids": [rng.integers(1000, 30000, args.length).astype(np.int32) for _ in range(n)],
+            "segment_ids": [np.zeros(args.length, np.int32) for _ in range(n)],
+            "padding_mask": [np.ones(args.length, np.int32) for _ in range(n)],
+            "tags": [rng.integers(0, 9, args.length).astype(np.int32) for _ in range(n)]}
+    batches = BucketedBatches(rows, args.batch, targets=("tags",), max_width=args.length)
+    began = time.perf_counter()
+    for i in range(len(batches)):
+        batches[i]
+    host_ms = (time.perf_counter() - began) * 1000 / len(batches)
+    x, y = batches[0]
+    for _ in range(3):
+        model.train_on_batch(x, y)
+    walls = []
+    for _ in range(args.steps):
+        began = time.perf_counter()
+        model.train_on_batch(x, y)
+        walls.append((time.perf_counter() - began) * 1000)
+    events = trace_ops(lambda: model.train_on_batch(x, y), args.steps, tempfile.mkdtemp())
+    by_stage, by_op, count = collections.Counter(), collections.Counter(), collections.Counter()
+    for node, op, ms in events:
+        if op in ("Process", "_Arg", "_Retval", "NoOp", "Const"):
+            continue
+        by_stage[stage_of(node)] += ms
+        by_op[op] += ms
+        count[op] += 1 / args.steps
+    step_ms = statistics.median(walls)
+    return {"precision": args.precision, "intra_op": args.intra_threads, "step_ms": step_ms,
+            "tokens_per_s": args.batch * args.length / step_ms * 1000, "host_batch_ms": host_ms,
+            "op_ms": sum(by_op.values()), "by_stage_ms": {k: round(v, 2) for k, v in by_stage.most_common()},
+            "by_op_ms": {k: round(v, 2) for k, v in by_op.most_common(14)},
+            "op_counts": {k: round(count[k]) for k, _ in by_op.most_common(14)}}
+
+
+def main():
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--precisions", default="float32,mixed_bfloat16")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--intra-threads", type=int, default=os.cpu_count())
+    parser.add_argument("--precision", help=argparse.SUPPRESS)  # the child's
+    args = parser.parse_args()
+    if args.precision:
+        print("RESULT " + json.dumps(one_precision(args)), flush=True)
+        return
+    from results import flags_line
+    from results import write_result
+
+    print(f"{flags_line()}\nNER training step (MiniLM + BiLSTM + CRF, default settings), batch {args.batch} x "
+          f"{args.length} tokens, median of {args.steps} steps; TensorFlow intra-op threads {args.intra_threads}")
+    rows = []
+    for precision in args.precisions.split(","):
+        command = [sys.executable, __file__, "--precision", precision, "--batch", str(args.batch), "--length",
+                   str(args.length), "--steps", str(args.steps), "--intra-threads", str(args.intra_threads)]
+        out = subprocess.run(command, capture_output=True, text=True)  # one process per precision policy
+        line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"{precision}: the child failed:\n{out.stderr[-3000:]}")
+        row = json.loads(line[len("RESULT "):])
+        rows.append(row)
+        print(f"\n{precision}: step {row['step_ms']:.0f} ms ({row['tokens_per_s']:.0f} tokens/s), host batching "
+              f"{row['host_batch_ms']:.2f} ms per batch, {row['op_ms']:.0f} ms of kernel time")
+        for stage, ms in row["by_stage_ms"].items():
+            print(f"  stage {stage:<28}{ms:9.1f} ms")
+        for op, ms in list(row["by_op_ms"].items())[:10]:
+            print(f"  op    {op:<28}{ms:9.1f} ms  x{row['op_counts'][op]}")
+    if len(rows) > 1:
+        for row in rows[1:]:
+            row["tokens_per_s_vs_first"] = row["tokens_per_s"] / rows[0]["tokens_per_s"]
+            print(f"\n{row['precision']} / {rows[0]['precision']}: {row['tokens_per_s_vs_first']:.2f}x tokens/s")
+    write_result("training_profile", rows, setup={
+        "model": "MiniLM starter encoder + BiLSTM + CRF, NerTrainSettings defaults",
+        "batch": args.batch, "length": args.length, "steps": args.steps,
+        "how": "TF profiler trace of model.train_on_batch; stages from node names"})
+
+
+if __name__ == "__main__":
+    main()
