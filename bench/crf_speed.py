@@ -4,7 +4,9 @@ Times, per batch:
 - `crf_log_likelihood` forward + gradient (w.r.t. potentials and transitions),
 - `crf_decode` (Viterbi),
 each inside `tf.function` with `jit_compile` False and True. Reports the median
-of `--repeats` runs after `--warmup` runs. Figures only, not a test.
+of `--repeats` runs after `--warmup` runs. Figures only, not a test. The
+rows (one per function and jit_compile setting) go to
+`bench/results/crf_speed/` (`bench/results.py`).
 
     TF_CPP_MIN_LOG_LEVEL=3 python bench/crf_speed.py [--batch 32 --time 128 --tags 9]
 """
@@ -13,7 +15,9 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # CPU figures
@@ -21,7 +25,12 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # CPU figures
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from kerasbert import crf  # noqa: E402
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
 
 
 def median_ms(fn, args, warmup, repeats):
@@ -66,12 +75,14 @@ def main():
         f"platform: {platform.platform()} | {platform.processor() or platform.machine()}"
         f" | os.cpu_count()={os.cpu_count()} | load average {os.getloadavg()}"
     )
+    print(flags_line())
     print(
         f"tensorflow {tf.__version__}, keras {keras.__version__}, CPU only; "
         f"batch={args.batch} time={args.time} tags={args.tags} "
         f"(lengths {args.time // 2}..{args.time}); median of {args.repeats} "
         f"runs after {args.warmup} warm-up runs"
     )
+    rows = []
     for jit_compile in (False, True):
 
         @tf.function(jit_compile=jit_compile)
@@ -98,6 +109,16 @@ def main():
                 f"jit_compile={str(jit_compile):5}  {name:22} "
                 f"median {med:8.2f} ms  (min {low:.2f}, max {high:.2f})"
             )
+            rows.append({"function": name, "jit_compile": jit_compile, "median ms": round(med, 3),
+                         "min ms": round(low, 3), "max ms": round(high, 3)})
+    write_result("crf_speed", rows, setup={
+        "shape": f"batch {args.batch} x {args.time} steps x {args.tags} tags "
+                 f"(lengths drawn from {args.time // 2}..{args.time})",
+        "timing": f"median, min and max of {args.repeats} runs after {args.warmup} warm-up runs, "
+                  "each in a tf.function, CPU only",
+        "functions": "kerasbert.crf: crf_log_likelihood forward + gradient (potentials, transitions); "
+                     "crf_decode (Viterbi)",
+    })
 
 
 if __name__ == "__main__":

@@ -57,11 +57,15 @@ def versions():
     return found
 
 
-def write_result(bench, rows, setup=None, name=None):
-    """Write ``bench/results/<bench>/<date>-<name or host>.json`` atomically and return its path.
+def write_result(bench, rows, setup=None, name=None, root=None):
+    """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
 
     ``rows``: a list of dicts, one per system measured in this run (the peer included);
-    ``setup``: a dict of what the run measured and how (sizes, data, threads, notes).
+    rows that all carry the same ``"part"`` make the record that part of the bench (one
+    call per part; give each its own ``name``: two calls in the same minute with the same
+    name would write the same file). ``setup``: a dict of what the run measured and how
+    (sizes, data, threads, notes). ``root``: another folder to write ``<bench>/...`` into
+    (a machine whose results are copied back into ``bench/results/`` later).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {
@@ -73,7 +77,7 @@ def write_result(bench, rows, setup=None, name=None):
         "setup": setup or {},
         "rows": rows,
     }
-    folder = RESULTS / bench
+    folder = Path(root or RESULTS) / bench
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
     partial = path.with_suffix(".json.partial")
