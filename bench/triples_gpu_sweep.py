@@ -31,6 +31,17 @@ the library's tokenizer and decoding are TensorFlow ops; so the work is split:
     XLA_FLAGS=--xla_gpu_enable_triton_gemm=false KERAS_BACKEND=jax \\
         python bench/triples_gpu_sweep.py sweep --bundle .gpu/bundle --out $OUT --plan plan.jsonl
 
+The sweep's parent writes its rows (one per settings dict, the best dev
+epoch's scores) as a ``bench/results.py`` record under ``OUT/results/``
+(``triples_gpu_sweep/<date>-<name>.json``: the GPU machine's CPU, versions,
+the devices in ``setup``); the GPU machine cannot write into this checkout, so
+copy it back where the bench's records live::
+
+    cp OUT/results/triples_gpu_sweep/*.json bench/results/triples_gpu_sweep/
+
+(with the lent-machine tool, OUT's files come back under its ``files_at``
+folder). ``--smoke`` runs name their record ``smoke``: not a result.
+
 A plan line is a JSON list of settings dicts (``TriplesTrainSettings``
 fields plus ``name``), run one after the other by one process. With jax
 0.11.2 on an H100, XLA aborted compiling the training step in its Triton
@@ -325,6 +336,8 @@ def sweep(args):
                   f"{r['test_precision'] * 100:.1f} | {r['test_recall'] * 100:.1f} | {o['normal'] * 100:.1f} / "
                   f"{o['SEO'] * 100:.1f} / {o['EPO'] * 100:.1f} | {r['train_tokens_per_s'] or 0:.0f} |")
         print(f"{len(results)} finished; per-epoch dev and test F1 in {out}/p*.log")
+        if results:
+            write_sweep_result(args, results, out, lines)
         return
     data = load_bundle(args.bundle, smoke=args.smoke)
     for settings_dict in json.loads(args.settings):
@@ -332,6 +345,41 @@ def sweep(args):
         print("RESULT " + json.dumps(result), flush=True)
         with open(out / "results.jsonl", "a") as handle:
             handle.write(json.dumps(result) + "\n")
+
+
+def write_sweep_result(args, results, out, lines):
+    """The sweep's rows as a bench/results.py record under ``out/results/`` (copied back by hand)."""
+    import jax
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import flags_line
+    from results import write_result
+
+    print(flags_line())
+    rows = []
+    for r in results:
+        given = {k: v for k, v in r.items() if k not in (
+            "name", "best_epoch", "dev", "test", "test_precision", "test_recall", "test_by_overlap", "seconds",
+            "train_tokens_per_s", "dev_test_by_epoch")}
+        o = r["test_by_overlap"]
+        rows.append({
+            "settings": r["name"] + (" (" + ", ".join(f"{k} {v}" for k, v in given.items()) + ")" if given else ""),
+            "best epoch": r["best_epoch"], "dev F1": round(r["dev"] * 100, 1), "test exact F1": round(r["test"] * 100, 1),
+            "P / R": f"{r['test_precision'] * 100:.1f} / {r['test_recall'] * 100:.1f}",
+            "normal / SEO / EPO": " / ".join(f"{o[k] * 100:.1f}" for k in ("normal", "SEO", "EPO")),
+            "train tokens/s": round(r["train_tokens_per_s"]) if r["train_tokens_per_s"] else None,
+            "seconds": round(r["seconds"])})
+    devices = jax.devices()
+    write_result("triples_gpu_sweep", rows, root=out / "results", name="smoke" if args.smoke else None, setup={
+        "devices": f"{len(devices)} x {devices[0].device_kind}" if devices else "none",
+        "data": f"WebNLG exact, the rows 'kerasbert triples train --head gplinker' makes, every batch padded to "
+                f"{MAX_LENGTH}" + (f"; smoke: the first {args.smoke} rows and texts only" if args.smoke else ""),
+        "training": f"GPLinker, the settings of each row (TriplesTrainSettings defaults otherwise); {len(lines)} "
+                    "plan lines side by side, one process each; dev and test scored after every epoch at the "
+                    "default thresholds, test read at the best dev epoch",
+        "note": "decoded with the bench's numpy copy of the GPLinker rule (checked against the library by "
+                f"'check'); XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
+    })
 
 
 def main():

@@ -1,0 +1,51 @@
+"""Benchmark results as data: what ``bench/results.py`` writes is a record the docs' Benchmarks page
+(``docs/gen_bench.py``) renders, and every bench writes one."""
+
+import importlib.util
+import json
+import re
+
+from conftest import REPO_ROOT
+
+BENCH = REPO_ROOT / "bench"
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_write_result_makes_a_record_the_page_renders(tmp_path):
+    results = _load(BENCH / "results.py", "kerasbert_bench_results")
+    gen = _load(REPO_ROOT / "docs" / "gen_bench.py", "kerasbert_docs_gen_bench_for_results")
+    rows = [{"part": "Tiny data", "system": "ours", "test F1": 87.5, "train tokens/s": 1234.5},
+            {"part": "Tiny data", "system": "peer", "test F1": 85.25, "train tokens/s": 1000.0}]
+    path = results.write_result("tiny_bench", rows, setup={"sentences": 3}, name="tiny", root=tmp_path)
+    assert path.parent == tmp_path / "tiny_bench" and path.name.endswith("-tiny.json")
+    assert not list(tmp_path.rglob("*.partial"))
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["bench"] == "tiny_bench" and record["rows"] == rows and record["setup"] == {"sentences": 3}
+    assert re.match(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$", record["date"])
+    assert {"model", "flags", "cores"} <= set(record["cpu"]) and "python" in record["versions"]
+    assert record["command"]
+    text = gen.render(results=tmp_path, bench_dir=tmp_path)
+    assert "tiny_bench: Tiny data" in text  # the rows' common part names the record's part
+    assert "| system | test F1 | train tokens/s |" in text
+    assert "| ours | 87.5 | 1,234 |" in text or "| ours | 87.5 | 1,235 |" in text
+    assert "| peer | 85.25 | 1,000 |" in text
+
+
+def test_flags_line_names_the_cpu():
+    results = _load(BENCH / "results.py", "kerasbert_bench_results_flags")
+    line = results.flags_line()
+    assert line.startswith("CPU: ") and "flags: " in line and "cores" in line
+
+
+def test_every_bench_writes_its_result():
+    """A bench script that measures something writes it with write_result (the Benchmarks page is
+    generated from bench/results/, not from stdout)."""
+    missing = [p.name for p in sorted(BENCH.glob("*.py"))
+               if p.name != "results.py" and "write_result(" not in p.read_text(encoding="utf-8")]
+    assert not missing, f"benches that do not call write_result: {missing}"
