@@ -38,13 +38,16 @@ on and the NER test text is never pre-trained on. NER F1 on GENIA test is
 reported with and without the pre-trained encoder, and pre-training tokens/s
 against ``full``'s NER tokens/s from part ``speed``.
 
+Each part's rows also go to ``bench/results/finetuning_strategies/``
+(``bench/results.py``): parts ``CoNLL-2003``, ``training speed`` and ``GENIA
+continued pre-training``, one row per system.
+
     python bench/finetuning_strategies.py [--parts conll,speed,genia] [--work DIR] [--epochs 1]
 """
 
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -56,6 +59,10 @@ SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "dat
 CONLL = SHARED / "conll2003"
 GENIA = SHARED / "genia_nested_partial"
 MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
 
 SYSTEMS = {
     "full": [],
@@ -63,15 +70,14 @@ SYSTEMS = {
     "frozen": ["--freeze-encoder"],
     "decay0.9": ["--layer-lr-decay", "0.9"],
 }
-
-
-def cpu_flags():
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in text]
-    return ",".join(flags) or "none of avx2/avx512f/avx512_bf16/amx_bf16"
+#: The rows' ``system`` names in bench/results/finetuning_strategies/.
+SYSTEM_NAMES = {
+    "full": "full fine-tuning",
+    "lora8": "LoRA rank 8 (--lora-rank 8 --learning-rate 5e-4)",
+    "frozen": "frozen encoder + layer mix (--freeze-encoder)",
+    "decay0.9": "layer-wise decay (--layer-lr-decay 0.9)",
+    "pretrain": "pretrain (kerasbert pretrain, CoNLL training sentences packed to 128)",
+}
 
 
 def run(command, log):
@@ -226,8 +232,7 @@ def genia_split(data):
 def header():
     """The first line of a bench's output: the machine, with the CPU flags
     (a bf16 or AMX unit changes speed ratios), and the checkpoint."""
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, flags: {cpu_flags()}; "
-          f"checkpoint {MINILM.name}", flush=True)
+    print(f"# {flags_line()}; checkpoint {MINILM.name}", flush=True)
 
 
 def part_genia(args, work):
@@ -263,6 +268,61 @@ def part_genia(args, work):
     return rows
 
 
+def write_results(args, rows):
+    """One record per part this run measured (bench/results/finetuning_strategies/), a row per system."""
+    training = "MiniLM, batch 32, max length 128"
+    conll = [r for r in rows if r["part"] == "conll"]
+    if conll:
+        write_result("finetuning_strategies", [{
+            "part": "CoNLL-2003", "system": SYSTEM_NAMES.get(r["system"], r["system"]), "id": r["system"],
+            "test F1": round(r["test_f1"] * 100, 2), "dev F1": round(r["dev_f1"] * 100, 2),
+            "trainable weights": r["trainable_weights"],
+            "share": f"{r['trainable_weights'] / r['total_weights']:.1%}" if r["total_weights"] else None,
+            "model folder": f"{r['folder_mb']} MB", "train seconds": r["train_seconds"]} for r in conll],
+            name="conll", setup={
+                "data": f"CoNLL-2003, {args.epochs} epoch(s) of eng.train each, selected on eng.testa, scored on "
+                        f"eng.testb (seqeval); {training}",
+                "note": "the same budget for every system; training speed: part 'training speed' "
+                        "(separate short passes); model folder in MiB",
+            })
+    speed = [r for r in rows if r["part"] == "speed"]
+    if speed:
+        full = next((r["tokens_per_s"] for r in speed if r["system"] == "full"), None)
+        write_result("finetuning_strategies", [{
+            "part": "training speed", "system": SYSTEM_NAMES.get(r["system"], r["system"]), "id": r["system"],
+            "tokens/s": r["tokens_per_s"], "every pass": r["every_pass"],
+            "vs full": f"{r['tokens_per_s'] / full:.2f}x" if full else None} for r in speed],
+            name="speed", setup={
+                "passes": f"{args.speed_repeats} per system, the systems taking turns; the median pass is the figure",
+                "ner": f"2 epochs on the first {args.speed_examples} CoNLL-2003 training sentences, the second "
+                       f"timed (real WordPiece tokens/s); {training}",
+                **({"pretrain": f"kerasbert pretrain on the CoNLL training sentences packed to 128, 2 epochs of "
+                                f"{args.pretrain_speed_steps} batches of 32, the second timed (every position a token)"}
+                   if any(r["system"] == "pretrain" for r in speed) else {}),
+            })
+    pre = next((r for r in rows if r["part"] == "pretrain"), None)
+    genia = {r["system"]: r for r in rows if r["part"] == "genia"}
+    if pre and genia:
+        table = []
+        for name, encoder, accuracy in (
+                ("genia_minilm", "MiniLM", pre["held_out_accuracy_before"]),
+                ("genia_pretrained", f"MiniLM + {pre['steps']} steps of continued pre-training on GENIA",
+                 pre["held_out_accuracy_after"])):
+            if name in genia:
+                table.append({"part": "GENIA continued pre-training", "encoder": encoder,
+                              "held-out masked-token accuracy": accuracy,
+                              "GENIA NER dev F1": round(genia[name]["dev_f1"] * 100, 2),
+                              "GENIA NER test F1": round(genia[name]["test_f1"] * 100, 2)})
+        write_result("finetuning_strategies", table, name="genia", setup={
+            "pretraining": f"MLM on the GENIA dev and test sentences, the test sentences ({pre['held_out_sequences']} "
+                           f"packed sequences of 128) held out; {pre['steps']} steps of batch 32, "
+                           f"{pre['tokens_per_s']} tokens/s",
+            "ner": f"BIO head trained on the first 80% of GENIA dev.json ({genia[next(iter(genia))]['train_sentences']} "
+                   f"sentences), selected on the rest, {args.genia_epochs} epochs, scored on test.json, nested "
+                   "entities resolved by the reader's rule",
+        })
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="conll,speed,genia")
@@ -285,6 +345,7 @@ def main():
     for part in args.parts.split(","):
         rows += {"conll": part_conll, "speed": part_speed, "genia": part_genia}[part](args, work)
     print("\n" + "\n".join(json.dumps(r) for r in rows))
+    write_results(args, rows)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ over the entities inside another. The CRF head reads its training data with
 the overlaps resolved by the reader's rule (it cannot represent them), so
 its nested recall is bounded by what that rule keeps.
 
+Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
+parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
+
     python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer]
         [--work DIR] [--epochs 1] [--genia-epochs 4] [--max-train N]
 """
@@ -39,6 +42,7 @@ from finetuning_strategies import genia_split  # noqa: E402
 from finetuning_strategies import header  # noqa: E402
 from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
+from results import write_result  # noqa: E402
 
 HEADS = ("crf", "global-pointer")
 
@@ -109,6 +113,39 @@ def part_genia(args, work):
     return rows
 
 
+def write_results(args, rows):
+    """One record per part this run measured (bench/results/ner_heads/), a row per head."""
+    conll = [r for r in rows if r["part"] == "conll"]
+    if conll:
+        write_result("ner_heads", [{
+            "part": "CoNLL-2003", "head": r["head"], "epochs": r["epochs"], "test F1": round(r["test_f1"] * 100, 2),
+            "dev F1": round(r["dev_f1"] * 100, 2), "entity-score ECE": None if r["ece"] is None else round(r["ece"], 3),
+            "predicted entities (right)": f"{r['entities']} ({r['correct']})", "scorer": r["scorer"],
+            "train seconds": r["train_seconds"]} for r in conll], name="conll", setup={
+                "data": "CoNLL-2003: MiniLM, eng.train" + (f" (first {args.max_train} sentences)" if args.max_train
+                                                            else "") + ", batch 32, max length 128, default learning "
+                        "rates, selected on eng.testa, scored on eng.testb as kerasbert ner evaluate scores each head; "
+                        "ECE over 10 equal-width bins",
+                "note": f"reliability diagrams: {args.work}/conll_<head>/reliability.png (not kept)",
+            })
+    genia = [r for r in rows if r["part"] == "genia"]
+    if genia:
+        first = genia[0]
+        write_result("ner_heads", [{
+            "part": "GENIA (nested)", "head": r["head"], "P": round(r["test_precision"], 3),
+            "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
+            "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
+            "nested predicted": r["nested_predicted"], "dev F1": round(r["dev_f1"], 3),
+            "train seconds": r["train_seconds"]} for r in genia], name="genia", setup={
+                "data": f"GENIA (no train split): trained on the first 80% of GENIA dev ({first['train_sentences']} "
+                        f"sentences{f', first {args.max_train} used' if args.max_train else ''}), selected on the rest "
+                        f"({first['dev_sentences']}), scored on GENIA test ({first['test_sentences']} sentences, "
+                        f"{first['nested_gold']} nested gold entities), nested entities kept in the gold, exact-span "
+                        "scorer for both heads",
+                "training": f"MiniLM, {args.genia_epochs} epochs, batch 32, max length 128, default learning rates",
+            })
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="conll,genia")
@@ -126,6 +163,7 @@ def main():
     for part in args.parts.split(","):
         rows += {"conll": part_conll, "genia": part_genia}[part](args, work)
     print("\n" + "\n".join(json.dumps(r) for r in rows))
+    write_results(args, rows)
 
 
 if __name__ == "__main__":
