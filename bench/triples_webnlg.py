@@ -36,7 +36,9 @@ same names (their training defaults unless given).
 
 Each child's full training log goes to WORKDIR/<dataset>.log
 (``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
-summary table is printed at the end.
+summary table is printed at the end, and the rows go to
+``bench/results/triples_webnlg/`` (``bench/results.py``): part ``WebNLG``
+(WebNLG* and WebNLG exact, a row per dataset) and part ``CMeIE``.
 """
 
 import argparse
@@ -56,6 +58,9 @@ DATASETS = {
     "webnlg_star": ("webnlg_casrel_star", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
     "webnlg_exact": ("webnlg_exact", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
 }
+#: The rows' ``dataset`` names and parts in bench/results/triples_webnlg/.
+DATASET_NAMES = {"webnlg_star": ("WebNLG*", "WebNLG"), "webnlg_exact": ("WebNLG exact", "WebNLG"),
+                 "cmeie": ("CMeIE", "CMeIE")}
 
 
 def cmeie_split(workdir):
@@ -166,6 +171,45 @@ def child(args):
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def write_results(args, results):
+    """One record per part this run measured (bench/results/triples_webnlg/), a row per dataset."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import write_result
+
+    settings = args.head
+    if args.head_learning_rate:
+        settings += f", head lr {args.head_learning_rate:g}"
+    if args.learning_rate != 1e-4:
+        settings += f", encoder lr {args.learning_rate:g}"
+    training = (f"MiniLM, head {args.head}, {args.epochs} epochs, batch {args.batch_size}, max length "
+                f"{args.max_length}, encoder lr {args.learning_rate:g}, head lr {args.head_learning_rate or 'default'}, "
+                f"seed {args.seed}, dropout {args.dropout:g}, pointer size {args.pointer_size}, layer lr decay "
+                f"{args.layer_lr_decay:g}, train sentences: {args.max_train_examples or 'all'}; model selected on dev F1")
+    parts = {}
+    for r in results:
+        dataset, part = DATASET_NAMES.get(r["dataset"], (r["dataset"], r["dataset"]))
+        o = r["by_overlap"]
+        tuned = ("tuned thresholds (" + ", ".join(f"{k} {v:g}" for k, v in r["thresholds"].items())
+                 + f"; dev F1 {r['dev_f1_default_thresholds'] * 100:.1f} -> {r['dev_f1_tuned'] * 100:.1f})"
+                 if "thresholds" in r else "")
+        parts.setdefault(part, []).append({
+            "part": part, "dataset": dataset, "settings": settings + (", " + tuned if tuned else ""),
+            "epochs": args.epochs, "dev F1": round(r["dev_f1"] * 100, 2),
+            "test exact F1": round(r["test_exact_f1"] * 100, 2), "test partial F1": round(r["test_partial_f1"] * 100, 2),
+            "normal / SEO / EPO F1": " / ".join(f"{o[k] * 100:.1f}" for k in ("normal", "SEO", "EPO")),
+            "train tokens/s": round(r["train_tokens_per_s"], 1) if r["train_tokens_per_s"] else None,
+            "inference sent/s": round(r["infer_sentences_per_s"], 1)})
+    for part, rows in parts.items():
+        data = ("CMeIE's official dev set split 80/20 in file order (the test part also serving as dev)"
+                if part == "CMeIE" else "WebNLG* (CasRel's version: last word of each entity; partial match) and "
+                "WebNLG with exact entities (exact match); train, dev (model selection) and test splits")
+        write_result("triples_webnlg", rows, name=part.lower(), setup={
+            "data": data, "training": training,
+            "note": "F1 in %; train tokens/s over the epochs after the first; inference: the test split in batches "
+                    "of 32, median of 3 passes after a warm-up pass",
+        })
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="webnlg_star,webnlg_exact,cmeie")
@@ -221,7 +265,11 @@ def main():
             continue
         print("\n".join(lines), flush=True)
         results.append(json.loads(lines[-1][7:]))
-    print("\n| dataset | head | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import flags_line
+
+    print(f"\n{flags_line()}")
+    print("| dataset | head | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         o = r["by_overlap"]
@@ -231,6 +279,8 @@ def main():
         print(f"| {r['dataset']} | {head} | {r['dev_f1'] * 100:.1f} | {r['test_exact_f1'] * 100:.1f} | {r['test_partial_f1'] * 100:.1f} |"
               f" {o['normal'] * 100:.1f} / {o['SEO'] * 100:.1f} / {o['EPO'] * 100:.1f} | {r['train_tokens_per_s'] or 0:.0f} |"
               f" {r['infer_sentences_per_s']:.1f} |")
+    if results:
+        write_results(args, results)
 
 
 if __name__ == "__main__":
