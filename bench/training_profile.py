@@ -12,7 +12,9 @@ TensorFlow's profiler. Every kernel of the step is read back from the trace
 * ``BiLSTM``, ``CRF loss``, ``emissions``: the head's layers (forward and
   backward together);
 * ``optimizer``: the AdamW update (and the learning-rate schedule);
-* ``other``: casts of the inputs, the loss scaling and whatever has no layer.
+* ``loss (CRF) and the rest``: the loss (the CRF's forward algorithm runs
+  there, outside the CRF layer), casts of the inputs, the loss scaling and
+  whatever has no layer.
 
 Host-side batching (building a padded batch with
 :class:`kerasbert.training.BucketedBatches`) is timed on its own. Kernel
@@ -53,7 +55,7 @@ def stage_of(node):
         return "encoder backward" if backward else "encoder forward"
     if any(k in node.lower() for k in ("adam", "optimizer", "learning_rate", "assignadd", "assignsub")):
         return "optimizer"
-    return "other" + (" (backward)" if backward else "")
+    return "loss (CRF) and the rest" + (" (backward)" if backward else "")
 
 
 def one_precision(args):
