@@ -262,9 +262,7 @@ def test_troubleshooting_quotes_messages_the_code_prints():
 def test_no_measured_figures_in_the_prose():
     """Speeds, sizes and scores live in bench/results/ and the generated Benchmarks page, where
     they keep their date, machine and peer; a page that quotes one goes stale with the next run."""
-    # The pages the serving-speed and GPU work write (reserved for them) are left to their authors
-    # for now; the lead may drop this exemption once they follow the rule.
-    exempt = {DOCS / "training-speed.md", DOCS / "gpu.md"}
+    exempt = set()
     figure = re.compile(r"\b\d[\d,.]*\s?(?:ms|s/it|tokens/s|sent/s|sentences/s|GB|MB|x faster|x slower)\b"
                         r"|\bF1\s+(?:of\s+)?\d|\bECE\s+\d")
     for page in [p for p in _pages() if p not in exempt] + [REPO_ROOT / "CHANGELOG.md"]:
