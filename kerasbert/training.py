@@ -437,9 +437,11 @@ def plot_history(history_path, png_path, metric="f1"):
     b.set_title(f"dev {metric}")
     b.set_xlabel("epoch")
     fig.tight_layout()
-    png_path = Path(png_path)
-    fig.savefig(png_path, dpi=100)
-    return png_path
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=100, format="png")
+    return atomic_write_bytes(Path(png_path), buffer.getvalue())  # whole, or the previous plot kept
 
 
 # =============================================================================
@@ -813,11 +815,16 @@ def resolve_auto(settings, rows):
     (:meth:`kerasbert.settings.TrainSettings.resolve_auto`); prints what was
     chosen when anything was auto."""
     resolved = settings.resolve_auto(rows)
-    auto = [key for key in ("batch_size", "epochs", "patience") if getattr(settings, key) == "auto"]
+    keys = ("batch_size", "epochs", "patience", "learning_rate", "head_learning_rate")
+    auto = [key for key in keys if getattr(settings, key, None) == "auto"]
     if auto:
         steps = math.ceil(rows / resolved.batch_size)
+        rates = [f"{name} {getattr(resolved, key):g}" for key, name in
+                 (("learning_rate", "encoder learning rate"), ("head_learning_rate", "head learning rate"))
+                 if key in auto]
         print(f"auto ({', '.join(auto)}): {rows} training rows -> batch size {resolved.batch_size}, {steps} steps "
               f"per epoch, {resolved.epochs} epochs ({steps * resolved.epochs} steps)"
+              + "".join(", " + rate for rate in rates)
               + (f", early stopping after {resolved.patience} epochs without a better dev F1" if resolved.patience else ""))
     return resolved
 
