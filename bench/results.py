@@ -77,6 +77,8 @@ def write_result(bench, rows, setup=None, name=None, root=None):
         "setup": setup or {},
         "rows": rows,
     }
+    if columns:
+        record["columns"] = list(columns)
     folder = Path(root or RESULTS) / bench
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"

@@ -306,7 +306,8 @@ def ops_main(args):
                      **result})
     write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
                                                   "how": "TF profiler trace of the SavedModel's signature"},
-                 name=f"{args.task}-{args.precision}-intra{intra}{'-keras' if args.keras_layers else ''}")
+                 name=f"{args.task}-{args.precision}-intra{intra}{'-keras' if args.keras_layers else ''}",
+                 columns=("batch", "wall_ms_p50", "ops_per_call", "op_ms", "by_stage_ms", "by_op_ms"))
 
 
 def main():
