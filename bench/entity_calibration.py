@@ -7,7 +7,9 @@ words for the BIO heads; same start, end and type for the GlobalPointer head,
 as their scorers count), and reports the expected calibration error over 10 equal-width score bins with
 the reliability table (per bin: count, mean score, accuracy)
 (:mod:`apps.ner.calibration`). Writes ``calibration.json`` and
-``reliability.png`` (the reliability diagram) into ``--output``.
+``reliability.png`` (the reliability diagram) into ``--output``, and the
+figures to ``bench/results/entity_calibration/`` (``bench/results.py``): a row
+for all bins (entities, right, ECE, F1), then one per non-empty bin.
 
     python bench/entity_calibration.py --model RUN_OR_MODEL_DIR \\
         --data ../shared/data/conll2003/eng.testb --output calibration/
@@ -20,6 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
 
 
 def main(argv=None):
@@ -52,6 +58,7 @@ def main(argv=None):
     scores = NER.score(examples, predictions, spans=spans)
     result = {"model": str(args.model), "data": str(args.data), "head": head, "examples": len(examples),
               "f1": scores["f1"], "predict_seconds": round(seconds, 1), **scores["calibration"]}
+    print(flags_line())
     print(f"{len(examples)} examples, {head} head, F1 {scores['f1']:.4f}, predicted in {seconds:.0f} s")
     print(format_calibration(scores["calibration"]))
 
@@ -61,6 +68,22 @@ def main(argv=None):
     figure = reliability_figure(scores["calibration"], title=f"{Path(args.data).name} ({head} head)")
     figure.savefig(out / "reliability.png", dpi=100)
     print(f"written: {out / 'calibration.json'}, {out / 'reliability.png'}")
+    calib = scores["calibration"]
+    rows = [{"bins": f"all ({calib['bins']} equal-width)", "entities": calib["entities"], "right": calib["correct"],
+             "ECE": None if calib["ece"] is None else round(calib["ece"], 4), "F1": round(scores["f1"], 4)}]
+    for b in reversed(calib["table"]):  # the confident bins first
+        if b["count"]:
+            closed = "]" if b["high"] >= 1 else ")"
+            rows.append({"bins": f"[{b['low']:g}, {b['high']:g}{closed}", "entities": b["count"],
+                         "mean score": round(b["mean_score"], 4), "accuracy": round(b["accuracy"], 4)})
+    temperature = getattr(tagger, "temperature", None)
+    write_result("entity_calibration", rows, setup={
+        "model": str(args.model), "data": f"{args.data} ({len(examples)} examples)", "head": head,
+        **({"temperature": temperature} if temperature is not None else {}),
+        "what": "each predicted entity's score against whether it exactly matches a gold entity; ECE over "
+                "equal-width score bins weighted by their share of the entities",
+        "predict seconds": round(seconds, 1), "unscored entities": calib.get("unscored", 0),
+    })
     return 0
 
 
