@@ -57,7 +57,7 @@ def versions():
     return found
 
 
-def write_result(bench, rows, setup=None, name=None, root=None):
+def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
     """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
 
     ``rows``: a list of dicts, one per system measured in this run (the peer included);
@@ -65,7 +65,8 @@ def write_result(bench, rows, setup=None, name=None, root=None):
     call per part; give each its own ``name``: two calls in the same minute with the same
     name would write the same file). ``setup``: a dict of what the run measured and how
     (sizes, data, threads, notes). ``root``: another folder to write ``<bench>/...`` into
-    (a machine whose results are copied back into ``bench/results/`` later).
+    (a machine whose results are copied back into ``bench/results/`` later). ``columns``:
+    the row keys the docs table shows, in order (default: all of them).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {
