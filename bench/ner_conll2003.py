@@ -16,6 +16,13 @@ Training tokens/s counts real (unpadded) WordPiece tokens over the epochs after
 the first (the first includes graph tracing); inference sentences/s is the
 test set predicted in batches of 32, tokenization included.
 
+The parent keeps the children's ``RESULT {json}`` lines on stdout, prints the
+table with the CPU model and flags, and writes the rows to
+``bench/results/ner_conll2003/`` (``bench/results.py``): part ``CoNLL-2003``
+(one row per system, the peer included) and, with ``--cluener``, part
+``CLUENER2020``. The short run ``--max-train 1500 --epochs 2`` is the
+reference for training speed (issue 45).
+
     python bench/ner_conll2003.py [--systems ours,hf,ours_bf16] [--epochs 3]
         [--max-train N] [--max-length 128] [--cluener]
 """
@@ -34,6 +41,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
 CONLL = SHARED / "conll2003"
 MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+#: The rows' ``system`` names in bench/results/ner_conll2003/ (the same as the records moved from the README).
+SYSTEM_NAMES = {
+    "ours": "kerasbert MiniLM-BiLSTM-CRF, float32",
+    "ours_bf16": "kerasbert MiniLM-BiLSTM-CRF, mixed_bfloat16",
+    "hf": "HF recipe (first-subword labels, AdamW 5e-5, 10% warmup), PyTorch CPU",
+    "cluener": "kerasbert MiniLM-BiLSTM-CRF",
+}
 
 
 def peak_rss_mb():
@@ -171,6 +185,54 @@ def run_hf(args):
             "infer_sentences_per_s": rate, "peak_rss_mb": peak_rss_mb()}
 
 
+def result_rows(results, part):
+    """The records' rows of this run's ``results`` (the children's RESULT dicts) for ``part``."""
+    rows = []
+    hf = next((r for r in results if r["system"] == "hf"), None)
+    for r in results:
+        row = {"part": part, "system": SYSTEM_NAMES.get(r["system"], r["system"]), "id": r["system"],
+               "dev F1": round(r["dev_f1"] * 100, 2)}
+        if "test_f1" in r:
+            row["test F1"] = round(r["test_f1"] * 100, 2)
+        row["train tokens/s"] = round(r["train_tokens_per_s"], 1) if r["train_tokens_per_s"] else None
+        if hf and hf["train_tokens_per_s"] and r["train_tokens_per_s"]:
+            row["train tokens/s / HF"] = f"{(r['train_tokens_per_s'] or 0) / hf['train_tokens_per_s']:.2f}x"
+        if "infer_sentences_per_s" in r:
+            row["inference sentences/s"] = round(r["infer_sentences_per_s"], 1)
+        row["peak RSS GB"] = round(r["peak_rss_mb"] / 1024, 2)
+        row["epoch seconds"] = [round(x, 1) for x in r.get("train_epoch_seconds") or []]
+        rows.append(row)
+    return rows
+
+
+def write_results(args, results):
+    """One record per part measured in this run (bench/results/ner_conll2003/)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import write_result
+
+    training = (f"{args.epochs} epochs, batch 32, max length {args.max_length}, "
+                f"train sentences: {args.max_train or 'all'}, checkpoint {Path(args.checkpoint).name}")
+    conll = [r for r in results if r["system"] != "cluener"]
+    if conll:
+        write_result("ner_conll2003", result_rows(conll, "CoNLL-2003"), name="conll", setup={
+            "data": "CoNLL-2003: trained on eng.train, model selected on eng.testa (dev), scored on eng.testb "
+                    "(test) with seqeval",
+            "training": training,
+            "rows": "each system in its own subprocess: kerasbert (apps.ner.train, BiLSTM-CRF head) in float32 "
+                    "and mixed_bfloat16; the Hugging Face recipe (BertForTokenClassification on the same "
+                    "weights) on PyTorch CPU",
+            "note": "train tokens/s: real WordPiece tokens over the epochs after the first (the first includes "
+                    "graph tracing); inference: the test set in batches of 32, tokenization included; F1 in %",
+        })
+    cluener = [r for r in results if r["system"] == "cluener"]
+    if cluener:
+        write_result("ner_conll2003", result_rows(cluener, "CLUENER2020"), name="cluener", setup={
+            "data": "CLUENER2020 (Chinese): trained on train.json, scored on dev.json",
+            "training": training,
+            "note": "MiniLM's vocabulary is English: use a Chinese checkpoint for Chinese",
+        })
+
+
 def child(args):
     if args.child == "hf":
         result = run_hf(args)
@@ -196,7 +258,11 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results import flags_line
+
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(flags_line())
     print(f"CoNLL-2003 from {CONLL}; MiniLM (6 layers, H=384); epochs {args.epochs}, batch 32, "
           f"max length {args.max_length}, train sentences: {args.max_train or 'all'}\n", flush=True)
     systems = args.systems.split(",") + (["cluener"] if args.cluener else [])
@@ -213,7 +279,8 @@ def main():
             continue
         results.append(json.loads(lines[-1][7:]))
         print(lines[-1], flush=True)
-    print("\n| system | dev F1 | test F1 | train tokens/s | inference sentences/s | peak RSS MB |")
+    print(f"\n{flags_line()}")
+    print("| system | dev F1 | test F1 | train tokens/s | inference sentences/s | peak RSS MB |")
     print("|---|---|---|---|---|---|")
     for r in results:
         test = f"{r['test_f1'] * 100:.2f}" if "test_f1" in r else "-"
@@ -226,6 +293,8 @@ def main():
     if "ours" in by and "ours_bf16" in by:
         print(f"mixed_bfloat16 / float32 training speed: {by['ours_bf16']['train_tokens_per_s'] / by['ours']['train_tokens_per_s']:.2f}x; "
               f"test F1 difference {(by['ours_bf16']['test_f1'] - by['ours']['test_f1']) * 100:+.2f}")
+    if results:
+        write_results(args, results)
 
 
 if __name__ == "__main__":
