@@ -47,7 +47,8 @@ when its encoder mean vector -- the mean of the encoder's last
 ``sequence_output`` over the text's WordPiece tokens, ``[CLS]`` and
 ``[SEP]`` excluded (a text of several windows: over all its windows' tokens)
 -- has a cosine similarity above ``diversity`` with a text already chosen;
-``diversity=1`` turns the step off. When the candidates run out before
+``diversity=1`` turns the step off (and only ``budget`` candidates are
+kept). When the candidates run out before
 ``budget`` texts are chosen, fewer are returned (the summary says so).
 
 **Streaming.** The pool is read ``chunk`` lines at a time; texts are not
