@@ -12,7 +12,8 @@ encoder of a trained NER tagger, against the same encoder in float32:
   int8 against float32 (identical entities, share of the union).
 
 kerasbert offers no int8 option: the README's "Make it fast" gives the
-measured reason.
+measured reason. The rows (one per shape: float32 and int8 ms, their ratio)
+and the agreement go to ``bench/results/int8_encoder/`` (``bench/results.py``).
 
     python bench/int8_encoder.py --model RUN/model [--sentences 1000] [--repeats 30]
 """
@@ -26,9 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.serving_throughput import conll_sentences  # noqa: E402
-from bench.serving_throughput import cpu_flags  # noqa: E402
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
 
 
 def encoder_inputs(batch, width):
@@ -66,7 +69,7 @@ def main():
 
     from apps.ner.tagger import Tagger
 
-    print(f"flags: {' '.join(cpu_flags()) or 'none of avx512f/avx512_bf16/amx'}; {os.cpu_count()} cores")
+    print(flags_line())
     texts = conll_sentences(args.sentences)
     taggers, hidden, times = {}, {}, {}
     for mode in ("float32", "int8"):
@@ -85,8 +88,19 @@ def main():
     print(f"last hidden state |int8 - float32|: max {diff.max():.4f}, mean {diff.mean():.4f} "
           f"(mean |float32| {np.abs(hidden['float32']).mean():.4f})")
     a, b = (entity_set(taggers[m].predict(texts)) for m in ("float32", "int8"))
-    print(f"entities on {len(texts)} CoNLL test sentences: {len(a & b)} of {len(a)} float32 identical in int8 "
-          f"({len(b)} found), share of the union {len(a & b) / max(len(a | b), 1):.4f}")
+    agreement = (f"{len(a & b)} of {len(a)} float32 identical in int8 ({len(b)} found), "
+                 f"share of the union {len(a & b) / max(len(a | b), 1):.4f}")
+    print(f"entities on {len(texts)} CoNLL test sentences: {agreement}")
+    rows = [{"shape": key, "float32 ms": round(times["float32"][key], 2), "int8 ms": round(times["int8"][key], 2),
+             "int8 time / float32 time": f"{times['int8'][key] / times['float32'][key]:.2f}x"}
+            for key in times["float32"]]
+    write_result("int8_encoder", rows, setup={
+        "model": f"the encoder of {args.model}: float32 against Keras post-training int8 (encoder.quantize('int8'))",
+        "timing": f"a tf.function of the encoder alone, median of {args.repeats} calls (batch 1) and "
+                  f"{max(3, args.repeats // 4)} calls (64 rows) after a warm-up call",
+        "hidden state": f"|int8 - float32| of the last hidden state: max {diff.max():.4f}, mean {diff.mean():.4f}",
+        "entities": f"on {len(texts)} CoNLL-2003 test sentences: {agreement}",
+    })
 
 
 if __name__ == "__main__":
