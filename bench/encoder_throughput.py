@@ -14,7 +14,8 @@ Each figure is the median of ``--runs`` timed forward passes after
 ``--warmup`` untimed ones. Keras models run through ``predict_on_batch``
 (a compiled ``tf.function``). Also the tokenizer's characters/s on English
 text (CoNLL-2003 dev sentences from ../shared if present, else the reference
-sentences repeated).
+sentences repeated). The rows (one per shape and mode: graph / XLA) go to
+``bench/results/encoder_throughput/`` (``bench/results.py``).
 
     python bench/encoder_throughput.py [--runs 5] [--shapes base,minilm]
 """
@@ -23,6 +24,7 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +37,12 @@ import numpy as np  # noqa: E402
 import kerasbert  # noqa: E402
 from kerasbert.encoder import BertEncoder  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import cpu as cpu_info  # noqa: E402
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
+
+SHAPE_NAMES = {"base": "BERT-base", "minilm": "MiniLM"}  # as the rows of bench/results/encoder_throughput/ name them
 SHAPES = {
     "base": dict(num_layers=12, hidden_dim=768, num_heads=12, intermediate_dim=3072),
     "minilm": dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536),
@@ -145,6 +153,7 @@ def main():
         "padding_mask": np.ones((args.batch, args.length), np.int32),
     }
     print(f"machine: {platform.machine()}, CPU flags: {cpu_flags()},  {os.cpu_count()} CPU cores, {platform.platform()}")
+    print(flags_line())
     print(f"keras {keras.__version__} ({keras.backend.backend()}), keras-hub {keras_hub.__version__}")
     print(f"batch {args.batch} x {args.length} tokens, median of {args.runs} runs after {args.warmup} warm-up\n")
     rows = []
@@ -160,9 +169,11 @@ def main():
         print(f"{name}: HF transformers torch float32: {r['hf'] or 0:.0f} tok/s", flush=True)
         rows.append((name, r))
 
-    print("\n| shape | mode | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
+    print(f"\n{flags_line()}")
+    print("| shape | mode | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
           " ours/HF fp32 | ours/bare fp32 | ours bf16/fp32 |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    results = []
     for name, r in rows:
         hf = r["hf"]
         for xla in (False, True):
@@ -172,10 +183,25 @@ def main():
             ratio_hf = f"{ours / hf:.2f}x" if hf else "n/a"
             print(f"| {name} | {'XLA' if xla else 'graph'} | {ours:.0f} | {bare:.0f} | {hf_cell} | {ours16:.0f} | {bare16:.0f} |"
                   f" {ratio_hf} | {ours / bare:.3f} | {ours16 / ours:.2f}x |")
+            results.append({
+                "shape": SHAPE_NAMES.get(name, name), "mode": "XLA" if xla else "graph", "kerasbert fp32": round(ours),
+                "keras-hub BertBackbone fp32": round(bare), "HF torch fp32": round(hf) if hf else None,
+                "kerasbert bf16": round(ours16), "keras-hub BertBackbone bf16": round(bare16),
+                "ours / HF": f"{ours / hf:.2f}x" if hf else None, "ours / bare": f"{ours / bare:.3f}",
+                "bf16 / fp32": f"{ours16 / ours:.2f}x"})
 
     rate, how = tokenizer_rate(args.runs, 1)
     if rate:
         print(f"\ntokenizer: {rate:,.0f} characters/s ({how})")
+    flags = cpu_info()["flags"]
+    write_result("encoder_throughput", results, setup={
+        "unit": "forward tokens/s (keras models through predict_on_batch; HF BertModel under torch.inference_mode)",
+        "batch": f"{args.batch} x {args.length} tokens, randomly initialised weights",
+        "timing": f"median of {args.runs} runs after {args.warmup} warm-up runs",
+        "tokenizer": f"{rate:,.0f} characters/s ({how})" if rate else how,
+        **({} if "avx512_bf16" in flags or "amx_bf16" in flags else
+           {"note": "no native bfloat16 arithmetic on this CPU: mixed_bfloat16 is emulated"}),
+    })
 
 
 if __name__ == "__main__":
