@@ -120,7 +120,7 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
         (["ner", "export", "--model", setup["model"], "--output", blocker / "export"],
          f"{blocker / 'export' / '1'}: cannot write ({blocker} is a file, not a folder)"),
         (["pretrain", "--checkpoint", toy_checkpoint(), "--text", setup["text"], "--output", blocker / "pt",
-          "--max-length", "16"],
+          "--max-length", "16", "--held-out", "2"],
          f"{blocker / 'pt'}: cannot create the output folder (Not a directory)"),
         (["ner", "evaluate", "--model", setup["model"], "--data", setup["dev"], "--output", blocker / "s.json"],
          f"{blocker / 's.json'}: cannot write ({blocker} is a file, not a folder)"),
