@@ -123,7 +123,7 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
           "--max-length", "16", "--held-out", "2"],
          f"{blocker / 'pt'}: cannot create the output folder (Not a directory)"),
         (["ner", "evaluate", "--model", setup["model"], "--data", setup["dev"], "--output", blocker / "s.json"],
-         f"{blocker / 's.json'}: cannot write ({blocker} is a file, not a folder)"),
+         f"{blocker / 's.json'}: cannot write ({blocker} is a file, not a folder); choose another --output"),
     ]
     for argv, message in cases:
         status, last, err = kerasbert(*argv)

@@ -222,8 +222,12 @@ def write_scores(scores, data_path, output=None):
     from kerasbert.files import atomic_write_text
 
     out = Path(output) if output else Path(str(data_path) + ".scores.json")
+    from kerasbert.errors import WriteError
+
     try:
         atomic_write_text(out, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+    except WriteError as e:
+        raise KerasbertError(f"{e}; choose another --output") from e
     except OSError as e:
         raise KerasbertError(f"cannot write the scores to {out} ({e.strerror or e}); choose another --output") from e
     print(f"scores written to {out}")
