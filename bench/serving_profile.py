@@ -221,8 +221,6 @@ def stage_of(node):
 
 def op_profile(serve, batches, calls, logdir):
     """Wall time per call (median) and the op table of ``serve`` over ``batches``."""
-    import collections
-
     import tensorflow as tf
 
     inputs = [tf.constant(b) for b in batches]
@@ -240,7 +238,15 @@ def op_profile(serve, batches, calls, logdir):
         serve(text=inputs[state["i"] % len(inputs)])
         state["i"] += 1
 
-    events = trace_ops(one, calls, logdir)
+    return {"wall_ms_p50": statistics.median(walls), **op_table(trace_ops(one, calls, logdir), calls, stage_of)}
+
+
+def op_table(events, calls, stage_of, top=20):
+    """The kernels of :func:`trace_ops` summed per call: ``ops_per_call``,
+    ``op_ms``, ``by_stage_ms`` (``stage_of(node name)``), ``by_op_ms`` and
+    ``op_counts`` (the ``top`` op types)."""
+    import collections
+
     by_op, count, by_stage = collections.Counter(), collections.Counter(), collections.Counter()
     for node, op, ms in events:
         if op in ("Process", "_Arg", "_Retval", "NoOp", "Const"):
@@ -248,11 +254,17 @@ def op_profile(serve, batches, calls, logdir):
         by_op[op] += ms
         count[op] += 1 / calls
         by_stage[stage_of(node)] += ms
-    return {"wall_ms_p50": statistics.median(walls), "ops_per_call": round(sum(count.values())),
-            "op_ms": round(sum(by_op.values()), 3),
+    return {"ops_per_call": round(sum(count.values())), "op_ms": round(sum(by_op.values()), 3),
             "by_stage_ms": {k: round(v, 3) for k, v in by_stage.most_common()},
-            "by_op_ms": {k: round(v, 3) for k, v in by_op.most_common(20)},
-            "op_counts": {k: round(count[k]) for k, _ in by_op.most_common(20)}}
+            "by_op_ms": {k: round(v, 3) for k, v in by_op.most_common(top)},
+            "op_counts": {k: round(count[k]) for k, _ in by_op.most_common(top)}}
+
+
+def print_op_table(result, ops=12, width=30):
+    for stage, ms in result["by_stage_ms"].items():
+        print(f"  stage {stage:<{width}}{ms:9.3f} ms")
+    for op, ms in list(result["by_op_ms"].items())[:ops]:
+        print(f"  op    {op:<{width}}{ms:9.3f} ms  x{result['op_counts'][op]}")
 
 
 def untrained_extractor():
@@ -294,10 +306,7 @@ def ops_main(args):
         result = op_profile(serve, batches, args.sentences if label == "batch 1" else 5, tempfile.mkdtemp())
         print(f"\n{label}: {result['wall_ms_p50']:.2f} ms per call (median), {result['ops_per_call']} ops per call, "
               f"{result['op_ms']:.2f} ms of kernel time")
-        for stage, ms in result["by_stage_ms"].items():
-            print(f"  stage {stage:<30}{ms:9.3f} ms")
-        for op, ms in list(result["by_op_ms"].items())[:12]:
-            print(f"  op    {op:<30}{ms:9.3f} ms  x{result['op_counts'][op]}")
+        print_op_table(result)
         encoder = "Keras layers (before)" if args.keras_layers else "fused"
         rows.append({"part": f"{args.task}, {args.precision}, {encoder}, intra-op threads {intra}",
                      "task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,

@@ -26,7 +26,6 @@ wall time on 2 cores. Prints the CPU flags and writes
 """
 
 import argparse
-import collections
 import os
 import statistics
 import subprocess
@@ -40,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-STAGES = (("gradient_tape/", "backward"),)
 
 
 def stage_of(node):
@@ -67,6 +65,7 @@ def one_precision(args):
     from apps.ner.model import HEAD_PREFIX
     from apps.ner.model import NerModel
     from apps.ner.train import NerTrainSettings
+    from bench.serving_profile import op_table
     from bench.serving_profile import trace_ops
     from kerasbert.loader import resolve_checkpoint
     from kerasbert.training import BucketedBatches
@@ -99,19 +98,10 @@ def one_precision(args):
         model.train_on_batch(x, y)
         walls.append((time.perf_counter() - began) * 1000)
     events = trace_ops(lambda: model.train_on_batch(x, y), args.steps, tempfile.mkdtemp())
-    by_stage, by_op, count = collections.Counter(), collections.Counter(), collections.Counter()
-    for node, op, ms in events:
-        if op in ("Process", "_Arg", "_Retval", "NoOp", "Const"):
-            continue
-        by_stage[stage_of(node)] += ms
-        by_op[op] += ms
-        count[op] += 1 / args.steps
     step_ms = statistics.median(walls)
     return {"precision": args.precision, "intra_op": args.intra_threads, "step_ms": step_ms,
             "tokens_per_s": args.batch * args.length / step_ms * 1000, "host_batch_ms": host_ms,
-            "op_ms": sum(by_op.values()), "by_stage_ms": {k: round(v, 2) for k, v in by_stage.most_common()},
-            "by_op_ms": {k: round(v, 2) for k, v in by_op.most_common(14)},
-            "op_counts": {k: round(count[k]) for k, _ in by_op.most_common(14)}}
+            **op_table(events, args.steps, stage_of, top=14)}
 
 
 def main():
@@ -128,6 +118,7 @@ def main():
     if args.precision:
         print("RESULT " + json.dumps(one_precision(args)), flush=True)
         return
+    from bench.serving_profile import print_op_table
     from results import flags_line
     from results import write_result
 
@@ -145,10 +136,7 @@ def main():
         rows.append(row)
         print(f"\n{precision}: step {row['step_ms']:.0f} ms ({row['tokens_per_s']:.0f} tokens/s), host batching "
               f"{row['host_batch_ms']:.2f} ms per batch, {row['op_ms']:.0f} ms of kernel time")
-        for stage, ms in row["by_stage_ms"].items():
-            print(f"  stage {stage:<28}{ms:9.1f} ms")
-        for op, ms in list(row["by_op_ms"].items())[:10]:
-            print(f"  op    {op:<28}{ms:9.1f} ms  x{row['op_counts'][op]}")
+        print_op_table(row, ops=10, width=28)
     if len(rows) > 1:
         for row in rows[1:]:
             row["tokens_per_s_vs_first"] = row["tokens_per_s"] / rows[0]["tokens_per_s"]
