@@ -815,16 +815,11 @@ def resolve_auto(settings, rows):
     (:meth:`kerasbert.settings.TrainSettings.resolve_auto`); prints what was
     chosen when anything was auto."""
     resolved = settings.resolve_auto(rows)
-    keys = ("batch_size", "epochs", "patience", "learning_rate", "head_learning_rate")
-    auto = [key for key in keys if getattr(settings, key, None) == "auto"]
+    auto = [key for key in ("batch_size", "epochs", "patience") if getattr(settings, key, None) == "auto"]
     if auto:
         steps = math.ceil(rows / resolved.batch_size)
-        rates = [f"{name} {getattr(resolved, key):g}" for key, name in
-                 (("learning_rate", "encoder learning rate"), ("head_learning_rate", "head learning rate"))
-                 if key in auto]
         print(f"auto ({', '.join(auto)}): {rows} training rows -> batch size {resolved.batch_size}, {steps} steps "
               f"per epoch, {resolved.epochs} epochs ({steps * resolved.epochs} steps)"
-              + "".join(", " + rate for rate in rates)
               + (f", early stopping after {resolved.patience} epochs without a better dev F1" if resolved.patience else ""))
     return resolved
 
