@@ -566,6 +566,22 @@ def memory():
     return {k: int(stats[k]) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit") if k in stats}
 
 
+def host_and_transfer(batches, n):
+    """Seconds to build each of the first ``n`` batches on the host, and to put each on the device."""
+    import jax
+
+    host, transfer = [], []
+    for i in range(min(len(batches), n)):
+        t = time.perf_counter()
+        data = batches[i]
+        host.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        jax.block_until_ready(jax.device_put(data))
+        transfer.append(time.perf_counter() - t)
+    return host, transfer
+
+
+
 def run_speed(config):
     """One speed row (a dict) for ``config``: encoder, head, precision, batch, seq, warmup, steps."""
     import jax
@@ -606,14 +622,8 @@ def run_speed(config):
     fit_step = clock.epochs[1] / len(batches)
 
     # One step taken apart: host batching, transfer, the jitted step.
-    host, transfer, step = [], [], []
-    for i in range(min(len(batches), 10)):
-        t = time.perf_counter()
-        data = batches[i]
-        host.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        jax.block_until_ready(jax.device_put(data))
-        transfer.append(time.perf_counter() - t)
+    host, transfer = host_and_transfer(batches, 10)
+    step = []
     on_device = [jax.device_put(batches[i]) for i in range(min(len(batches), 4))]
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True,
                                  metrics_variables=True, purge_model_variables=False)
@@ -864,14 +874,7 @@ def train(args):
                                       format_scores=lambda s: f"dev entity F1 over the window rows' BIO tags: "
                                                               f"{s['f1']:.4f} (P {s['precision']:.4f}, R {s['recall']:.4f})")
     # What one step is made of, after training: host batching and the transfer.
-    host, transfer = [], []
-    for i in range(min(len(batches), 20)):
-        t = time.perf_counter()
-        data = batches[i]
-        host.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        jax.block_until_ready(jax.device_put(data))
-        transfer.append(time.perf_counter() - t)
+    host, transfer = host_and_transfer(batches, 20)
     widths = sorted({batches._width(b) for b in batches.batches})
     epochs = metrics["train_epoch_seconds"]
     steps = len(batches)
