@@ -6,7 +6,7 @@ entity's score and whether it exactly matches a gold entity (same type, same
 words for the BIO heads; same start, end and type for the GlobalPointer head,
 as their scorers count), and reports the expected calibration error over 10 equal-width score bins with
 the reliability table (per bin: count, mean score, accuracy)
-(:mod:`apps.ner.calibration`). Writes ``calibration.json`` and
+(:mod:`kerasbert_apps.ner.calibration`). Writes ``calibration.json`` and
 ``reliability.png`` (the reliability diagram) into ``--output``, and the
 figures to ``bench/results/entity_calibration/`` (``bench/results.py``): a row
 for all bins (entities, right, ECE, F1), then one per non-empty bin.
@@ -38,12 +38,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from apps.ner.calibration import format_calibration
-    from apps.ner.calibration import reliability_figure
-    from apps.ner.readers import detect_format
-    from apps.ner.readers import read_ner_file
-    from apps.ner.span_tagger import SpanTagger
-    from apps.ner.train import NER
+    from kerasbert_apps.ner.calibration import format_calibration
+    from kerasbert_apps.ner.calibration import reliability_figure
+    from kerasbert_apps.ner.readers import detect_format
+    from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.train import NER
     from kerasbert.files import atomic_write_text
 
     tagger = NER.load(args.model, verbose=True)

@@ -5,7 +5,7 @@ the library's tokenizer, decoding and export are TensorFlow; so the work is
 split, as in ``bench/triples_gpu_sweep.py``:
 
 1. ``prepare`` (here, TensorFlow): the CoNLL-2003 training rows exactly as
-   ``kerasbert ner train`` makes them (:meth:`apps.ner.tagger.Tagger.features`
+   ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.tagger.Tagger.features`
    of eng.train; eng.testa's rows for the dev score there), the tag list and
    the run's settings (the CPU bench's: MiniLM, batch 32, 3 epochs, max length
    128, float32, BiLSTM-CRF) go to BUNDLE, with the MiniLM checkpoint written
@@ -188,7 +188,7 @@ def conll_settings(args, output="(gpu run)"):
     """The CPU bench's settings (bench/ner_conll2003.py): MiniLM, eng.train,
     dev eng.testa, 3 epochs, batch 32, max length 128, everything else the
     ``ner train`` defaults."""
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.train import NerTrainSettings
 
     return NerTrainSettings(checkpoint=str(args.checkpoint), train=str(CONLL / "eng.train.gz"),
                             dev=str(CONLL / "eng.testa"), output=output, epochs=3, batch_size=32,
@@ -197,8 +197,8 @@ def conll_settings(args, output="(gpu run)"):
 
 def prepare(args):
     quiet_tf_logs()
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import NER
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.train import NER
     from kerasbert import training
     from kerasbert.checkpoint import is_training_state
     from kerasbert.checkpoint import official_name_from_hf
@@ -466,7 +466,7 @@ def synthetic_rows(count, seq, vocab, head, seed=0):
     """``count`` training rows of ``seq`` real tokens ([CLS] ... [SEP]) with
     random ids and valid BIO tags (random entities of 1-3 tokens, about one
     token in five inside one), or their GlobalPointer ``spans``."""
-    from apps.ner.tags import bio_tags
+    from kerasbert_apps.ner.tags import bio_tags
 
     rng = np.random.default_rng(seed)
     names = bio_tags(list(TYPES))
@@ -587,10 +587,10 @@ def run_speed(config):
     import jax
     import keras
 
-    from apps.ner.span_tagger import SpanTagger
-    from apps.ner.tagger import Tagger
-    from apps.ner.tags import bio_tags
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+    from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert import training
     from kerasbert.config import EncoderConfig
 
@@ -814,8 +814,8 @@ def train(args):
     import jax
     import keras
 
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert import training
     from kerasbert.loader import load_encoder
 
@@ -926,9 +926,9 @@ def check(args):
     import keras
     import tensorflow as tf
 
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import NER
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert.export import unpad
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_tokenizer

@@ -3,7 +3,7 @@
 Figures, not a test. Each system runs in its own subprocess (so peak RSS is
 its own) and prints one JSON line; the parent prints a table.
 
-* ``ours``: ``apps.ner.train`` (MiniLM official checkpoint -> BiLSTM -> CRF),
+* ``ours``: ``kerasbert_apps.ner.train`` (MiniLM official checkpoint -> BiLSTM -> CRF),
   trained on eng.train, model selected on eng.testa (dev), scored on dev and
   eng.testb (test) with seqeval (default = conlleval chunking).
 * ``hf``: transformers ``BertForTokenClassification`` on the same weights (the
@@ -56,11 +56,11 @@ def peak_rss_mb():
 
 def run_ours(args, precision, train_path, dev_path, test_path, tag):
     sys.path.insert(0, str(ROOT))
-    from apps.ner.readers import read_ner_file
-    from apps.ner.evaluate import score
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import NerTrainSettings
-    from apps.ner.train import train
+    from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.evaluate import score
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.train import train
 
     out = Path(args.workdir) / tag
     config = NerTrainSettings(
@@ -84,7 +84,7 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
 
 
 def word_tags(examples):
-    from apps.ner.tags import spans_to_tags
+    from kerasbert_apps.ner.tags import spans_to_tags
 
     return [[w for w in spans_to_tags(e.words, e.entities, "bio")] for e in examples]
 
@@ -98,7 +98,7 @@ def run_hf(args):
     from transformers import get_linear_schedule_with_warmup
 
     sys.path.insert(0, str(ROOT))
-    from apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert.loader import resolve_checkpoint
 
     torch.manual_seed(42)
@@ -218,7 +218,7 @@ def write_results(args, results):
             "data": "CoNLL-2003: trained on eng.train, model selected on eng.testa (dev), scored on eng.testb "
                     "(test) with seqeval",
             "training": training,
-            "rows": "each system in its own subprocess: kerasbert (apps.ner.train, BiLSTM-CRF head) in float32 "
+            "rows": "each system in its own subprocess: kerasbert (kerasbert_apps.ner.train, BiLSTM-CRF head) in float32 "
                     "and mixed_bfloat16; the Hugging Face recipe (BertForTokenClassification on the same "
                     "weights) on PyTorch CPU",
             "note": "train tokens/s: real WordPiece tokens over the epochs after the first (the first includes "

@@ -17,7 +17,7 @@ scores' calibration on eng.testb comes with those scores, as in
 Part ``genia``: GENIA has no train split here, so each head trains on the
 first 80% of dev.json, selects on the last 20% and is scored on test.json
 with nested entities KEPT in the gold, both heads by the same exact-span
-scorer (:mod:`apps.ner.span_scores`): micro P/R/F1 over all entities and
+scorer (:mod:`kerasbert_apps.ner.span_scores`): micro P/R/F1 over all entities and
 over the entities inside another. The CRF head reads its training data with
 the overlaps resolved by the reader's rule (it cannot represent them), so
 its nested recall is bounded by what that rule keeps.
@@ -61,9 +61,9 @@ def scores_on(model, data, exact_spans=False):
     the GlobalPointer head), or with ``exact_spans`` the exact-span scorer
     for any head, nested and overlapping gold entities kept."""
     sys.path.insert(0, str(ROOT))
-    from apps.ner.readers import read_ner_file
-    from apps.ner.span_tagger import SpanTagger
-    from apps.ner.train import NER
+    from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.train import NER
 
     examples = read_ner_file(data, **({"keep_overlaps": True} if exact_spans else {})).examples
     pipeline = NER.load(model)
@@ -72,8 +72,8 @@ def scores_on(model, data, exact_spans=False):
 
 
 def part_conll(args, work):
-    from apps.ner.calibration import format_calibration
-    from apps.ner.calibration import reliability_figure
+    from kerasbert_apps.ner.calibration import format_calibration
+    from kerasbert_apps.ner.calibration import reliability_figure
     from kerasbert.files import atomic_write_text
 
     rows = []

@@ -1,7 +1,7 @@
 """Where the NER serving signature spends its time, stage by stage.
 
 Figures, not a test. Each stage of the ``text`` signature
-(:meth:`apps.base.pipeline.Pipeline.serve` for the NER tagger) is compiled as
+(:meth:`kerasbert_apps.base.pipeline.Pipeline.serve` for the NER tagger) is compiled as
 a ``tf.function`` of its own and timed on the inputs the previous stage
 produced, at batch 1 (one CoNLL-2003 test sentence per call, as online
 requests arrive) and at batch 64:
@@ -70,11 +70,11 @@ def stages(tagger, jit_compile):
     """name -> tf.function."""
     import tensorflow as tf
 
-    from apps.ner.decode import crf_parameters
-    from apps.ner.decode import entities
-    from apps.ner.decode import tag_tables
-    from apps.ner.fused_bilstm import fused_bilstm
-    from apps.ner.fused_bilstm import graph_scorer
+    from kerasbert_apps.ner.decode import crf_parameters
+    from kerasbert_apps.ner.decode import entities
+    from kerasbert_apps.ner.decode import tag_tables
+    from kerasbert_apps.ner.fused_bilstm import fused_bilstm
+    from kerasbert_apps.ner.fused_bilstm import graph_scorer
     from kerasbert.export import by_length
     from kerasbert.export import jit_buckets
     from kerasbert.export import nonempty_encoder_inputs
@@ -270,8 +270,8 @@ def print_op_table(result, ops=12, width=30):
 def untrained_extractor():
     """MiniLM with an untrained CasRel head (the same shapes, so the same speed)."""
     import kerasbert
-    from apps.triples.extractor import Extractor
-    from apps.triples.model import TripleModel
+    from kerasbert_apps.triples.extractor import Extractor
+    from kerasbert_apps.triples.model import TripleModel
 
     folder = starter_folder()
     predicates = ["born_in", "works_for", "located_in", "capital_of"]

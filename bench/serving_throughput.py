@@ -72,7 +72,7 @@ COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "bat
 
 def conll_sentences(n):
     sys.path.insert(0, str(ROOT))
-    from apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.readers import read_ner_file
 
     examples = read_ner_file(SHARED / "conll2003" / "eng.testb").examples
     return [e.text for e in examples if e.text.strip()][:n]
@@ -122,7 +122,7 @@ def load_tagger(model, student_layers=None):
     untrained BiLSTM-CRF head (the same shapes, so the same speed); with
     ``student_layers``, its student with that many encoder layers (every
     other layer kept: the shape of ``kerasbert ner distill``'s students)."""
-    from apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.tagger import Tagger
 
     if student_layers:
         teacher, what = load_tagger(model)
@@ -132,8 +132,8 @@ def load_tagger(model, student_layers=None):
     if model:
         return Tagger.load(model), f"trained tagger {model}"
     import kerasbert
-    from apps.ner.model import NerModel
-    from apps.ner.tags import bio_tags
+    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.tags import bio_tags
 
     folder = starter_folder()
     tags = bio_tags(["LOC", "MISC", "ORG", "PER"])

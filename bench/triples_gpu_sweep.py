@@ -77,9 +77,9 @@ def prepare(args):
     from safetensors.numpy import load_file
     from safetensors.numpy import save_file
 
-    from apps.triples.data import predicates_of
-    from apps.triples.data import read_triples_file
-    from apps.triples.gplinker import GPLinkerExtractor
+    from kerasbert_apps.triples.data import predicates_of
+    from kerasbert_apps.triples.data import read_triples_file
+    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
     from kerasbert.loader import load_tokenizer
     from kerasbert.loader import open_checkpoint
     from kerasbert.loader import resolve_checkpoint
@@ -152,7 +152,7 @@ def padded_windows(windows):
 def load_bundle(bundle, smoke=0):
     """``(train rows, dev/test windows padded to MAX_LENGTH, dev/test
     examples, predicates)``; ``smoke``: only the first N rows and texts."""
-    from apps.triples.data import read_triples_file
+    from kerasbert_apps.triples.data import read_triples_file
 
     bundle = Path(bundle)
     data = np.load(bundle / "data.npz")
@@ -197,7 +197,7 @@ def _forward(model):
 def decode_rows(model, windows, examples, predicates):
     """The extractor's output dicts for ``examples`` (their ``windows``) at the
     default thresholds (every logit above 0), by the rule of
-    :mod:`apps.triples.gplinker_decode` (spans ``i <= j`` of real tokens;
+    :mod:`kerasbert_apps.triples.gplinker_decode` (spans ``i <= j`` of real tokens;
     a subject and an object linked by predicate ``p`` when both their head
     and their tail links are; a triple found in several windows once), in
     numpy; ``score`` is not computed (1.0). ``bench/triples_gpu_sweep.py
@@ -233,9 +233,9 @@ def decode_rows(model, windows, examples, predicates):
 
 
 def check(args):
-    from apps.triples.data import read_triples_file
-    from apps.triples.evaluate import score
-    from apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.data import read_triples_file
+    from kerasbert_apps.triples.evaluate import score
+    from kerasbert_apps.triples.train import TRIPLES
 
     extractor = TRIPLES.load(args.model)
     test = read_triples_file(SHARED / SPLITS["test"]).examples
@@ -260,11 +260,11 @@ def check(args):
 
 
 def run_settings(settings_dict, bundle, out, data):
-    from apps.triples.evaluate import score
-    from apps.triples.gplinker import GPLinkerExtractor
-    from apps.triples.gplinker_model import CODES
-    from apps.triples.gplinker_model import OUTPUTS
-    from apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.triples.evaluate import score
+    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
+    from kerasbert_apps.triples.gplinker_model import CODES
+    from kerasbert_apps.triples.gplinker_model import OUTPUTS
+    from kerasbert_apps.triples.train import TriplesTrainSettings
     from kerasbert import training
     from kerasbert.loader import load_encoder
 

@@ -66,8 +66,8 @@ DATASET_NAMES = {"webnlg_star": ("WebNLG*", "WebNLG"), "webnlg_exact": ("WebNLG 
 def cmeie_split(workdir):
     """Write CMeIE's dev set as 80% train / 20% test JSONL files (file order)."""
     sys.path.insert(0, str(ROOT))
-    from apps.triples.data import read_triples_file
-    from apps.triples.data import write_jsonl
+    from kerasbert_apps.triples.data import read_triples_file
+    from kerasbert_apps.triples.data import write_jsonl
 
     examples = read_triples_file(SHARED / "cmeie" / "val_triples.json.gz").examples
     cut = int(0.8 * len(examples))
@@ -103,7 +103,7 @@ def _comparable(key, value):
 def _training_defaults():
     """The training defaults of the settings this bench passes through."""
     sys.path.insert(0, str(ROOT))
-    from apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.triples.train import TriplesTrainSettings
 
     fields = {f.name: f.default for f in dataclasses.fields(TriplesTrainSettings)}
     return {k: fields[k] for k in ("dropout", "pointer_size", "layer_lr_decay")}
@@ -111,11 +111,11 @@ def _training_defaults():
 
 def child(args):
     sys.path.insert(0, str(ROOT))
-    from apps.triples.data import read_triples_file
-    from apps.triples.evaluate import score
-    from apps.triples.train import TRIPLES
-    from apps.triples.train import TriplesTrainSettings
-    from apps.triples.train import train
+    from kerasbert_apps.triples.data import read_triples_file
+    from kerasbert_apps.triples.evaluate import score
+    from kerasbert_apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.triples.train import train
 
     workdir = Path(args.workdir)
     if args.child == "cmeie":
@@ -142,8 +142,8 @@ def child(args):
     extractor = TRIPLES.load(out / "model")
     tuned = {}
     if args.tune_thresholds:
-        from apps.triples.tuning import tune_thresholds
-        from apps.triples.tuning import tuned
+        from kerasbert_apps.triples.tuning import tune_thresholds
+        from kerasbert_apps.triples.tuning import tuned
 
         dev = read_triples_file(dev_path).examples
         print(f"tuning the thresholds on {dev_path} ({config.eval_mode} match):", flush=True)

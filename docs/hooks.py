@@ -41,8 +41,8 @@ def on_files(files, config):
 def auto_rule_table():
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from apps.ner.train import NerTrainSettings
-    from apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.ner.train import NerTrainSettings
+    from kerasbert_apps.triples.train import TriplesTrainSettings
     from kerasbert import settings
 
     ner, triples = NerTrainSettings(), TriplesTrainSettings()

@@ -1,7 +1,7 @@
 """Writing SavedModels for TensorFlow Serving: versioned, atomic, warmed up.
 
 What every kerasbert export shares (the apps' pipelines add the serving
-function itself: :meth:`apps.base.pipeline.Pipeline.export`):
+function itself: :meth:`kerasbert_apps.base.pipeline.Pipeline.export`):
 
 * **layout** -- TF Serving's: ``EXPORT_BASE/N/saved_model.pb``,
   ``variables/``, ``assets.extra/``. ``N`` defaults to the next free integer

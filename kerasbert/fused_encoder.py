@@ -21,12 +21,12 @@ too), the feed-forward's GELU is written in the form the remapper folds into
 its matmul (erf and tanh forms), and attention is two batched matmuls around
 a softmax. It runs in the encoder's own variable dtype: float32, or bfloat16
 for an encoder rebuilt under the ``bfloat16`` policy
-(:meth:`apps.base.pipeline.Pipeline.with_precision`), where everything but the
+(:meth:`kerasbert_apps.base.pipeline.Pipeline.with_precision`), where everything but the
 LayerNorm statistics and the softmax stays in bfloat16 inside oneDNN.
 
 Training, eager ``model(...)`` calls and the JAX backend keep using the
 Keras layers. Inside :func:`serving_graph` (the serving graphs of
-:meth:`apps.base.pipeline.Pipeline.serve`, hence ``predict`` on TensorFlow and
+:meth:`kerasbert_apps.base.pipeline.Pipeline.serve`, hence ``predict`` on TensorFlow and
 every SavedModel, and the ``ids`` exports), an encoder called in inference
 mode while a TensorFlow function is traced runs this instead -- whatever head
 model it sits in. Tests hold the two to the same numbers

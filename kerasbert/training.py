@@ -473,7 +473,7 @@ def make_strategy(strategy):
       cluster and this process's place in it read from the ``TF_CONFIG``
       environment variable (``{"cluster": {"worker": ["host:port", ...]},
       "task": {"type": "worker", "index": i}}``). TensorFlow must not have
-      run anything before it is created: :meth:`apps.base.task.Task.train`
+      run anything before it is created: :meth:`kerasbert_apps.base.task.Task.train`
       creates it first.
     """
     if strategy in (None, "default"):

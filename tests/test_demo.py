@@ -46,7 +46,7 @@ def one_load_per_model_folder(monkeypatch):
     call on a folder loads it exactly as the command does (and prints the
     folder used); later calls on the same folder reuse that pipeline. Every
     call still parses its options, reads its input and writes its output."""
-    import apps.base.cli as cli
+    import kerasbert_apps.base.cli as cli
 
     load = cli._load
 
@@ -146,7 +146,7 @@ def test_predict_output_formats_round_trip_through_the_readers(trained, tmp_path
     kit's own readers read each back to the predicted entities, and the model
     scored against its own Label Studio pre-annotations (read with
     ``--use-predictions``) gets F1 1."""
-    from apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.readers import read_ner_file
 
     texts = ["Maria Sanchez joined Siemens in Munich after the Berlin Marathon.", "Nothing to see here.",
              "Angela Merkel met Emmanuel Macron in Berlin on Tuesday."]

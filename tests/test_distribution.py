@@ -25,8 +25,8 @@ import json, sys
 import keras
 assert keras.backend.backend() == "jax", keras.backend.backend()
 import jax
-from apps.ner.train import NerTrainSettings, train as train_ner
-from apps.triples.train import TriplesTrainSettings, train as train_triples
+from kerasbert_apps.ner.train import NerTrainSettings, train as train_ner
+from kerasbert_apps.triples.train import TriplesTrainSettings, train as train_triples
 ner, triples, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
 assert len(jax.devices()) == devices, jax.devices()
 # The training steps are jitted on JAX even with jit_compile off (the
@@ -111,7 +111,7 @@ def test_data_parallel_on_two_devices_agrees_with_one(runs):
 def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path):
     import tensorflow as tf
 
-    from apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.tagger import Tagger
 
     folder = runs[0] / "ner2" / "model"
     texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn", "BRUSSELS 1996-08-22", ""]

@@ -231,7 +231,7 @@ def test_python_snippets_in_the_pages_compile_and_import():
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     imports.add(ast.unparse(node))
-    assert any("apps.ner" in line for line in imports)
+    assert any("kerasbert_apps.ner" in line for line in imports)
     for line in sorted(imports):
         exec(line, {})
 

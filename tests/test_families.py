@@ -586,7 +586,7 @@ def tiny_checkpoint(directory, encoder, vocab):
 def test_both_apps_train_and_predict_on_albert_and_electra(tmp_path, minilm_dir, capsys):
     """NER on a brightmart-layout ALBERT, triples on an ELECTRA with factorized
     embeddings: train from the CLI, reload, predict with true offsets."""
-    from apps import samples
+    from kerasbert_apps import samples
 
     vocab = kerasbert.open_checkpoint(minilm_dir).read_vocab()
     albert = tiny_checkpoint(tmp_path / "albert", kerasbert.AlbertEncoder(

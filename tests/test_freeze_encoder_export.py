@@ -7,9 +7,9 @@ import numpy as np
 import tensorflow as tf
 
 import kerasbert
-from apps.ner.model import NerModel
-from apps.ner.tagger import Tagger
-from apps.ner.tags import bio_tags
+from kerasbert_apps.ner.model import NerModel
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.tags import bio_tags
 from conftest import require_shared
 
 

@@ -5,9 +5,9 @@ tests/test_freeze_encoder_export.py.)"""
 
 import numpy as np
 
-from apps.ner.tagger import Tagger
-from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
 from kerasbert.loader import load_encoder

@@ -30,9 +30,9 @@ def toy_checkpoint():
 def models(tmp_path_factory):
     """An NER model folder (untrained tagger on the toy encoder) and a
     triples model folder (one epoch on four sentences)."""
-    from apps.ner.model import NerModel
-    from apps.ner.tagger import Tagger
-    from apps.ner.tags import bio_tags
+    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_tokenizer
 
@@ -94,8 +94,8 @@ def test_predict_reads_every_storage_of_the_same_texts_alike(models, tmp_path, c
 @pytest.mark.parametrize("storage", list(SAME_CONTENT))
 def test_training_data_reads_alike_in_every_storage(tmp_path, capsys, storage):
     """CoNLL, JSON lines and a JSON array (NER and triples): the same examples."""
-    from apps.ner.readers import read_ner_file
-    from apps.triples.data import read_triples_file
+    from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.triples.data import read_triples_file
 
     spans = [{"text": "Peter lives in Paris.", "entities": [[0, 5, "PER"], [15, 20, "LOC"]]}]
     triples = [{"text": "Alan Bean was born in Wheeler.", "triple_list": [["Alan Bean", "birthPlace", "Wheeler"]]}]

@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import pytest
 
-from apps.ner.model import NerModel
-from apps.ner.tagger import Tagger
-from apps.ner.tags import bio_tags
-from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
+from kerasbert_apps.ner.model import NerModel
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.tags import bio_tags
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
 from kerasbert.encoder import BertEncoder
@@ -156,7 +156,7 @@ def test_resume_backup_keeps_adapters_and_frozen_kernels_apart(checkpoint, tmp_p
 def test_both_apps_offer_lora_rank():
     import dataclasses
 
-    from apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.triples.train import TriplesTrainSettings
 
     for cls in (NerTrainSettings, TriplesTrainSettings):
         assert {f.name: f.default for f in dataclasses.fields(cls)}["lora_rank"] == 0
@@ -200,8 +200,8 @@ def test_a_lora_folder_without_its_checkpoint_is_a_clear_error(runs, tmp_path):
 
 
 def test_a_triples_lora_folder_loads_back(checkpoint, tmp_path):
-    from apps.triples.extractor import Extractor
-    from apps.triples.model import TripleModel
+    from kerasbert_apps.triples.extractor import Extractor
+    from kerasbert_apps.triples.model import TripleModel
     from kerasbert.loader import load_tokenizer
 
     keras.utils.set_random_seed(5)
@@ -227,9 +227,9 @@ def test_a_gplinker_lora_folder_loads_back_and_merges(checkpoint, tmp_path):
     """The GPLinker head (``triples train --head gplinker --lora-rank``): the
     folder holds adapters and head, loads back to the same logits, and the
     merged pipeline (what ``export`` serves) gives them too."""
-    from apps.triples.gplinker import GPLinkerExtractor
-    from apps.triples.gplinker_model import GPLinkerModel
-    from apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
+    from kerasbert_apps.triples.gplinker_model import GPLinkerModel
+    from kerasbert_apps.triples.train import TRIPLES
     from kerasbert.loader import load_tokenizer
 
     keras.utils.set_random_seed(6)

@@ -1,21 +1,21 @@
-"""Calibration of NER entity scores (apps.ner.calibration): hand-made outcomes."""
+"""Calibration of NER entity scores (kerasbert_apps.ner.calibration): hand-made outcomes."""
 
 import numpy as np
 import pytest
 
-from apps.ner.calibration import calibration
-from apps.ner.calibration import entity_outcomes
-from apps.ner.calibration import expected_calibration_error
-from apps.ner.calibration import fit_temperature
-from apps.ner.calibration import format_calibration
-from apps.ner.calibration import reliability_figure
-from apps.ner.calibration import reliability_table
-from apps.ner.calibration import score_logits
-from apps.ner.calibration import sigmoid_scores
-from apps.ner.evaluate import format_scores
-from apps.ner.evaluate import score
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
+from kerasbert_apps.ner.calibration import calibration
+from kerasbert_apps.ner.calibration import entity_outcomes
+from kerasbert_apps.ner.calibration import expected_calibration_error
+from kerasbert_apps.ner.calibration import fit_temperature
+from kerasbert_apps.ner.calibration import format_calibration
+from kerasbert_apps.ner.calibration import reliability_figure
+from kerasbert_apps.ner.calibration import reliability_table
+from kerasbert_apps.ner.calibration import score_logits
+from kerasbert_apps.ner.calibration import sigmoid_scores
+from kerasbert_apps.ner.evaluate import format_scores
+from kerasbert_apps.ner.evaluate import score
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
 
 
 def test_ece_of_hand_made_outcomes():

@@ -11,17 +11,17 @@ from conftest import require_shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
-from apps.ner.readers import OUTPUT_FORMATS
-from apps.ner.readers import detect_format
-from apps.ner.readers import prediction_record
-from apps.ner.readers import read_conll
-from apps.ner.readers import read_jsonl
-from apps.ner.readers import read_ner_file
-from apps.ner.readers import read_parallel
-from apps.ner.readers import write_jsonl
-from apps.ner.tags import spans_to_tags
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.readers import OUTPUT_FORMATS
+from kerasbert_apps.ner.readers import detect_format
+from kerasbert_apps.ner.readers import prediction_record
+from kerasbert_apps.ner.readers import read_conll
+from kerasbert_apps.ner.readers import read_jsonl
+from kerasbert_apps.ner.readers import read_ner_file
+from kerasbert_apps.ner.readers import read_parallel
+from kerasbert_apps.ner.readers import write_jsonl
+from kerasbert_apps.ner.tags import spans_to_tags
 from kerasbert.errors import InputDataError
 
 

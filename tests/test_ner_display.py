@@ -1,17 +1,17 @@
-"""apps.ner.display: highlighted entities and error-analysis rows (no model needed)."""
+"""kerasbert_apps.ner.display: highlighted entities and error-analysis rows (no model needed)."""
 
 import re
 
 import numpy as np
 import pytest
 
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
-from apps.ner.display import HTML
-from apps.ner.display import entities_html
-from apps.ner.display import errors
-from apps.ner.display import errors_html
-from apps.ner.display import render
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.display import HTML
+from kerasbert_apps.ner.display import entities_html
+from kerasbert_apps.ner.display import errors
+from kerasbert_apps.ner.display import errors_html
+from kerasbert_apps.ner.display import render
 
 
 def marks(html):

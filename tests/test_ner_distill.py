@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 
-from apps.ner.tagger import Tagger
-from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
 from kerasbert.cli import main

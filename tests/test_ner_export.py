@@ -21,11 +21,11 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from apps.ner.readers import read_ner_file
-from apps.ner.fused_bilstm import fused_bilstm
-from apps.ner.model import NerModel
-from apps.ner.tagger import Tagger
-from apps.ner.tags import bio_tags
+from kerasbert_apps.ner.readers import read_ner_file
+from kerasbert_apps.ner.fused_bilstm import fused_bilstm
+from kerasbert_apps.ner.model import NerModel
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.tags import bio_tags
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
@@ -93,7 +93,7 @@ for b in range(0, len(texts), 64):
              "text": got["mention"][i, k].numpy().decode(), "score": float(got["score"][i, k])}
             for k in range(n)
         ]
-assert not any(m.split(".")[0] in ("kerasbert", "apps") for m in sys.modules), "imported more than TF and TF-Text"
+assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps", "apps") for m in sys.modules), "imported more than TF and TF-Text"
 json.dump([out[i] for i in range(len(texts))], open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
 """
 
@@ -353,8 +353,8 @@ import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import keras
 assert keras.backend.backend() == "jax"
-from apps.ner.examples import Example
-from apps.ner.tagger import Tagger
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.tagger import Tagger
 texts = json.load(open(sys.argv[2], encoding="utf-8"))
 tagger = Tagger.load(sys.argv[1])
 print("RESULT " + json.dumps(tagger.predict(texts, batch_size=16)))
@@ -385,7 +385,7 @@ def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(tagger, sentence
         assert [e["score"] for e in a["entities"]] == pytest.approx([e["score"] for e in b["entities"]], abs=2e-3)
     # calibration's pass (the model on the host, the forward-backward per temperature) as on TensorFlow
     outcomes = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("OUTCOMES "))[len("OUTCOMES "):])
-    from apps.ner.examples import Example
+    from kerasbert_apps.ner.examples import Example
 
     scores_at, _ = tagger.score_outcomes([Example(t, [], "tf") for t in texts], batch_size=16)
     np.testing.assert_allclose(outcomes, scores_at(1.3), atol=2e-3)

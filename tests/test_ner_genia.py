@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from apps.ner.examples import Entity
-from apps.ner.readers import detect_format
-from apps.ner.readers import read_ner_file
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.readers import detect_format
+from kerasbert_apps.ner.readers import read_ner_file
 from conftest import require_shared
 from kerasbert.errors import InputDataError
 

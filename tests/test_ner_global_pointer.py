@@ -13,13 +13,13 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
-from apps.ner.span_decode import span_entities
-from apps.ner.span_tagger import SpanTagger
-from apps.ner.train import NER
-from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.span_decode import span_entities
+from kerasbert_apps.ner.span_tagger import SpanTagger
+from kerasbert_apps.ner.train import NER
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.ner.train import train
 from conftest import require_shared
 from kerasbert.cli import main as cli_main
 from kerasbert.errors import KerasbertError
@@ -171,7 +171,7 @@ def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
 def test_calibrate_fits_the_score_temperature_and_changes_no_entity(run, tmp_path, capsys):
     import shutil
 
-    from apps.ner.calibration import score_logits
+    from kerasbert_apps.ner.calibration import score_logits
 
     tmp, _ = run
     model = tmp_path / "model"
@@ -213,7 +213,7 @@ def test_bio_heads_resolve_overlaps_and_say_their_scorer(run):
 
 
 def test_exact_span_scores_count_nested_entities():
-    from apps.ner.span_scores import span_scores
+    from kerasbert_apps.ner.span_scores import span_scores
 
     gold = [Example("x" * 20, [Entity(0, 10, "A"), Entity(2, 4, "B"), Entity(12, 14, "B")], "t:1")]
     predicted = [{"entities": [{"start": 0, "end": 10, "type": "A"}, {"start": 2, "end": 4, "type": "A"},

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import kerasbert
-from apps.ner import select as sel
-from apps.ner.tags import bio_tags
+from kerasbert_apps.ner import select as sel
+from kerasbert_apps.ner.tags import bio_tags
 
 TAGS = bio_tags(["LOC", "PER"])
 TEXTS = ["Peter lives in Paris.", "Alice flew from Rome to Berlin on Monday.", "Nothing here.",
@@ -35,10 +35,10 @@ def _encoder(tokenizer):
 @pytest.fixture(scope="module")
 def taggers(tokenizer):
     """Tiny random models of the three heads (max_length 16: long texts are windowed)."""
-    from apps.ner.model import NerModel
-    from apps.ner.span_model import GlobalPointerNerModel
-    from apps.ner.span_tagger import SpanTagger
-    from apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.span_model import GlobalPointerNerModel
+    from kerasbert_apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.tagger import Tagger
     from kerasbert.crf import allowed_transitions
 
     keras.utils.set_random_seed(5)
@@ -178,7 +178,7 @@ def test_ranking_follows_the_measure_and_the_summary_counts(taggers, monkeypatch
 def test_a_large_pool_streams_through_a_bounded_heap(tmp_path):
     """20k lines: at most `keep` candidates are ever held, the kept ones are exactly the best, the
     skipped lines are counted, and Python's peak memory stays well below the pool's size."""
-    from apps.base.cli import read_texts
+    from kerasbert_apps.base.cli import read_texts
 
     rng = np.random.default_rng(0)
     lines = []
@@ -239,7 +239,7 @@ def test_near_duplicates_are_not_both_selected(taggers):
 
 @pytest.mark.parametrize("fmt", ["label-studio", "doccano"])
 def test_the_written_tasks_read_back_with_the_models_entities(taggers, tmp_path, fmt):
-    from apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.readers import read_ner_file
 
     selection = sel.select_texts(taggers["crf"], TEXTS, 4)
     path = tmp_path / ("tasks.json" if fmt == "label-studio" else "tasks.jsonl")

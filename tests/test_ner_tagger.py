@@ -13,15 +13,15 @@ import tensorflow as tf
 from keras import ops
 
 import kerasbert
-from apps.base.model import encoder_inputs
-from apps.ner.decode import entities
-from apps.ner.decode import tag_tables
-from apps.ner.evaluate import score
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
-from apps.ner.tagger import Tagger
-from apps.ner.tags import bio_tags
-from apps.ner.tags import spans_to_unit_tags
+from kerasbert_apps.base.model import encoder_inputs
+from kerasbert_apps.ner.decode import entities
+from kerasbert_apps.ner.decode import tag_tables
+from kerasbert_apps.ner.evaluate import score
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.tags import bio_tags
+from kerasbert_apps.ner.tags import spans_to_unit_tags
 
 TAGS = bio_tags(["LOC", "PER"])  # O, B-LOC, I-LOC, B-PER, I-PER
 
@@ -192,7 +192,7 @@ def test_unit_tags_and_perfect_score():
 
 
 def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, tmp_path, capsys):
-    from apps.ner.model import NerModel
+    from kerasbert_apps.ner.model import NerModel
     from kerasbert.encoder import BertEncoder
     from kerasbert.errors import KerasbertError
 
@@ -250,7 +250,7 @@ def entity_probability_by_clamping(potentials, transitions, start, s, e, b, c):
 def small_tagger(request, tokenizer):
     """A small random NER model that predicts many entities (emission biases
     pushed towards entity tags), with the BIO-constrained CRF or without CRF."""
-    from apps.ner.model import NerModel
+    from kerasbert_apps.ner.model import NerModel
     from kerasbert.crf import allowed_transitions
     from kerasbert.encoder import BertEncoder
 
@@ -336,10 +336,10 @@ def test_calibrate_cli_fits_a_bio_taggers_temperature_and_changes_no_entity(smal
     does not grow."""
     import json
 
-    from apps.ner.calibration import entity_outcomes
-    from apps.ner.calibration import log_loss
-    from apps.ner.train import NER
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.calibration import entity_outcomes
+    from kerasbert_apps.ner.calibration import log_loss
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert.cli import main
 
     texts = ["Peter Blackburn met Acme Corp in Paris on Monday.", "Alice and Bob flew to New York City.",
@@ -370,11 +370,11 @@ def test_calibrate_cli_fits_a_bio_taggers_temperature_and_changes_no_entity(smal
 
 
 def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
-    """apps.ner.decode.entity_log_probabilities (TensorFlow, inference) is the
+    """kerasbert_apps.ner.decode.entity_log_probabilities (TensorFlow, inference) is the
     twin of kerasbert.crf.crf_segment_log_probability (keras.ops)."""
     import tensorflow as tf
 
-    from apps.ner.decode import entity_log_probabilities
+    from kerasbert_apps.ner.decode import entity_log_probabilities
     from kerasbert import crf
 
     rng = np.random.default_rng(3)

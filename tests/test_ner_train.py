@@ -13,8 +13,8 @@ import keras
 import numpy as np
 import pytest
 
-from apps.ner.train import NerTrainSettings
-from apps.ner.train import train
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.ner.train import train
 from conftest import REPO_ROOT
 from conftest import conll_slice
 from conftest import interrupt_then_resume
@@ -93,7 +93,7 @@ def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data, 
     """The same run in a process with two logical CPUs under MirroredStrategy
     and in this process on one device."""
     settings = _toy_settings(tmp_path, data, strategy="mirrored", output=str(tmp_path / "mirrored"), dropout=0.0)
-    _assert_same_losses(one_device, train_on_two_logical_cpus(settings, "apps.ner.train"))
+    _assert_same_losses(one_device, train_on_two_logical_cpus(settings, "kerasbert_apps.ner.train"))
 
 
 def test_multiworker_two_processes_agree_with_one_device(tmp_path, data, one_device):
@@ -101,7 +101,7 @@ def test_multiworker_two_processes_agree_with_one_device(tmp_path, data, one_dev
     global batch of 8: the same losses as one device with batches of 8; the
     chief writes the run, the other worker nothing in its OUTPUT."""
     settings = _toy_settings(tmp_path, data, strategy="multiworker", output=str(tmp_path / "chief"), dropout=0.0)
-    history, (chief, worker) = train_on_two_workers(settings, "apps.ner.train", tmp_path / "worker")
+    history, (chief, worker) = train_on_two_workers(settings, "kerasbert_apps.ner.train", tmp_path / "worker")
     _assert_same_losses(one_device, history)
     assert "MultiWorkerMirroredStrategy: 2 workers, this is worker 0 (the chief" in chief
     assert "this is worker 1 (writes nothing in OUTPUT)" in worker

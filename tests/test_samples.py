@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.ner.readers import read_ner_file
-from apps.triples.data import read_triples_file
+from kerasbert_apps.ner.readers import read_ner_file
+from kerasbert_apps.triples.data import read_triples_file
 
 SAMPLES = Path(__file__).resolve().parents[1] / "apps" / "samples"
 README = SAMPLES / "README.md"

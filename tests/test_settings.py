@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from apps.ner.train import NerTrainSettings
-from apps.triples.train import TriplesTrainSettings
+from kerasbert_apps.ner.train import NerTrainSettings
+from kerasbert_apps.triples.train import TriplesTrainSettings
 from conftest import REPO_ROOT
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import add_settings_options

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from apps.triples.data import Span
-from apps.triples.data import locate
-from apps.triples.data import pair_closest
-from apps.triples.data import predicates_of
-from apps.triples.data import read_schema
-from apps.triples.data import read_triples_file
-from apps.triples.data import write_jsonl
+from kerasbert_apps.triples.data import Span
+from kerasbert_apps.triples.data import locate
+from kerasbert_apps.triples.data import pair_closest
+from kerasbert_apps.triples.data import predicates_of
+from kerasbert_apps.triples.data import read_schema
+from kerasbert_apps.triples.data import read_triples_file
+from kerasbert_apps.triples.data import write_jsonl
 from conftest import require_shared
 from kerasbert.errors import InputDataError
 

@@ -1,4 +1,4 @@
-"""Pointer decoding (the TensorFlow rule of :mod:`apps.triples.decode`, on
+"""Pointer decoding (the TensorFlow rule of :mod:`kerasbert_apps.triples.decode`, on
 hand-made probabilities), training features through offsets, subject
 sampling, and the extractor's batched / windowed prediction with an oracle
 Keras model (no training): the one path ``predict`` and the SavedModel share."""
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from apps.triples.batches import SubjectSampledBatches
-from apps.triples.data import Span
-from apps.triples.data import Triple
-from apps.triples.data import TripleExample
-from apps.base.model import encoder_inputs
-from apps.triples.decode import spans
-from apps.triples.extractor import Extractor
-from apps.triples.extractor import normalize_thresholds
+from kerasbert_apps.triples.batches import SubjectSampledBatches
+from kerasbert_apps.triples.data import Span
+from kerasbert_apps.triples.data import Triple
+from kerasbert_apps.triples.data import TripleExample
+from kerasbert_apps.base.model import encoder_inputs
+from kerasbert_apps.triples.decode import spans
+from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.extractor import normalize_thresholds
 from kerasbert.errors import KerasbertError
 from kerasbert.tokenizer import BertTokenizer
 
@@ -25,7 +25,7 @@ from kerasbert.tokenizer import BertTokenizer
 
 
 def decode_spans(start, end, threshold_start=0.5, threshold_end=0.5, mask=None):
-    """:func:`apps.triples.decode.spans` on one ``[len]`` row -> ``[(start, end,
+    """:func:`kerasbert_apps.triples.decode.spans` on one ``[len]`` row -> ``[(start, end,
     score)]``, or on ``[len, P]`` columns (one row per predicate) -> ``[(start,
     end, predicate, score)]``."""
     start, end = np.asarray(start, np.float32), np.asarray(end, np.float32)
@@ -248,7 +248,7 @@ class _Objects(keras.layers.Layer):
 
 
 class OracleModel:
-    """The two Keras models a :class:`~apps.triples.model.TripleModel` gives
+    """The two Keras models a :class:`~kerasbert_apps.triples.model.TripleModel` gives
     through ``decoders()``, computed from the token ids."""
 
     def __init__(self, tokenizer):

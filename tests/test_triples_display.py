@@ -1,4 +1,4 @@
-"""apps.triples.display: the triple table and the graph drawing (Agg backend, no model)."""
+"""kerasbert_apps.triples.display: the triple table and the graph drawing (Agg backend, no model)."""
 
 import matplotlib
 
@@ -7,15 +7,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from apps.triples.data import Span  # noqa: E402
-from apps.triples.data import Triple  # noqa: E402
-from apps.triples.data import TripleExample  # noqa: E402
-from apps.triples.display import EDGE_GID  # noqa: E402
-from apps.triples.display import EDGE_LABEL_GID  # noqa: E402
-from apps.triples.display import NODE_GID  # noqa: E402
-from apps.triples.display import as_triples  # noqa: E402
-from apps.triples.display import draw_triples  # noqa: E402
-from apps.triples.display import triples_html  # noqa: E402
+from kerasbert_apps.triples.data import Span  # noqa: E402
+from kerasbert_apps.triples.data import Triple  # noqa: E402
+from kerasbert_apps.triples.data import TripleExample  # noqa: E402
+from kerasbert_apps.triples.display import EDGE_GID  # noqa: E402
+from kerasbert_apps.triples.display import EDGE_LABEL_GID  # noqa: E402
+from kerasbert_apps.triples.display import NODE_GID  # noqa: E402
+from kerasbert_apps.triples.display import as_triples  # noqa: E402
+from kerasbert_apps.triples.display import draw_triples  # noqa: E402
+from kerasbert_apps.triples.display import triples_html  # noqa: E402
 
 
 def _triple(text, subject, predicate, obj, score=0.9):

@@ -2,12 +2,12 @@
 
 import pytest
 
-from apps.triples.data import Span
-from apps.triples.data import Triple
-from apps.triples.data import TripleExample
-from apps.triples.evaluate import format_scores
-from apps.triples.evaluate import overlap_classes
-from apps.triples.evaluate import score
+from kerasbert_apps.triples.data import Span
+from kerasbert_apps.triples.data import Triple
+from kerasbert_apps.triples.data import TripleExample
+from kerasbert_apps.triples.evaluate import format_scores
+from kerasbert_apps.triples.evaluate import overlap_classes
+from kerasbert_apps.triples.evaluate import score
 
 
 def gold(text, *triples, unlocated=()):

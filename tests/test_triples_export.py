@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from apps.triples.extractor import Extractor
-from apps.triples.model import TripleModel
+from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.model import TripleModel
 from conftest import require_shared
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
@@ -82,7 +82,7 @@ for b in range(0, len(texts), 64):
              "score": float(got["score"][i, k])}
             for k in range(int(got["count"][i]))
         ])
-assert not any(m.split(".")[0] in ("kerasbert", "apps") for m in sys.modules), "imported kerasbert"
+assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps", "apps") for m in sys.modules), "imported kerasbert"
 json.dump(out, open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
 """
 

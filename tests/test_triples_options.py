@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from apps.triples.extractor import Extractor
+from kerasbert_apps.triples.extractor import Extractor
 from conftest import require_shared
 from conftest import webnlg_slice
 from kerasbert.cli import main

@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import pytest
 
-from apps.triples.data import read_triples_file
-from apps.triples.evaluate import score
-from apps.triples.extractor import Extractor
-from apps.triples.train import TriplesTrainSettings
-from apps.triples.train import train
+from kerasbert_apps.triples.data import read_triples_file
+from kerasbert_apps.triples.evaluate import score
+from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.train import TriplesTrainSettings
+from kerasbert_apps.triples.train import train
 from conftest import interrupt_then_resume
 from conftest import require_shared
 from conftest import webnlg_slice
@@ -139,7 +139,7 @@ def test_mirrored_on_two_logical_devices_agrees_with_one_device(tmp_path, data):
     configs = {strategy: _toy_settings(tmp_path, data, strategy=strategy, output=str(tmp_path / strategy), dropout=0.0,
                                      epochs=2)
                for strategy in ("default", "mirrored")}
-    two = train_on_two_logical_cpus(configs["mirrored"], "apps.triples.train")
+    two = train_on_two_logical_cpus(configs["mirrored"], "kerasbert_apps.triples.train")
     train(configs["default"])
     one = [json.loads(l) for l in (tmp_path / "default" / "history.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 2

@@ -1,4 +1,4 @@
-"""Threshold tuning (``kerasbert triples tune``, :mod:`apps.triples.tuning`)
+"""Threshold tuning (``kerasbert triples tune``, :mod:`kerasbert_apps.triples.tuning`)
 on a made-up extractor whose F1 is a known function of its two thresholds:
 the grid scored, the best pair chosen, ties kept nearest the defaults. The
 command itself runs on the toy models in test_triples_train.py (casrel) and
@@ -6,8 +6,8 @@ test_triples_gplinker.py (gplinker)."""
 
 import pytest
 
-from apps.triples.tuning import format_tuning
-from apps.triples.tuning import tune_thresholds
+from kerasbert_apps.triples.tuning import format_tuning
+from kerasbert_apps.triples.tuning import tune_thresholds
 from kerasbert.cli import main
 
 
@@ -68,7 +68,7 @@ def test_bad_values_are_a_clear_error(tmp_path, capsys, values, problem):
 
 
 def test_the_command_writes_the_best_pair_unless_dry_run(tmp_path, capsys, monkeypatch):
-    from apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.train import TRIPLES
 
     saved = []
 

@@ -1,7 +1,7 @@
 """The apps' command line, written once: ``kerasbert APP train | evaluate | predict | export``.
 
 :func:`add_task_commands` adds an app's subcommand and its four standard
-commands from its :class:`~apps.base.task.Task`: ``train`` takes every
+commands from its :class:`~kerasbert_apps.base.task.Task`: ``train`` takes every
 training setting as an option (generated from the settings dataclass:
 :func:`kerasbert.settings.add_settings_options`), ``evaluate`` the same
 reader options as ``train`` (declared once, in ``Task.read_settings``), and
@@ -113,7 +113,7 @@ def add_labelled_file_command(commands, name, task, func, help, description):
 
 
 def _precision_option(parser, export=False):
-    from apps.base.pipeline import PRECISIONS
+    from kerasbert_apps.base.pipeline import PRECISIONS
 
     parser.add_argument(
         "--precision", choices=PRECISIONS, default="float32",

@@ -17,7 +17,7 @@ import keras
 from keras import ops
 
 import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
-from apps.base.pipeline import ENCODER_INPUTS
+from kerasbert_apps.base.pipeline import ENCODER_INPUTS
 from kerasbert.layer_mix import LayerMix
 from kerasbert.training import logs_for_distribution
 from kerasbert.training import scale_loss_for_distribution

@@ -1,8 +1,8 @@
 """A trained pipeline: raw text in, results with character offsets out.
 
 :class:`Pipeline` is what every app's trained artefact is (the NER
-:class:`~apps.ner.tagger.Tagger`, the triples
-:class:`~apps.triples.extractor.Extractor`): a Keras model, the tokenizer it
+:class:`~kerasbert_apps.ner.tagger.Tagger`, the triples
+:class:`~kerasbert_apps.triples.extractor.Extractor`): a Keras model, the tokenizer it
 was trained with, its labels and its window settings. Following a batch of
 texts, there is ONE path, the same for ``predict``, ``evaluate``, the dev
 evaluation during training, the CLI and the exported SavedModel:
@@ -41,7 +41,7 @@ adapters into the kernels first (:meth:`Pipeline.merged`).
 
 import numpy as np
 
-from apps.base.report import FeatureReport
+from kerasbert_apps.base.report import FeatureReport
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import resolve_model_dir
@@ -460,7 +460,7 @@ class Pipeline:
 
     def save_settings(self, directory):
         """Rewrite only the settings file of the pipeline folder ``directory``
-        (atomically), e.g. after :meth:`apps.ner.span_tagger.SpanTagger.calibrate`."""
+        (atomically), e.g. after :meth:`kerasbert_apps.ner.span_tagger.SpanTagger.calibrate`."""
         from kerasbert.saving import write_settings
 
         write_settings(directory, self.tokenizer, self._stored_settings(), self.settings_file)

@@ -2,7 +2,7 @@
 
 A :class:`Task` is the small description each app writes once (its name,
 settings, readers, scoring and pipeline class); everything around it is
-written here and in :mod:`apps.base.cli` once for all apps:
+written here and in :mod:`kerasbert_apps.base.cli` once for all apps:
 
 * :meth:`Task.train` -- a training run, start to end: read (and fail on) the
   data before anything is written, derive the labels, start the run
@@ -16,13 +16,13 @@ written here and in :mod:`apps.base.cli` once for all apps:
   rates), fit
   with dev evaluation after each epoch and the best pipeline kept
   (:func:`kerasbert.training.fit_and_select`), then let the head finish the
-  best pipeline (:meth:`~apps.base.pipeline.Pipeline.after_training`: the
+  best pipeline (:meth:`~kerasbert_apps.base.pipeline.Pipeline.after_training`: the
   NER heads fit their score temperature on dev);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
 * the CLI's ``train | evaluate | predict | export`` subcommands
-  (:func:`apps.base.cli.add_task_commands`).
+  (:func:`kerasbert_apps.base.cli.add_task_commands`).
 
-A new head for an existing task is a :class:`~apps.base.pipeline.Pipeline`
+A new head for an existing task is a :class:`~kerasbert_apps.base.pipeline.Pipeline`
 subclass (labels, model, decoding); a new task is a folder with its readers,
 its scoring, a ``Task`` and a ``register`` for the CLI.
 """
@@ -64,7 +64,7 @@ class Task:
 
     # --- what an app writes
     def pipeline_class(self, settings=None):
-        """The :class:`~apps.base.pipeline.Pipeline` subclass trained with ``settings``
+        """The :class:`~kerasbert_apps.base.pipeline.Pipeline` subclass trained with ``settings``
         (or loaded, when ``settings`` is None)."""
         raise NotImplementedError
 
@@ -163,7 +163,7 @@ class Task:
         ``settings.teacher`` (:func:`kerasbert.distill.student_encoder`: every
         other teacher layer, the embeddings and the head copied), on the
         teacher's outputs for the training texts and the ``--unlabeled``
-        ones plus the gold labels (:meth:`apps.base.model.TaskModel.distillation_loss`);
+        ones plus the gold labels (:meth:`kerasbert_apps.base.model.TaskModel.distillation_loss`);
         select on dev F1 like :meth:`train`. The result in ``OUTPUT/model``
         is an ordinary model folder. Returns the metrics (with the teacher's
         dev scores under ``"teacher_dev"``)."""
@@ -251,7 +251,7 @@ def start_lora(model, checkpoint, settings):
     """Keras LoRA adapters of rank ``settings.lora_rank`` on ``model``'s
     encoder, every original encoder weight frozen
     (:func:`kerasbert.lora.enable_lora`); prints the trainable share. Returns
-    the pipeline's :attr:`~apps.base.pipeline.Pipeline.lora`: the rank and the
+    the pipeline's :attr:`~kerasbert_apps.base.pipeline.Pipeline.lora`: the rank and the
     checkpoint the saved adapters go on (an absolute folder, or ``starter``)."""
     from pathlib import Path
 
@@ -281,9 +281,9 @@ def print_frozen(model):
 
 
 def read_unlabeled(path):
-    """The non-empty texts of ``path`` (:func:`apps.base.cli.read_texts`:
+    """The non-empty texts of ``path`` (:func:`kerasbert_apps.base.cli.read_texts`:
     plain lines or JSON lines with a ``"text"``); empty lines are counted."""
-    from apps.base.cli import read_texts
+    from kerasbert_apps.base.cli import read_texts
 
     texts, empty = [], 0
     for _, text in read_texts(path):

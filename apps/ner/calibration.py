@@ -3,7 +3,7 @@
 Each predicted entity is an *outcome*: its ``score`` and whether it is
 correct -- it matches a gold entity exactly: the same type and the same
 units (words, or non-space characters for untokenized sources: the units
-:mod:`apps.ner.evaluate` scores on; a predicted span is widened to whole
+:mod:`kerasbert_apps.ner.evaluate` scores on; a predicted span is widened to whole
 units as there). Outcomes are grouped into ``BINS`` equal-width score bins,
 ``[0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]`` (the last one closed); the
 *expected calibration error* is the mean over bins, weighted by their share
@@ -22,7 +22,7 @@ pipeline the setting, ``calibrate`` and the fit at the end of training.
 
 import numpy as np
 
-from apps.ner.evaluate import units_of
+from kerasbert_apps.ner.evaluate import units_of
 from kerasbert.errors import KerasbertError
 
 BINS = 10
@@ -98,7 +98,7 @@ def expected_calibration_error(scores, correct, bins=BINS):
 
 
 def calibration(examples, predictions, bins=BINS):
-    """The ``calibration`` entry of :func:`apps.ner.evaluate.score`: ``ece``,
+    """The ``calibration`` entry of :func:`kerasbert_apps.ner.evaluate.score`: ``ece``,
     ``bins``, ``entities`` (predicted, with a score), ``correct``,
     ``unscored`` (predicted entities without a score, left out) and the
     reliability ``table``."""
@@ -182,7 +182,7 @@ def sigmoid_scores(logits):
 
 
 class ScoreTemperature:
-    """Mixin for an NER :class:`~apps.base.pipeline.Pipeline` whose entity
+    """Mixin for an NER :class:`~kerasbert_apps.base.pipeline.Pipeline` whose entity
     scores take a temperature ``T`` (module docstring): the ``temperature``
     setting (stored in the settings file, 1 by default and in folders saved
     before it existed), :meth:`calibrate`, and its run at the end of training

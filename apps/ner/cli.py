@@ -2,17 +2,17 @@
 
 Registered through the ``kerasbert.commands`` entry point (see
 pyproject.toml). The four standard commands come from the NER task
-(:data:`apps.ner.train.NER`, :func:`apps.base.cli.add_task_commands`); this
+(:data:`kerasbert_apps.ner.train.NER`, :func:`kerasbert_apps.base.cli.add_task_commands`); this
 module adds ``calibrate`` (the entity-score temperature), ``demo`` and
-``select`` (active learning, :mod:`apps.ner.select`).
+``select`` (active learning, :mod:`kerasbert_apps.ner.select`).
 """
 
-from apps.base.cli import add_labelled_file_command
-from apps.base.cli import add_task_commands
+from kerasbert_apps.base.cli import add_labelled_file_command
+from kerasbert_apps.base.cli import add_task_commands
 
 
 def register(subparsers):
-    from apps.ner.train import NER
+    from kerasbert_apps.ner.train import NER
 
     commands = add_task_commands(subparsers, NER)
     add_labelled_file_command(
@@ -36,23 +36,23 @@ def register(subparsers):
     demo.add_argument("--checkpoint", default="starter", help="encoder checkpoint (default: the starter encoder)")
     demo.add_argument("--example", help="the sentence to predict")
     demo.set_defaults(func=cmd_demo)
-    from apps.ner.select import add_command as add_select_command
+    from kerasbert_apps.ner.select import add_command as add_select_command
 
     add_select_command(commands)
 
 
 def cmd_demo(args):
-    from apps.ner.demo import EXAMPLE
-    from apps.ner.demo import run_demo
+    from kerasbert_apps.ner.demo import EXAMPLE
+    from kerasbert_apps.ner.demo import run_demo
 
     run_demo(args.output, epochs=args.epochs, checkpoint=args.checkpoint, example=args.example or EXAMPLE)
     return 0
 
 
 def cmd_calibrate(args):
-    from apps.ner.calibration import format_temperature
-    from apps.ner.span_tagger import is_span_model
-    from apps.ner.train import NER
+    from kerasbert_apps.ner.calibration import format_temperature
+    from kerasbert_apps.ner.span_tagger import is_span_model
+    from kerasbert_apps.ner.train import NER
     from kerasbert.saving import resolve_model_dir
     from kerasbert.settings import settings_from_args
 

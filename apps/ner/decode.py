@@ -1,6 +1,6 @@
 """NER decoding, written once as TensorFlow ops: per-window tags -> entities.
 
-:func:`entities` is step 3 of :class:`apps.base.pipeline.Pipeline` for the
+:func:`entities` is step 3 of :class:`kerasbert_apps.base.pipeline.Pipeline` for the
 NER tagger -- what ``predict``, ``evaluate``, the dev evaluation and the
 SavedModel all run. Following a batch:
 
@@ -26,7 +26,7 @@ SavedModel all run. Following a batch:
    probabilities times P(the next token is not ``I-X``). An entity that runs
    past the end of its first token's window (long texts only) is scored on
    the part inside that window, its end left open. With a score temperature
-   ``T`` (:mod:`apps.ner.calibration`) the emission scores and transitions
+   ``T`` (:mod:`kerasbert_apps.ner.calibration`) the emission scores and transitions
    are divided by ``T`` first; the tags, hence the entities, are the same.
 
 Outputs, padded per batch (the ``text`` signature's)::
@@ -265,7 +265,7 @@ def entity_scores(row_potentials, spans, crf=None, temperature=1.0):
     and ``crf`` from :func:`crf_parameters` (None: the softmax head). With
     ``temperature`` ``T`` (a float or a scalar tensor) emissions and
     transitions are divided by ``T`` first (the score temperature,
-    :mod:`apps.ner.calibration`; the constraints stay hard)."""
+    :mod:`kerasbert_apps.ner.calibration`; the constraints stay hard)."""
     import tensorflow as tf
 
     if crf is not None:

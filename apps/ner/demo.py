@@ -24,14 +24,14 @@ EXAMPLE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
 
 def sample_path(split):
     """Path of a split (``train``, ``dev``, ``test``) of the shipped NER sample."""
-    from apps import samples
+    from kerasbert_apps import samples
 
     return samples.path("ner", split)
 
 
 def demo_settings(output, epochs=4, checkpoint="starter", max_train_examples=0):
     """The training settings of the demo (also the notebooks' defaults)."""
-    from apps.ner.train import NerTrainSettings
+    from kerasbert_apps.ner.train import NerTrainSettings
 
     return NerTrainSettings(
         checkpoint=checkpoint, train=str(sample_path("train")), dev=str(sample_path("dev")),
@@ -43,11 +43,11 @@ def demo_settings(output, epochs=4, checkpoint="starter", max_train_examples=0):
 def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_examples=0, example=EXAMPLE):
     """Train, evaluate, predict, export; print where everything went. Returns
     a dict of the figures and paths."""
-    from apps.ner.readers import read_ner_file
-    from apps.ner.evaluate import format_scores
-    from apps.ner.evaluate import score
-    from apps.ner.tagger import Tagger
-    from apps.ner.train import train
+    from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.evaluate import format_scores
+    from kerasbert_apps.ner.evaluate import score
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.train import train
     from kerasbert.export import next_version
     from kerasbert.export import unpad
     from kerasbert.files import atomic_write_text

@@ -13,7 +13,7 @@ Jupyter displays it as HTML and plain Python can write it to a file.
   table.
 
 Entities can be the tagger's dicts (``{"start", "end", "type", ...}``) or
-:class:`apps.ner.examples.Entity` objects; offsets are Python ``str`` indices
+:class:`kerasbert_apps.ner.examples.Entity` objects; offsets are Python ``str`` indices
 (code points, not bytes or UTF-16 units), ``end`` exclusive, as everywhere in
 kerasbert.
 """
@@ -23,8 +23,8 @@ import numbers
 import operator
 import zlib
 
-from apps.base.display import HTML  # noqa: F401  (re-exported)
-from apps.base.display import field as _get
+from kerasbert_apps.base.display import HTML  # noqa: F401  (re-exported)
+from kerasbert_apps.base.display import field as _get
 
 __all__ = [
     "HTML",
@@ -164,7 +164,7 @@ def render(predictions, colors=None):
     """One :func:`entities_html` block per item, as one :class:`HTML` value.
 
     ``predictions`` is a list of ``Tagger.predict`` results (``{"text",
-    "entities"}``) or of gold :class:`apps.ner.examples.Example` objects (or a
+    "entities"}``) or of gold :class:`kerasbert_apps.ner.examples.Example` objects (or a
     single one of either). In a notebook, ``render(tagger.predict(texts))``
     as the last line of a cell shows the texts with their entities."""
     if isinstance(predictions, dict) or hasattr(predictions, "entities"):
@@ -192,7 +192,7 @@ def errors(examples, predictions):
       gold.
 
     A boundary error (predicted *Bank of* for gold *Bank of Japan*) is one
-    missed and one spurious row. Note that :func:`apps.ner.evaluate.score`
+    missed and one spurious row. Note that :func:`kerasbert_apps.ner.evaluate.score`
     scores whole words, so a prediction that ends inside a word may be an
     error here and a hit there.
 

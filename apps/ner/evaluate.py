@@ -17,7 +17,7 @@ With IOB2 tags produced from spans the two agree; both are printed because
 users compare against papers that use one or the other.
 
 Also reported: the calibration of the entity scores (expected calibration
-error over 10 equal-width score bins, :mod:`apps.ner.calibration`).
+error over 10 equal-width score bins, :mod:`kerasbert_apps.ner.calibration`).
 """
 
 import numpy as np
@@ -27,7 +27,7 @@ from seqeval.metrics import precision_score
 from seqeval.metrics import recall_score
 from seqeval.scheme import IOB2
 
-from apps.ner.tags import spans_to_unit_tags
+from kerasbert_apps.ner.tags import spans_to_unit_tags
 
 
 def units_of(example):
@@ -43,9 +43,9 @@ def score(examples, predictions):
 
     Returns a dict: ``precision``, ``recall``, ``f1`` (micro, default mode),
     ``macro_f1``, ``strict`` (the same in strict mode), ``per_type``,
-    the counts and ``calibration`` (:func:`apps.ner.calibration.calibration`).
+    the counts and ``calibration`` (:func:`kerasbert_apps.ner.calibration.calibration`).
     """
-    from apps.ner.calibration import calibration
+    from kerasbert_apps.ner.calibration import calibration
 
     gold, pred = [], []
     for example, prediction in zip(examples, predictions):
@@ -90,7 +90,7 @@ def format_scores(scores):
             f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} {int(values['support']):>8}"
         )
     if "calibration" in scores:
-        from apps.ner.calibration import format_calibration
+        from kerasbert_apps.ner.calibration import format_calibration
 
         lines.append(format_calibration(scores["calibration"]))
     return "\n".join(lines)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.base.report import Report
+from kerasbert_apps.base.report import Report
 from kerasbert.errors import InputDataError
 
 

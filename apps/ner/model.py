@@ -5,7 +5,7 @@ TensorFlow and JAX). Inputs are the encoder's three; outputs are
 ``{"potentials": [batch, len, num_tags] float32, "tags": [batch, len] int32}``
 where ``tags`` is the CRF's Viterbi path (or the argmax with ``use_crf=False``).
 
-The loss lives in :meth:`NerModel.task_loss` (:class:`apps.base.model.TaskModel`
+The loss lives in :meth:`NerModel.task_loss` (:class:`kerasbert_apps.base.model.TaskModel`
 adds regularization and distribution scaling), so plain ``model.fit(x, tags)``
 trains it on any backend: the CRF negative log-likelihood over each sequence's
 real tokens (``[CLS]`` and ``[SEP]`` carry the tag ``O``; padding is outside
@@ -18,8 +18,8 @@ own learning rate (:class:`kerasbert.training.GroupedAdamW`).
 import keras
 from keras import ops
 
-from apps.base.model import TaskModel
-from apps.base.model import encoder_inputs
+from kerasbert_apps.base.model import TaskModel
+from kerasbert_apps.base.model import encoder_inputs
 from kerasbert.crf import CRF
 
 HEAD_PREFIX = "ner_head_"
@@ -76,7 +76,7 @@ class NerModel(TaskModel):
     def head(self, sequence_output, padding_mask, bilstm=None, training=None):
         """The encoder's output -> ``(potentials, tags)``: dropout, BiLSTM,
         emission scores, CRF Viterbi (or argmax). The functional model is
-        built from it; the serving graph (:mod:`apps.ner.fused_bilstm`) calls
+        built from it; the serving graph (:mod:`kerasbert_apps.ner.fused_bilstm`) calls
         it with ``bilstm``, a function ``(x, mask) -> x`` that replaces the
         BiLSTM layer's call (a fused TensorFlow kernel with the same weights)."""
         x = self.head_dropout(sequence_output, training=training)

@@ -1,12 +1,12 @@
 """Active learning: choose which unlabelled texts to label next (``kerasbert ner select``).
 
 :func:`select_texts` reads a pool of unlabelled texts (plain lines or JSON
-lines with a ``"text"``, :func:`apps.base.cli.read_texts`) as a stream, scores
+lines with a ``"text"``, :func:`kerasbert_apps.base.cli.read_texts`) as a stream, scores
 each text by how unsure the trained model is about it, and returns the
 ``budget`` most informative ones with the model's entities, which
 :func:`write_selection` writes as Label Studio tasks (the entities as
 pre-annotations) or doccano JSON lines -- the records of ``ner predict
---output-format`` (:func:`apps.ner.readers.prediction_record`), so the kit's
+--output-format`` (:func:`kerasbert_apps.ner.readers.prediction_record`), so the kit's
 readers read them back.
 
 Measures (``strategy``), computed from what the serving path computes for
@@ -179,7 +179,7 @@ def diverse_order(vectors, budget, threshold):
 
 
 def _is_span(tagger):
-    from apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.span_tagger import SpanTagger
 
     return isinstance(tagger, SpanTagger)
 
@@ -248,7 +248,7 @@ def _infer(tagger, texts, windows, run):
     inputs = nonempty_encoder_inputs(windows, tagger.tokenizer.cls_id, tagger.tokenizer.sep_id)
     bilstm = None
     if run.in_graph and not run.jit_compile and getattr(tagger.model, "lstm", None) is not None:
-        from apps.ner.fused_bilstm import fused_bilstm
+        from kerasbert_apps.ner.fused_bilstm import fused_bilstm
 
         bilstm = fused_bilstm(tagger.model.lstm)
     out = run.rows(_Scorer(tagger, bilstm), inputs)
@@ -262,15 +262,15 @@ def _infer(tagger, texts, windows, run):
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
     if _is_span(tagger):
-        from apps.ner.span_decode import span_entities
+        from kerasbert_apps.ner.span_decode import span_entities
 
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
         entities = span_entities(texts, windows, logits, tagger.types, tagger.temperature)
         rows["logits"] = logits
     else:
-        from apps.ner.decode import crf_parameters
-        from apps.ner.decode import entities as bio_entities
-        from apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.decode import crf_parameters
+        from kerasbert_apps.ner.decode import entities as bio_entities
+        from kerasbert_apps.ner.decode import tag_tables
 
         tags = tf.cast(out["tags"][:n_rows], tf.int32)
         potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
@@ -336,7 +336,7 @@ def analyse(tagger, texts, batch_size=32):
 
 
 def _graph_runner():
-    from apps.base.pipeline import GraphRunner
+    from kerasbert_apps.base.pipeline import GraphRunner
 
     return GraphRunner()
 
@@ -509,8 +509,8 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
     ``(line number, text)`` pairs, consumed once) to label next, by
     ``strategy`` (one of :data:`STRATEGIES`) with the diversity step at
     cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
-    pipeline (:class:`~apps.ner.tagger.Tagger` or
-    :class:`~apps.ner.span_tagger.SpanTagger`). Returns a :class:`Selection`."""
+    pipeline (:class:`~kerasbert_apps.ner.tagger.Tagger` or
+    :class:`~kerasbert_apps.ner.span_tagger.SpanTagger`). Returns a :class:`Selection`."""
     check_options(budget, strategy, diversity, pool_factor)
     budget = int(budget)
     summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))
@@ -549,10 +549,10 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
 def selection_record(item, format="label-studio"):
     """One chosen text as a record of ``format`` (:data:`SELECT_FORMATS`):
     Label Studio task or doccano line as ``ner predict --output-format``
-    writes them (:func:`apps.ner.readers.prediction_record`); ``jsonl``: the
+    writes them (:func:`kerasbert_apps.ner.readers.prediction_record`); ``jsonl``: the
     prediction with ``line``, ``informativeness``, ``log_best`` and
     ``entropy``."""
-    from apps.ner.readers import prediction_record
+    from kerasbert_apps.ner.readers import prediction_record
 
     if format == "jsonl":
         return dict(item)
@@ -582,8 +582,8 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
     and line), write the selection to ``output`` and print the summary."""
     from pathlib import Path
 
-    from apps.base.cli import read_texts
-    from apps.ner.train import NER
+    from kerasbert_apps.base.cli import read_texts
+    from kerasbert_apps.ner.train import NER
 
     check_options(budget, strategy, diversity, pool_factor, format)
     if pool != "-" and not Path(pool).is_file():
@@ -612,7 +612,7 @@ __all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "check_opti
 
 def add_command(commands):
     """Add ``select`` to the ``kerasbert ner`` subparsers ``commands``."""
-    from apps.base.cli import MODEL_HELP
+    from kerasbert_apps.base.cli import MODEL_HELP
 
     parser = commands.add_parser(
         "select", help="choose which unlabelled texts to label next (active learning)",

@@ -1,7 +1,7 @@
 """GlobalPointer decoding, written once as TensorFlow ops: per-window span logits -> entities.
 
-:func:`span_entities` is step 3 of :class:`apps.base.pipeline.Pipeline` for
-the GlobalPointer head (:class:`apps.ner.span_tagger.SpanTagger`) -- what
+:func:`span_entities` is step 3 of :class:`kerasbert_apps.base.pipeline.Pipeline` for
+the GlobalPointer head (:class:`kerasbert_apps.ner.span_tagger.SpanTagger`) -- what
 ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run.
 Following a batch:
 
@@ -12,13 +12,13 @@ Following a batch:
    is the smaller of its first token's distance from the window's left cut
    and its last token's distance from the right cut; the text's own first and
    last tokens are not cuts); on a tie the earlier window wins -- the rule of
-   :func:`apps.ner.decode.merge_windows` for single tokens, applied to spans;
+   :func:`kerasbert_apps.ner.decode.merge_windows` for single tokens, applied to spans;
 3. **entities**: every (span, type) whose chosen logit is above 0; spans may
    nest and overlap, and one span may carry several types. ``start`` is the
    first token's start offset, ``end`` the last token's end (exclusive), code
    points into the original text; ``score`` is ``sigmoid(logit / T)``, ``T``
    the model's score temperature (1 unless fitted on dev:
-   :func:`apps.ner.calibration.fit_temperature`; it changes no entity).
+   :func:`kerasbert_apps.ner.calibration.fit_temperature`; it changes no entity).
    Entities of a text are sorted by start, then end, then type.
 
 Outputs, padded per batch (the ``text`` signature's, as for the BIO heads)::
@@ -30,8 +30,8 @@ Outputs, padded per batch (the ``text`` signature's, as for the BIO heads)::
     count       int32  [batch]
 """
 
-from apps.ner.decode import entity_outputs
-from apps.ner.decode import merge_windows
+from kerasbert_apps.ner.decode import entity_outputs
+from kerasbert_apps.ner.decode import merge_windows
 
 _BIG = 1 << 20  # margin at a window edge that is the text's own edge (not a cut)
 _WINDOW_SLOTS = 1 << 32  # key = margin * _WINDOW_SLOTS - window index (int64)

@@ -1,6 +1,6 @@
 """Exact-span entity scores, for the GlobalPointer head (nested entities).
 
-seqeval (:mod:`apps.ner.evaluate`) scores BIO tag sequences, which cannot
+seqeval (:mod:`kerasbert_apps.ner.evaluate`) scores BIO tag sequences, which cannot
 hold an entity inside another. The GlobalPointer head predicts sets of
 ``(start, end, type)`` character spans that may nest, so it is scored on
 those sets directly: a predicted entity is correct when the gold entities
@@ -12,7 +12,7 @@ figures restricted to *nested* entities -- gold entities that lie inside
 another gold entity (for recall) and predicted entities that lie inside
 another predicted entity (for precision); "inside" means within its span and
 not the same span. Also the calibration of the entity scores
-(:mod:`apps.ner.calibration`), an entity being right when it is an exact
+(:mod:`kerasbert_apps.ner.calibration`), an entity being right when it is an exact
 match, as above.
 """
 
@@ -46,9 +46,9 @@ def span_scores(examples, predictions):
     ``per_type`` (each with ``precision``, ``recall``, ``f1-score``,
     ``support`` as seqeval's report), ``nested`` (micro figures with
     ``gold`` and ``predicted`` counts), the counts and ``calibration``
-    (:func:`apps.ner.calibration.calibration_of` of the exact matches)."""
-    from apps.ner.calibration import calibration_of
-    from apps.ner.calibration import entity_score
+    (:func:`kerasbert_apps.ner.calibration.calibration_of` of the exact matches)."""
+    from kerasbert_apps.ner.calibration import calibration_of
+    from kerasbert_apps.ner.calibration import entity_score
 
     correct, gold_n, pred_n = Counter(), Counter(), Counter()
     nested = Counter()
@@ -111,7 +111,7 @@ def format_span_scores(scores):
         lines.append(f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} "
                      f"{int(values['support']):>8}")
     if "calibration" in scores:
-        from apps.ner.calibration import format_calibration
+        from kerasbert_apps.ner.calibration import format_calibration
 
         lines.append(format_calibration(scores["calibration"]))
     return "\n".join(lines)

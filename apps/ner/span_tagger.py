@@ -1,16 +1,16 @@
 """The GlobalPointer NER head (``--head global-pointer``): raw text -> possibly nested entities.
 
-A :class:`SpanTagger` is a :class:`~apps.base.pipeline.Pipeline` around a
-trained :class:`~apps.ner.span_model.GlobalPointerNerModel`: the same windows
-as the BIO :class:`~apps.ner.tagger.Tagger` (step 1), the model's span logits
-per window (step 2), and :func:`apps.ner.span_decode.span_entities` (step 3:
+A :class:`SpanTagger` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a
+trained :class:`~kerasbert_apps.ner.span_model.GlobalPointerNerModel`: the same windows
+as the BIO :class:`~kerasbert_apps.ner.tagger.Tagger` (step 1), the model's span logits
+per window (step 2), and :func:`kerasbert_apps.ner.span_decode.span_entities` (step 3:
 windows merged, every (span, type) with a logit above 0 an entity, scored by
 ``sigmoid(logit / temperature)``). Unlike the BIO heads, entities may lie
 inside one another or overlap, and a span may carry several types.
 
 The score temperature (``temperature`` in ``span_tagger.json``, 1 by
 default) is fitted on dev at the end of a training run
-(:meth:`~apps.ner.calibration.ScoreTemperature.calibrate`, ``--calibrate``, on by default) or later by
+(:meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`, ``--calibrate``, on by default) or later by
 ``kerasbert ner calibrate``: it makes the scores better probabilities of an
 entity being exactly right and changes no entity.
 
@@ -27,10 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from apps.base.pipeline import Pipeline
-from apps.base.report import FeatureReport
-from apps.ner.calibration import ScoreTemperature
-from apps.ner.tagger import WARMUP_TEXTS
+from kerasbert_apps.base.pipeline import Pipeline
+from kerasbert_apps.base.report import FeatureReport
+from kerasbert_apps.ner.calibration import ScoreTemperature
+from kerasbert_apps.ner.tagger import WARMUP_TEXTS
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
@@ -66,8 +66,8 @@ class _EndsPadded:
     len, len, k]``) padded (or cut) to ``length`` on the end axis, so that
     every group of rows gives ``[rows, len, length, k]`` and the runners can
     stack them: ``__call__`` in TensorFlow graphs
-    (:class:`~apps.base.pipeline.GraphRunner`), ``predict_on_batch`` on the
-    host (:class:`~apps.base.pipeline.HostRunner`)."""
+    (:class:`~kerasbert_apps.base.pipeline.GraphRunner`), ``predict_on_batch`` on the
+    host (:class:`~kerasbert_apps.base.pipeline.HostRunner`)."""
 
     def __init__(self, model, length, keys=("logits",)):
         self.model = model
@@ -100,7 +100,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
     with character offsets.
 
     Args:
-        model: a :class:`~apps.ner.span_model.GlobalPointerNerModel` (or any
+        model: a :class:`~kerasbert_apps.ner.span_model.GlobalPointerNerModel` (or any
             Keras model with the encoder's inputs and an output ``logits``
             ``[batch, len, len, types]``).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
@@ -116,10 +116,10 @@ class SpanTagger(ScoreTemperature, Pipeline):
     task = "ner"
     labels_key = "types"
     head_prefix = "ner_head_"
-    model_module = "apps.ner.span_model"
+    model_module = "kerasbert_apps.ner.span_model"
     warmup_texts = WARMUP_TEXTS
     FeatureReport = SpanFeatureReport
-    #: The scorer :meth:`apps.ner.train.NerTask.score` uses for this head.
+    #: The scorer :meth:`kerasbert_apps.ner.train.NerTask.score` uses for this head.
     scorer = "exact spans"
 
     def __init__(self, model, tokenizer, types, max_length=128, overlap=None, temperature=1.0):
@@ -133,8 +133,8 @@ class SpanTagger(ScoreTemperature, Pipeline):
         """:meth:`ScoreTemperature.score_outcomes`: an entity is right when
         it is an exact (start, end, type) match (nested entities kept), and
         its score at ``T`` is ``sigmoid(logit / T)``."""
-        from apps.ner.calibration import score_logits
-        from apps.ner.calibration import sigmoid_scores
+        from kerasbert_apps.ner.calibration import score_logits
+        from kerasbert_apps.ner.calibration import sigmoid_scores
 
         rows = self.output_rows([e.text for e in examples], batch_size=batch_size)
         scores, correct = [], []
@@ -200,7 +200,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
     def infer(self, texts, windows, run):
         import tensorflow as tf
 
-        from apps.ner.span_decode import span_entities
+        from kerasbert_apps.ner.span_decode import span_entities
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -246,7 +246,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
 
     @classmethod
     def build_model(cls, encoder, types, settings):
-        from apps.ner.span_model import GlobalPointerNerModel
+        from kerasbert_apps.ner.span_model import GlobalPointerNerModel
 
         return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
                                      layer_mix=settings.freeze_encoder)

@@ -1,20 +1,20 @@
 """The NER tagger: raw text -> entities with character offsets, and labelled examples -> training rows.
 
-A :class:`Tagger` is a :class:`~apps.base.pipeline.Pipeline` around a trained
-:class:`~apps.ner.model.NerModel`. Following one sentence (the same path for
+A :class:`Tagger` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a trained
+:class:`~kerasbert_apps.ner.model.NerModel`. Following one sentence (the same path for
 ``predict``, ``evaluate``, the dev evaluation and the SavedModel):
 
 1. **windows**: WordPiece ids and each token's character offsets in the
    original string; texts longer than ``max_length - 2`` tokens are cut into
-   overlapping windows (:meth:`~apps.base.pipeline.Pipeline.windows`);
+   overlapping windows (:meth:`~kerasbert_apps.base.pipeline.Pipeline.windows`);
 2. **model**: emission scores and the CRF's Viterbi tags per window row
-   (:class:`~apps.ner.model.NerModel`; in TensorFlow graphs its BiLSTM runs
-   as the fused kernel, :mod:`apps.ner.fused_bilstm`);
-3. **decode** (:func:`apps.ner.decode.entities`): windows merged, BIO tags ->
+   (:class:`~kerasbert_apps.ner.model.NerModel`; in TensorFlow graphs its BiLSTM runs
+   as the fused kernel, :mod:`kerasbert_apps.ner.fused_bilstm`);
+3. **decode** (:func:`kerasbert_apps.ner.decode.entities`): windows merged, BIO tags ->
    entity spans with offsets and scores (each entity's probability under the
    model, from the emission scores and the CRF's transitions, both divided
    by the score temperature: ``temperature`` in ``tagger.json``, 1 unless
-   fitted on dev, :mod:`apps.ner.calibration`; it changes no entity).
+   fitted on dev, :mod:`kerasbert_apps.ner.calibration`; it changes no entity).
 
 Training rows use the same offsets in reverse (:meth:`Tagger.text_labels`):
 every token inside an entity gets ``B-TYPE`` (first token) or ``I-TYPE``, all
@@ -29,11 +29,11 @@ import dataclasses
 
 import numpy as np
 
-from apps.base.pipeline import GraphRunner
-from apps.base.pipeline import Pipeline
-from apps.base.report import FeatureReport
-from apps.ner.calibration import ScoreTemperature
-from apps.ner.tags import bio_tags
+from kerasbert_apps.base.pipeline import GraphRunner
+from kerasbert_apps.base.pipeline import Pipeline
+from kerasbert_apps.base.report import FeatureReport
+from kerasbert_apps.ner.calibration import ScoreTemperature
+from kerasbert_apps.ner.tags import bio_tags
 from kerasbert.errors import KerasbertError
 
 WARMUP_TEXTS = (
@@ -66,7 +66,7 @@ class Tagger(ScoreTemperature, Pipeline):
     """A trained NER tagger: predict entities with character offsets.
 
     Args:
-        model: a :class:`~apps.ner.model.NerModel` (or any Keras model with
+        model: a :class:`~kerasbert_apps.ner.model.NerModel` (or any Keras model with
             the encoder's inputs and outputs ``tags`` [batch, len] and
             ``potentials`` [batch, len, num_tags]).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
@@ -75,7 +75,7 @@ class Tagger(ScoreTemperature, Pipeline):
         overlap: tokens shared by consecutive windows of a long text.
         temperature: the score temperature (> 0): entity scores are taken
             with the emission scores and transitions divided by it (see
-            :meth:`~apps.ner.calibration.ScoreTemperature.calibrate`).
+            :meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`).
     """
 
     settings_file = "tagger.json"
@@ -83,7 +83,7 @@ class Tagger(ScoreTemperature, Pipeline):
     task = "ner"
     labels_key = "tags"
     head_prefix = "ner_head_"
-    model_module = "apps.ner.model"
+    model_module = "kerasbert_apps.ner.model"
     warmup_texts = WARMUP_TEXTS
     FeatureReport = NerFeatureReport
 
@@ -130,7 +130,7 @@ class Tagger(ScoreTemperature, Pipeline):
         ``potentials`` float32 of each window row."""
         import tensorflow as tf
 
-        from apps.ner.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.fused_bilstm import graph_scorer
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -142,9 +142,9 @@ class Tagger(ScoreTemperature, Pipeline):
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
     def infer(self, texts, windows, run):
-        from apps.ner.decode import crf_parameters
-        from apps.ner.decode import entities
-        from apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.decode import crf_parameters
+        from kerasbert_apps.ner.decode import entities
+        from kerasbert_apps.ner.decode import tag_tables
 
         tags, potentials = self.rows_out(windows, run)
         return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model),
@@ -152,8 +152,8 @@ class Tagger(ScoreTemperature, Pipeline):
 
     # ------------------------------------------------------------ calibration
     def _spans_and_potentials(self, texts, windows, run):
-        from apps.ner.decode import entity_spans
-        from apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.decode import entity_spans
+        from kerasbert_apps.ner.decode import tag_tables
 
         tags, potentials = self.rows_out(windows, run)
         return {**entity_spans(windows, tags, tag_tables(self.tags)), "potentials": potentials}
@@ -161,15 +161,15 @@ class Tagger(ScoreTemperature, Pipeline):
     def score_outcomes(self, examples, batch_size=32):
         """:meth:`ScoreTemperature.score_outcomes`: an entity is right when
         it matches a gold entity exactly (type and units, as the ECE of
-        ``evaluate`` counts, :func:`apps.ner.calibration.entities_right`).
+        ``evaluate`` counts, :func:`kerasbert_apps.ner.calibration.entities_right`).
         The model runs once; each ``T`` reruns only the forward-backward
-        (:func:`apps.ner.decode.entity_scores`) on the windows that hold an
+        (:func:`kerasbert_apps.ner.decode.entity_scores`) on the windows that hold an
         entity."""
         import tensorflow as tf
 
-        from apps.ner.calibration import entities_right
-        from apps.ner.decode import crf_parameters
-        from apps.ner.decode import entity_scores
+        from kerasbert_apps.ner.calibration import entities_right
+        from kerasbert_apps.ner.decode import crf_parameters
+        from kerasbert_apps.ner.decode import entity_scores
 
         parts, correct = [], []  # per batch: its entities' spans and the potentials of their rows; outcomes
         lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows(t), GraphRunner()))
@@ -211,7 +211,7 @@ class Tagger(ScoreTemperature, Pipeline):
         """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``tags`` int32
         [batch, len] (index into the tag list of ``assets.extra/kerasbert.json``)
         and ``potentials`` float32 [batch, len, num_tags]; core TensorFlow ops."""
-        from apps.ner.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.fused_bilstm import graph_scorer
 
         scorer = graph_scorer(self.model) or (lambda rows: self.model(rows, training=False))
 
@@ -235,7 +235,7 @@ class Tagger(ScoreTemperature, Pipeline):
 
     @classmethod
     def build_model(cls, encoder, tags, settings):
-        from apps.ner.model import NerModel
+        from kerasbert_apps.ner.model import NerModel
         from kerasbert.crf import allowed_transitions
 
         allowed, allowed_start = (None, None)

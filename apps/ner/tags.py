@@ -2,11 +2,11 @@
 
 * reading: :func:`parse_tag`, :func:`detect_scheme` and :func:`decode_tags`
   turn the tags of CoNLL-style files into entity chunks (the readers in
-  :mod:`apps.ner.readers`);
+  :mod:`kerasbert_apps.ner.readers`);
 * writing: :func:`spans_to_tags` turns entities into the tags of a scheme
   (CoNLL export), :func:`bio_tags` lists the BIO tags a tagger predicts, and
   :func:`spans_to_unit_tags` writes IOB2 tags over an example's units for
-  seqeval (:mod:`apps.ner.evaluate`).
+  seqeval (:mod:`kerasbert_apps.ner.evaluate`).
 
 Tag schemes and their detection
 -------------------------------

@@ -8,7 +8,7 @@ command-line options override it. The filled-in settings are written to
 ``OUTPUT/settings.json``. The reader options (:class:`NerReadSettings`) are
 shared with ``kerasbert ner evaluate``.
 
-What ends up in ``OUTPUT`` (:meth:`apps.base.task.Task.train`):
+What ends up in ``OUTPUT`` (:meth:`kerasbert_apps.base.task.Task.train`):
 
 * ``model/`` -- the best model on dev entity F1 (``model.keras``, ``vocab.txt``,
   ``tagger.json``, ``dev_scores.json``), replaced atomically when a later
@@ -21,10 +21,10 @@ What ends up in ``OUTPUT`` (:meth:`apps.base.task.Task.train`):
 
 import dataclasses
 
-from apps.base.task import Task
-from apps.ner.readers import FORMATS
-from apps.ner.readers import OUTPUT_FORMATS
-from apps.ner.tags import SCHEMES
+from kerasbert_apps.base.task import Task
+from kerasbert_apps.ner.readers import FORMATS
+from kerasbert_apps.ner.readers import OUTPUT_FORMATS
+from kerasbert_apps.ner.tags import SCHEMES
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import DistillSettings
 from kerasbert.settings import TrainSettings
@@ -104,21 +104,21 @@ class NerTask(Task):
         "--use-predictions for tasks left unannotated); doccano: JSON lines of doccano's sequence-labelling import")
 
     def pipeline_class(self, settings=None):
-        from apps.ner.span_tagger import SpanTagger
-        from apps.ner.tagger import Tagger
+        from kerasbert_apps.ner.span_tagger import SpanTagger
+        from kerasbert_apps.ner.tagger import Tagger
 
         return SpanTagger if spans_head(settings) else Tagger
 
     def load(self, model_dir, verbose=False):
-        from apps.ner.span_tagger import SpanTagger
-        from apps.ner.span_tagger import is_span_model
-        from apps.ner.tagger import Tagger
+        from kerasbert_apps.ner.span_tagger import SpanTagger
+        from kerasbert_apps.ner.span_tagger import is_span_model
+        from kerasbert_apps.ner.tagger import Tagger
 
         return (SpanTagger if is_span_model(model_dir) else Tagger).load(model_dir, verbose=verbose)
 
     @staticmethod
     def data_format(path, settings):
-        from apps.ner.readers import detect_format
+        from kerasbert_apps.ner.readers import detect_format
 
         return detect_format(path) if settings.format == "auto" else settings.format
 
@@ -126,7 +126,7 @@ class NerTask(Task):
         """The examples of ``path``; nested and overlapping entities are kept
         for the GlobalPointer head (``keep_overlaps``, default: whether
         ``settings`` name that head), else resolved (counted either way)."""
-        from apps.ner.readers import read_ner_file
+        from kerasbert_apps.ner.readers import read_ner_file
 
         fmt = self.data_format(path, settings)
         if fmt == "conll":
@@ -145,7 +145,7 @@ class NerTask(Task):
         """:meth:`Task.evaluate`; for a GlobalPointer model the file is read
         again with nested and overlapping entities kept, and scored on exact
         spans (``settings`` of ``evaluate`` do not name the head)."""
-        from apps.ner.span_tagger import SpanTagger
+        from kerasbert_apps.ner.span_tagger import SpanTagger
 
         examples = self.read(path, settings, "data")
         pipeline = load_pipeline()
@@ -156,12 +156,12 @@ class NerTask(Task):
         return self.score(examples, predictions, settings, spans=spans)
 
     def unlabeled_example(self, text):
-        from apps.ner.examples import Example
+        from kerasbert_apps.ner.examples import Example
 
         return Example(text, [], source="unlabeled")
 
     def output_record(self, result, format):
-        from apps.ner.readers import prediction_record
+        from kerasbert_apps.ner.readers import prediction_record
 
         return prediction_record(result, format)
 
@@ -170,16 +170,16 @@ class NerTask(Task):
         scores of the GlobalPointer head (``spans``, default: whether
         ``settings`` name it); ``"scorer"`` says which."""
         if spans_head(settings) if spans is None else spans:
-            from apps.ner.span_scores import span_scores
+            from kerasbert_apps.ner.span_scores import span_scores
 
             return {"scorer": SCORERS["spans"], **span_scores(examples, predictions)}
-        from apps.ner.evaluate import score
+        from kerasbert_apps.ner.evaluate import score
 
         return {"scorer": SCORERS["bio"], **score(examples, predictions)}
 
     def format_scores(self, scores):
-        from apps.ner.evaluate import format_scores
-        from apps.ner.span_scores import format_span_scores
+        from kerasbert_apps.ner.evaluate import format_scores
+        from kerasbert_apps.ner.span_scores import format_span_scores
 
         if scores.get("scorer") == SCORERS["spans"]:
             return format_span_scores(scores)
@@ -203,5 +203,5 @@ def train(settings, callbacks=()):
 
 def distill(settings, callbacks=()):
     """Train a smaller student from a trained tagger (``kerasbert ner distill``;
-    :meth:`apps.base.task.Task.distill`); returns the metrics."""
+    :meth:`kerasbert_apps.base.task.Task.distill`); returns the metrics."""
     return NER.distill(settings, callbacks=callbacks)

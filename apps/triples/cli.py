@@ -2,18 +2,18 @@
 
 Registered through the ``kerasbert.commands`` entry point (see
 pyproject.toml). The four standard commands come from the triples task
-(:data:`apps.triples.train.TRIPLES`, :func:`apps.base.cli.add_task_commands`);
+(:data:`kerasbert_apps.triples.train.TRIPLES`, :func:`kerasbert_apps.base.cli.add_task_commands`);
 this module adds ``tune`` (decision thresholds picked on dev,
-:mod:`apps.triples.tuning`).
+:mod:`kerasbert_apps.triples.tuning`).
 """
 
-from apps.base.cli import add_labelled_file_command
-from apps.base.cli import add_task_commands
+from kerasbert_apps.base.cli import add_labelled_file_command
+from kerasbert_apps.base.cli import add_task_commands
 
 
 def register(subparsers):
-    from apps.triples.train import TRIPLES
-    from apps.triples.tuning import DEFAULT_VALUES
+    from kerasbert_apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.tuning import DEFAULT_VALUES
 
     commands = add_task_commands(subparsers, TRIPLES)
     tune = add_labelled_file_command(
@@ -32,10 +32,10 @@ def register(subparsers):
 
 
 def cmd_tune(args):
-    from apps.triples.train import TRIPLES
-    from apps.triples.tuning import format_tuning
-    from apps.triples.tuning import tune_thresholds
-    from apps.triples.tuning import tuned
+    from kerasbert_apps.triples.train import TRIPLES
+    from kerasbert_apps.triples.tuning import format_tuning
+    from kerasbert_apps.triples.tuning import tune_thresholds
+    from kerasbert_apps.triples.tuning import tuned
     from kerasbert.errors import KerasbertError
     from kerasbert.saving import resolve_model_dir
     from kerasbert.settings import settings_from_args

@@ -79,7 +79,7 @@ import json
 import unicodedata
 from dataclasses import dataclass, field
 
-from apps.base.report import Report
+from kerasbert_apps.base.report import Report
 # gzip/BOM/strict UTF-8 with the failing line, and JSON lines / JSON arrays
 # with line numbers for every record.
 from kerasbert.datafiles import json_records as _json_records

@@ -1,7 +1,7 @@
 """Triple decoding, written once as TensorFlow ops: pointer probabilities -> triples.
 
 What ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run
-(:meth:`apps.triples.extractor.Extractor.infer` composes these with the model).
+(:meth:`kerasbert_apps.triples.extractor.Extractor.infer` composes these with the model).
 
 Span rule (:func:`spans`): a pointer *fires* when its probability is strictly
 greater than its threshold (CasRel's ``> h_bar``; a probability exactly at
@@ -60,7 +60,7 @@ def triples(model, thresholds, n_predicates, inputs, n_rows, row_text, offsets, 
     """Triples of a batch of window rows as flat tensors, deduplicated and sorted.
 
     Args:
-        model: the :class:`~apps.triples.model.TripleModel` (its ``decoders()``).
+        model: the :class:`~kerasbert_apps.triples.model.TripleModel` (its ``decoders()``).
         thresholds: dict with ``subject_start``, ``subject_end``,
             ``object_start``, ``object_end``.
         inputs: the encoder inputs: the ``n_rows`` rows, or one ``[CLS]
@@ -69,7 +69,7 @@ def triples(model, thresholds, n_predicates, inputs, n_rows, row_text, offsets, 
         row_text: int32 [n_rows], the text of each row.
         offsets: int32 [n_rows, len, 2], the start/end reported for each position.
         allowed: bool [n_rows, len], the positions that may start or end a span.
-        run: the runner of :mod:`apps.base.pipeline`.
+        run: the runner of :mod:`kerasbert_apps.base.pipeline`.
 
     Returns a dict of 1-D tensors ``text``, ``subject_start``, ``subject_end``,
     ``predicate`` (int32 index), ``object_start``, ``object_end``, ``score``.

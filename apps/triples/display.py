@@ -7,8 +7,8 @@
   from subject to object, labelled with the predicate.
 
 Both accept the extractor's output (``Extractor.predict`` results, or their
-``"triples"`` lists) and gold data (:class:`apps.triples.data.TripleExample`,
-:class:`~apps.triples.data.Triple`) or plain ``(subject, predicate, object)``
+``"triples"`` lists) and gold data (:class:`kerasbert_apps.triples.data.TripleExample`,
+:class:`~kerasbert_apps.triples.data.Triple`) or plain ``(subject, predicate, object)``
 tuples of strings.
 """
 
@@ -17,8 +17,8 @@ import math
 import numbers
 import textwrap
 
-from apps.base.display import HTML  # noqa: F401  (re-exported)
-from apps.base.display import field as _get
+from kerasbert_apps.base.display import HTML  # noqa: F401  (re-exported)
+from kerasbert_apps.base.display import field as _get
 
 __all__ = ["HTML", "triples_html", "draw_triples", "as_triples", "circle_layout",
            "NODE_GID", "EDGE_GID", "EDGE_LABEL_GID"]
@@ -81,7 +81,7 @@ def triples_html(predictions, limit=None):
 
     Args:
         predictions: ``Extractor.predict`` results (``{"text", "triples"}``),
-            or gold :class:`~apps.triples.data.TripleExample` objects, or a
+            or gold :class:`~kerasbert_apps.triples.data.TripleExample` objects, or a
             single one of either.
         limit: show only the first ``limit`` sentences (None: all).
 

@@ -84,7 +84,7 @@ def overlap_classes(gold_keys):
 
 def score(examples, predictions, mode="exact"):
     """Scores of ``predictions`` (the extractor's output dicts, same order)
-    against ``examples`` (:class:`~apps.triples.data.TripleExample`).
+    against ``examples`` (:class:`~kerasbert_apps.triples.data.TripleExample`).
 
     Returns a dict: ``precision``, ``recall``, ``f1`` (in ``mode``),
     ``exact`` and ``partial`` (P/R/F1 and counts of both), ``per_predicate``,

@@ -1,19 +1,19 @@
 """The triple extractor: raw text -> triples with character offsets, and labelled examples -> training rows.
 
-An :class:`Extractor` is a :class:`~apps.base.pipeline.Pipeline` around a
-trained :class:`~apps.triples.model.TripleModel`, with its predicate list and
+An :class:`Extractor` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a
+trained :class:`~kerasbert_apps.triples.model.TripleModel`, with its predicate list and
 decoding thresholds. Following one sentence (the same path for ``predict``,
 ``evaluate``, the dev evaluation and the SavedModel):
 
 1. **windows**: WordPiece ids and each token's character offsets in the
    original string; texts longer than ``max_length - 2`` tokens are cut into
-   overlapping windows (:meth:`~apps.base.pipeline.Pipeline.windows`);
+   overlapping windows (:meth:`~kerasbert_apps.base.pipeline.Pipeline.windows`);
 2. **encode** the window rows once (the model's ``encode`` sub-model): the
    sequence vectors and the subject start/end probabilities;
 3. **subjects**, then one **object** row per subject for the whole batch (the
    ``objects`` sub-model), then the objects per predicate, merged over
-   windows: :func:`apps.triples.decode.triples` (the decoding rule is in
-   :mod:`apps.triples.decode`). A triple whose subject and object never share
+   windows: :func:`kerasbert_apps.triples.decode.triples` (the decoding rule is in
+   :mod:`kerasbert_apps.triples.decode`). A triple whose subject and object never share
    a window cannot be found.
 
 Training rows (:meth:`Extractor.text_labels`, :meth:`Extractor.window_labels`)
@@ -24,7 +24,7 @@ put on the token it falls in (counted); an entity covering no token (only
 characters the tokenizer drops) makes its triple unusable (counted). Each
 window becomes one training row with its subject labels (every subject of a
 triple inside the window) and, per subject, the object labels.
-:class:`apps.triples.batches.SubjectSampledBatches` gives each row ONE gold
+:class:`kerasbert_apps.triples.batches.SubjectSampledBatches` gives each row ONE gold
 subject per epoch, drawn at random and redrawn every epoch (CasRel's
 sampling); rows without triples are kept (subject pointers learn negatives)
 with subject span (0, 0) and no objects.
@@ -34,8 +34,8 @@ import dataclasses
 
 import numpy as np
 
-from apps.base.pipeline import Pipeline
-from apps.base.report import FeatureReport
+from kerasbert_apps.base.pipeline import Pipeline
+from kerasbert_apps.base.report import FeatureReport
 from kerasbert.errors import KerasbertError
 
 THRESHOLD_KEYS = ("subject_start", "subject_end", "object_start", "object_end")
@@ -103,7 +103,7 @@ class Extractor(Pipeline):
     """A trained triple extractor: predict triples with character offsets.
 
     Args:
-        model: a :class:`~apps.triples.model.TripleModel` (or anything with a
+        model: a :class:`~kerasbert_apps.triples.model.TripleModel` (or anything with a
             ``decoders()`` method returning the two Keras models of
             :meth:`TripleModel.decoders`).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
@@ -123,7 +123,7 @@ class Extractor(Pipeline):
     task = "triples"
     labels_key = "predicates"
     head_prefix = "triples_head_"
-    model_module = "apps.triples.model"
+    model_module = "kerasbert_apps.triples.model"
     warmup_texts = WARMUP_TEXTS
     FeatureReport = TriplesFeatureReport
 
@@ -203,7 +203,7 @@ class Extractor(Pipeline):
     def infer(self, texts, windows, run):
         import tensorflow as tf
 
-        from apps.triples.decode import per_text
+        from kerasbert_apps.triples.decode import per_text
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -216,9 +216,9 @@ class Extractor(Pipeline):
 
     def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
         """The head's in-graph decoding of window rows: the flat triple fields
-        of :func:`apps.triples.decode.unique_triples` (what ``infer`` and the
+        of :func:`kerasbert_apps.triples.decode.unique_triples` (what ``infer`` and the
         ``ids`` endpoint share; a head overrides only this)."""
-        from apps.triples.decode import triples
+        from kerasbert_apps.triples.decode import triples
 
         return triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, row_text, offsets,
                        allowed, run)
@@ -241,9 +241,9 @@ class Extractor(Pipeline):
         outputs without ``subject``/``object`` strings, with TOKEN positions
         (row position of the first token, last + 1) instead of character
         offsets; core TensorFlow ops only."""
-        from apps.base.pipeline import GraphRunner
-        from apps.triples.decode import id_rows
-        from apps.triples.decode import per_text
+        from kerasbert_apps.base.pipeline import GraphRunner
+        from kerasbert_apps.triples.decode import id_rows
+        from kerasbert_apps.triples.decode import per_text
 
         def serve(token_ids, segment_ids, padding_mask):
             import tensorflow as tf
@@ -259,8 +259,8 @@ class Extractor(Pipeline):
     # --------------------------------------------------------------- training
     @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
-        from apps.triples.data import predicates_of
-        from apps.triples.data import read_schema
+        from kerasbert_apps.triples.data import predicates_of
+        from kerasbert_apps.triples.data import read_schema
 
         if settings.schema:
             schema = read_schema(settings.schema)
@@ -279,7 +279,7 @@ class Extractor(Pipeline):
 
     @classmethod
     def build_model(cls, encoder, predicates, settings):
-        from apps.triples.model import TripleModel
+        from kerasbert_apps.triples.model import TripleModel
 
         return TripleModel(encoder, len(predicates), dropout=settings.dropout, layer_mix=settings.freeze_encoder)
 
@@ -289,7 +289,7 @@ class Extractor(Pipeline):
                    thresholds=(settings.threshold_start, settings.threshold_end))
 
     def batches(self, rows, settings):
-        from apps.triples.batches import SubjectSampledBatches
+        from kerasbert_apps.triples.batches import SubjectSampledBatches
 
         return SubjectSampledBatches(rows, len(self.predicates), settings.batch_size, seed=settings.seed,
                                      max_width=self.max_length)

@@ -1,11 +1,11 @@
 """The GPLinker triple head (``--head gplinker``): raw text -> triples, every subject and object at once.
 
-A :class:`GPLinkerExtractor` is an :class:`~apps.triples.extractor.Extractor`
+A :class:`GPLinkerExtractor` is an :class:`~kerasbert_apps.triples.extractor.Extractor`
 (the same readers, training-row alignment, windows, result format, scoring,
 ``predict`` / ``evaluate`` / ``export``) around a trained
-:class:`~apps.triples.gplinker_model.GPLinkerModel`: per window, the model's
+:class:`~kerasbert_apps.triples.gplinker_model.GPLinkerModel`: per window, the model's
 span and link logits (step 2, one pass: no per-subject call), then
-:func:`apps.triples.gplinker_decode.linked_triples` (step 3: spans and links
+:func:`kerasbert_apps.triples.gplinker_decode.linked_triples` (step 3: spans and links
 above logit 0, the triple scored by the sigmoid of its lowest logit, windows
 merged as for the CasRel head).
 
@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from apps.triples.extractor import Extractor
+from kerasbert_apps.triples.extractor import Extractor
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a CasRel extractor's is ``extractor.json``).
@@ -59,7 +59,7 @@ class GPLinkerExtractor(Extractor):
     """A trained GPLinker triple extractor: predict triples with character offsets.
 
     Args:
-        model: a :class:`~apps.triples.gplinker_model.GPLinkerModel` (or any
+        model: a :class:`~kerasbert_apps.triples.gplinker_model.GPLinkerModel` (or any
             Keras model with the encoder's inputs and outputs ``entities``
             ``[batch, len, len, 2]``, ``heads`` and ``tails`` ``[batch, len,
             len, P]``, logits).
@@ -74,7 +74,7 @@ class GPLinkerExtractor(Extractor):
     settings_file = SETTINGS_FILE
     head_name = HEAD
     threshold_options = THRESHOLD_KEYS
-    model_module = "apps.triples.gplinker_model"
+    model_module = "kerasbert_apps.triples.gplinker_model"
 
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=None, overlap=None):
         super(Extractor, self).__init__(model, tokenizer, predicates, max_length=max_length, overlap=overlap)
@@ -163,8 +163,8 @@ class GPLinkerExtractor(Extractor):
         """The model's three outputs over the rows, ``[n_rows, width, width, k]`` float32."""
         import tensorflow as tf
 
-        from apps.ner.span_tagger import _EndsPadded
-        from apps.triples.gplinker_model import OUTPUTS
+        from kerasbert_apps.ner.span_tagger import _EndsPadded
+        from kerasbert_apps.triples.gplinker_model import OUTPUTS
 
         out = run.rows(_EndsPadded(self.model, self.max_length, OUTPUTS), inputs)
         return {k: tf.cast(out[k], tf.float32)[:n_rows, :width, :width] for k in OUTPUTS}
@@ -172,7 +172,7 @@ class GPLinkerExtractor(Extractor):
     def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
         import tensorflow as tf
 
-        from apps.triples.gplinker_decode import linked_triples
+        from kerasbert_apps.triples.gplinker_decode import linked_triples
 
         width = tf.shape(allowed)[1]
         if self._live is not None:
@@ -185,7 +185,7 @@ class GPLinkerExtractor(Extractor):
     # --------------------------------------------------------------- training
     @classmethod
     def build_model(cls, encoder, predicates, settings):
-        from apps.triples.gplinker_model import GPLinkerModel
+        from kerasbert_apps.triples.gplinker_model import GPLinkerModel
 
         return GPLinkerModel(encoder, len(predicates), head_size=settings.pointer_size, dropout=settings.dropout,
                              layer_mix=settings.freeze_encoder)

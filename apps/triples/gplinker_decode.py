@@ -1,7 +1,7 @@
 """GPLinker decoding, written once as TensorFlow ops: span and link logits -> triples.
 
 What ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run
-for the GPLinker head (:meth:`apps.triples.gplinker.GPLinkerExtractor.decode`
+for the GPLinker head (:meth:`kerasbert_apps.triples.gplinker.GPLinkerExtractor.decode`
 composes it with the model). Per window row (bert4keras's GPLinker rule):
 
 1. **entities**: every span ``(i, j)`` of real tokens (``[CLS]``, ``[SEP]``
@@ -23,7 +23,7 @@ composes it with the model). Per window row (bert4keras's GPLinker rule):
 4. **windows**: token spans become character spans through the offsets
    (``start`` of the first token, ``end`` of the last, end exclusive); a
    triple found in several windows of a text is kept once, with its highest
-   score, as for the CasRel head (:func:`apps.triples.decode.unique_triples`);
+   score, as for the CasRel head (:func:`kerasbert_apps.triples.decode.unique_triples`);
    a triple whose subject and object share no window cannot be found.
 
 The thresholds are LOGITS here (the extractor keeps them as probabilities,
@@ -33,7 +33,7 @@ the work grows with the number of pairs, small for a trained model, large for
 an untrained one (or a very low entity threshold) that finds spans everywhere.
 """
 
-from apps.triples.decode import unique_triples
+from kerasbert_apps.triples.decode import unique_triples
 
 
 def linked_triples(logits, row_text, offsets, allowed, entity_threshold=0.0, link_threshold=0.0):
@@ -49,8 +49,8 @@ def linked_triples(logits, row_text, offsets, allowed, entity_threshold=0.0, lin
         entity_threshold: a span holds where its logit is above this.
         link_threshold: a head or tail link holds where its logit is above this.
 
-    Returns the flat fields of :func:`apps.triples.decode.unique_triples`
-    (for :func:`apps.triples.decode.per_text`).
+    Returns the flat fields of :func:`kerasbert_apps.triples.decode.unique_triples`
+    (for :func:`kerasbert_apps.triples.decode.per_text`).
     """
     import tensorflow as tf
 

@@ -58,7 +58,7 @@ returns two functional sub-models sharing these layers -- ``encode`` (text ->
 ``sequence`` + subject pointers) and ``objects`` (``sequence`` + subject spans
 -> object pointers) -- so a predictor encodes a batch once, then repeats each
 sequence once per candidate subject and scores all subjects of the batch in
-one call (see :mod:`apps.triples.extractor`).
+one call (see :mod:`kerasbert_apps.triples.extractor`).
 """
 
 import math
@@ -66,9 +66,9 @@ import math
 import keras
 from keras import ops
 
-from apps.base.pipeline import ENCODER_INPUTS
-from apps.base.model import TaskModel
-from apps.base.model import encoder_inputs
+from kerasbert_apps.base.pipeline import ENCODER_INPUTS
+from kerasbert_apps.base.model import TaskModel
+from kerasbert_apps.base.model import encoder_inputs
 
 HEAD_PREFIX = "triples_head_"
 PRIOR = 0.01  # initial probability of every pointer (bias initialisation)

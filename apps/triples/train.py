@@ -8,12 +8,12 @@ same keys; command-line options override it. The filled-in settings are
 written to ``OUTPUT/settings.json``. :class:`TriplesReadSettings` (format,
 match mode) is shared with ``kerasbert triples evaluate``.
 
-The machinery is every app's (:meth:`apps.base.task.Task.train`,
+The machinery is every app's (:meth:`kerasbert_apps.base.task.Task.train`,
 :mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
 ``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
 with one random gold subject per row, redrawn every epoch:
-:class:`apps.triples.batches.SubjectSampledBatches`, for the CasRel head;
-every subject at once for the GPLinker head, :mod:`apps.triples.gplinker`), dev evaluation after
+:class:`kerasbert_apps.triples.batches.SubjectSampledBatches`, for the CasRel head;
+every subject at once for the GPLinker head, :mod:`kerasbert_apps.triples.gplinker`), dev evaluation after
 each epoch with early stopping and atomic best-model saves, ``--resume``
 through ``BackupAndRestore``, TensorBoard, precision policies and
 MirroredStrategy.
@@ -33,8 +33,8 @@ import argparse
 import dataclasses
 from typing import ClassVar
 
-from apps.base.task import Task
-from apps.triples.data import FORMATS as DATA_FORMATS
+from kerasbert_apps.base.task import Task
+from kerasbert_apps.triples.data import FORMATS as DATA_FORMATS
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
@@ -106,32 +106,32 @@ class TriplesTask(Task):
     read_settings = TriplesReadSettings
 
     def pipeline_class(self, settings=None):
-        from apps.triples.extractor import Extractor
-        from apps.triples.gplinker import GPLinkerExtractor
+        from kerasbert_apps.triples.extractor import Extractor
+        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
 
         return GPLinkerExtractor if getattr(settings, "head", None) == "gplinker" else Extractor
 
     def load(self, model_dir, verbose=False):
-        from apps.triples.extractor import Extractor
-        from apps.triples.gplinker import GPLinkerExtractor
-        from apps.triples.gplinker import is_gplinker_model
+        from kerasbert_apps.triples.extractor import Extractor
+        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
+        from kerasbert_apps.triples.gplinker import is_gplinker_model
 
         return (GPLinkerExtractor if is_gplinker_model(model_dir) else Extractor).load(model_dir, verbose=verbose)
 
     def read(self, path, settings, what="data"):
-        from apps.triples.data import read_triples_file
+        from kerasbert_apps.triples.data import read_triples_file
 
         result = read_triples_file(path, format=settings.format)
         print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
         return result.examples
 
     def score(self, examples, predictions, settings):
-        from apps.triples.evaluate import score
+        from kerasbert_apps.triples.evaluate import score
 
         return score(examples, predictions, mode=settings.eval_mode)
 
     def format_scores(self, scores):
-        from apps.triples.evaluate import format_scores
+        from kerasbert_apps.triples.evaluate import format_scores
 
         return format_scores(scores, max_predicates=20)
 
@@ -146,8 +146,8 @@ class TriplesTask(Task):
             parser.add_argument(f"--threshold-{option}", type=float, help=f"{what} (default: the model's){baked}")
 
     def configure(self, extractor, args):
-        from apps.triples.extractor import Extractor
-        from apps.triples.gplinker import GPLinkerExtractor
+        from kerasbert_apps.triples.extractor import Extractor
+        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
 
         heads = {o: cls.head_name for cls in (Extractor, GPLinkerExtractor) for o in cls.threshold_options}
         given = {o: getattr(args, f"threshold_{o}") for o in heads if getattr(args, f"threshold_{o}") is not None}

@@ -11,7 +11,7 @@ so ``predict``, ``evaluate`` and exports made afterwards use it. Tune on dev,
 report on test: F1 tuned on the data it is reported on is optimistic. The
 GPLinker head's graph is traced once for the whole grid (its thresholds are
 read from a variable while tuning:
-:meth:`~apps.triples.gplinker.GPLinkerExtractor.live_copy`); the CasRel
+:meth:`~kerasbert_apps.triples.gplinker.GPLinkerExtractor.live_copy`); the CasRel
 head's is traced again for each pair.
 """
 
@@ -32,9 +32,9 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
     Args:
         extractor: a trained CasRel or GPLinker extractor (its two
             ``threshold_options`` are tuned).
-        examples: labelled :class:`~apps.triples.data.TripleExample` s (dev).
+        examples: labelled :class:`~kerasbert_apps.triples.data.TripleExample` s (dev).
         score: ``score(examples, predictions)`` -> a dict with ``precision``,
-            ``recall``, ``f1`` (:meth:`apps.triples.train.TriplesTask.score`
+            ``recall``, ``f1`` (:meth:`kerasbert_apps.triples.train.TriplesTask.score`
             with the reader's settings).
         values: the values each of the two thresholds takes.
         log: called with one line per pair as it is scored (``None``: quiet).

@@ -1,11 +1,11 @@
-"""NER readers: every supported file becomes a list of :class:`~apps.ner.examples.Example`.
+"""NER readers: every supported file becomes a list of :class:`~kerasbert_apps.ner.examples.Example`.
 
-One family of formats per module: :mod:`apps.ner.readers.columns` (CoNLL
+One family of formats per module: :mod:`kerasbert_apps.ner.readers.columns` (CoNLL
 columns, character-per-line Chinese, ``sentences.txt``/``tags.txt``) and
-:mod:`apps.ner.readers.jsonl` (doccano, Label Studio, CLUENER, kerasbert JSON
+:mod:`kerasbert_apps.ner.readers.jsonl` (doccano, Label Studio, CLUENER, kerasbert JSON
 lines or arrays; and :func:`prediction_record`, predictions written in the
 formats of these tools, which read back to the same entities). :func:`read_ner_file` picks one by :func:`detect_format`.
-Every reader returns a :class:`~apps.ner.examples.ReadResult` whose report
+Every reader returns a :class:`~kerasbert_apps.ner.examples.ReadResult` whose report
 counts everything skipped, repaired or ignored (``report.summary()``).
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from apps.ner.examples import ReadResult
-from apps.ner.readers.columns import read_conll
-from apps.ner.readers.columns import read_parallel
-from apps.ner.readers.jsonl import JSON_FLAVOURS
-from apps.ner.readers.jsonl import OUTPUT_FORMATS
-from apps.ner.readers.jsonl import prediction_record
-from apps.ner.readers.jsonl import read_jsonl
-from apps.ner.readers.jsonl import write_jsonl
+from kerasbert_apps.ner.examples import ReadResult
+from kerasbert_apps.ner.readers.columns import read_conll
+from kerasbert_apps.ner.readers.columns import read_parallel
+from kerasbert_apps.ner.readers.jsonl import JSON_FLAVOURS
+from kerasbert_apps.ner.readers.jsonl import OUTPUT_FORMATS
+from kerasbert_apps.ner.readers.jsonl import prediction_record
+from kerasbert_apps.ner.readers.jsonl import read_jsonl
+from kerasbert_apps.ner.readers.jsonl import write_jsonl
 from kerasbert.datafiles import read_text as _read_text
 from kerasbert.errors import InputDataError
 

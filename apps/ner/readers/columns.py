@@ -1,7 +1,7 @@
 """NER readers for token-per-line and token/tag files: CoNLL columns, character-per-line Chinese, parallel files.
 
-Every reader returns an :class:`apps.ner.examples.ReadResult`; tags are read
-by :mod:`apps.ner.tags` (schemes detected, repairs counted). gzip-compressed
+Every reader returns an :class:`kerasbert_apps.ner.examples.ReadResult`; tags are read
+by :mod:`kerasbert_apps.ner.tags` (schemes detected, repairs counted). gzip-compressed
 files are read transparently (the gzip magic bytes are detected whatever the
 file name).
 
@@ -33,17 +33,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from apps.ner.examples import Example
-from apps.ner.examples import Entity
-from apps.ner.examples import ReadReport
-from apps.ner.examples import ReadResult
-from apps.ner.examples import finish_entities
-from apps.ner.examples import finish_report
-from apps.ner.tags import check_scheme_tags
-from apps.ner.tags import decode_tags
-from apps.ner.tags import detect_scheme
-from apps.ner.tags import parse_tag
-from apps.ner.tags import scheme_name
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import ReadReport
+from kerasbert_apps.ner.examples import ReadResult
+from kerasbert_apps.ner.examples import finish_entities
+from kerasbert_apps.ner.examples import finish_report
+from kerasbert_apps.ner.tags import check_scheme_tags
+from kerasbert_apps.ner.tags import decode_tags
+from kerasbert_apps.ner.tags import detect_scheme
+from kerasbert_apps.ner.tags import parse_tag
+from kerasbert_apps.ner.tags import scheme_name
 from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import split_lines as _lines
 from kerasbert.errors import InputDataError

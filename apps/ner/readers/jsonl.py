@@ -2,7 +2,7 @@
 
 Records are read by :func:`kerasbert.datafiles.json_records` (gzip, strict
 UTF-8, the line of every record); every reader returns an
-:class:`apps.ner.examples.ReadResult`.
+:class:`kerasbert_apps.ner.examples.ReadResult`.
 
 * **JSON lines / JSON** (:func:`read_jsonl`); one object per line, or a JSON
   array of objects (a file whose first non-blank character is ``[``).
@@ -39,7 +39,7 @@ UTF-8, the line of every record); every reader returns an
   kept with no entities and counted as ``unannotated``.
   Spans with leading/trailing whitespace are trimmed (counted as ``trimmed``);
   a span that is only whitespace is dropped (counted). Overlapping spans are
-  resolved by the rule of :mod:`apps.ner.examples` (for the BIO heads), or
+  resolved by the rule of :mod:`kerasbert_apps.ner.examples` (for the BIO heads), or
   all kept with ``keep_overlaps`` (the GlobalPointer head); counted either way.
 """
 
@@ -50,12 +50,12 @@ import json
 import os
 from pathlib import Path
 
-from apps.ner.examples import Entity
-from apps.ner.examples import Example
-from apps.ner.examples import ReadReport
-from apps.ner.examples import ReadResult
-from apps.ner.examples import finish_entities
-from apps.ner.examples import finish_report
+from kerasbert_apps.ner.examples import Entity
+from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.examples import ReadReport
+from kerasbert_apps.ner.examples import ReadResult
+from kerasbert_apps.ner.examples import finish_entities
+from kerasbert_apps.ner.examples import finish_report
 from kerasbert.datafiles import json_records as _json_records
 from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import records_flavour
@@ -289,7 +289,7 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictio
             their predictions are counted as ignored.
         keep_overlaps: keep nested and overlapping spans (for the
             GlobalPointer head), counted by kind; else resolve them by the
-            rule of :mod:`apps.ner.examples` (for the BIO heads).
+            rule of :mod:`kerasbert_apps.ner.examples` (for the BIO heads).
 
     Raises:
         InputDataError: invalid JSON, missing text, spans outside the text or
@@ -351,7 +351,7 @@ OUTPUT_FORMATS = {"jsonl": False, "label-studio": True, "doccano": False}
 
 
 def prediction_record(result: dict, format: str = "jsonl") -> dict:
-    """One prediction (a dict of :meth:`apps.ner.tagger.Tagger.predict`) as a
+    """One prediction (a dict of :meth:`kerasbert_apps.ner.tagger.Tagger.predict`) as a
     record of ``format``, for correcting it in an annotation tool and training
     again; the kit's readers read every one back to the same entities.
 
