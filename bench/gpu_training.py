@@ -199,9 +199,10 @@ def prepare(args):
     quiet_tf_logs()
     from kerasbert_apps.ner.tagger import Tagger
     from kerasbert_apps.ner.train import NER
-    from kerasbert import training
     from kerasbert.checkpoint import is_training_state
     from kerasbert.checkpoint import official_name_from_hf
+    from kerasbert.fit import open_encoder_checkpoint
+    from kerasbert.fit import resolve_auto
     from kerasbert.loader import load_encoder
 
     if not Path(args.checkpoint).exists():
@@ -210,7 +211,7 @@ def prepare(args):
     settings.check()
     train_examples, dev_examples = NER.read_run_data(settings)
     tags = Tagger.training_labels(train_examples, dev_examples, settings)
-    folder, tokenizer = training.open_encoder_checkpoint(settings)
+    folder, tokenizer = open_encoder_checkpoint(settings)
     pipeline = Tagger(None, tokenizer, tags, max_length=settings.max_length)
     rows, report = pipeline.features(train_examples)
     print("train features: " + report.summary().replace("\n", "\n  "))
@@ -291,7 +292,7 @@ def prepare(args):
     difference = float(np.abs(full - trimmed).max())
     if difference > 1e-4:
         fail(f"the trimmed encoder differs from the checkpoint by {difference:.2e}")
-    resolved = training.resolve_auto(settings, len(rows["token_ids"]))
+    resolved = resolve_auto(settings, len(rows["token_ids"]))
     import hashlib
 
     # The weights come back as XOR with this bundle's: check refuses a run trained from another bundle.
@@ -591,8 +592,9 @@ def run_speed(config):
     from kerasbert_apps.ner.tagger import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert import training
     from kerasbert.config import EncoderConfig
+    from kerasbert.fit import compile_for_training
+    from kerasbert.fit import set_precision
 
     batch, seq, steps, warmup = config["batch"], config["seq"], config["steps"], config["warmup"]
     shape = ENCODERS[config["encoder"]]
@@ -600,7 +602,7 @@ def run_speed(config):
                                 batch_size=batch, epochs=2, max_length=seq, precision=config["precision"],
                                 **HEADS[config["head"]])
     settings.check()
-    training.set_precision(settings.precision)
+    set_precision(settings.precision)
     keras.utils.set_random_seed(0)
     encoder_config = EncoderConfig(**shape, max_position_embeddings=max(512, seq))
     encoder = encoder_config.encoder_class()(**encoder_config.encoder_kwargs())
@@ -612,7 +614,7 @@ def run_speed(config):
     rows = synthetic_rows(batch * (warmup + steps), seq, shape["vocab_size"], settings.head)
     batches = pipeline.batches(rows, settings)
     traces = count_traces(model)
-    training.compile_for_training(model, len(batches), settings, head.head_prefix)
+    compile_for_training(model, len(batches), settings, head.head_prefix)
     optimizer = type(model.optimizer).__name__
     clock = StepClock()
     started = time.perf_counter()
@@ -816,7 +818,13 @@ def train(args):
 
     from kerasbert_apps.ner.tagger import Tagger
     from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert import training
+    from kerasbert.batching import BucketedBatches
+    from kerasbert.distribution import distribution_scope
+    from kerasbert.fit import compile_for_training
+    from kerasbert.fit import fit_and_select
+    from kerasbert.fit import open_encoder_checkpoint
+    from kerasbert.fit import resolve_auto
+    from kerasbert.fit import start_run
     from kerasbert.loader import load_encoder
 
     if keras.backend.backend() != "jax":
@@ -841,20 +849,20 @@ def train(args):
           f"{len(dev['token_ids'])} dev rows; precision {settings.precision}, batch {settings.batch_size}, "
           f"{settings.epochs} epochs", flush=True)
 
-    training.start_run(settings)
-    checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
-    with training.distribution_scope(settings.strategy):
+    start_run(settings)
+    checkpoint, tokenizer = open_encoder_checkpoint(settings)
+    with distribution_scope(settings.strategy):
         model = Tagger.build_model(load_encoder(checkpoint), tags, settings)
         initial = {v.path: keras.ops.convert_to_numpy(v) for v in model.encoder.weights}
         pipeline = Tagger.for_training(model, tokenizer, tags, settings)
-        settings = training.resolve_auto(settings, len(rows["token_ids"]))
+        settings = resolve_auto(settings, len(rows["token_ids"]))
         if args.pad_to_multiple == LIBRARY_PAD:
             batches = pipeline.batches(rows, settings)  # exactly ner train's
         else:  # the same batches with fewer widths (fewer traces of the step)
-            batches = training.BucketedBatches(rows, settings.batch_size, targets=("tags",), seed=settings.seed,
-                                               max_width=pipeline.max_length, pad_to_multiple=args.pad_to_multiple)
+            batches = BucketedBatches(rows, settings.batch_size, targets=("tags",), seed=settings.seed,
+                                      max_width=pipeline.max_length, pad_to_multiple=args.pad_to_multiple)
         traces = count_traces(model)
-        training.compile_for_training(model, len(batches), settings, Tagger.head_prefix)
+        compile_for_training(model, len(batches), settings, Tagger.head_prefix)
 
     predict_tags = dev_forward(model, dev)
     history = []
@@ -870,9 +878,9 @@ def train(args):
         named = [(v.path, keras.ops.convert_to_numpy(v)) for v in model.weights]
         pack_weights(named, initial, directory)
 
-    metrics = training.fit_and_select(model, batches, settings, dev_scores=dev_scores, save_pipeline=save_weights,
-                                      format_scores=lambda s: f"dev entity F1 over the window rows' BIO tags: "
-                                                              f"{s['f1']:.4f} (P {s['precision']:.4f}, R {s['recall']:.4f})")
+    metrics = fit_and_select(model, batches, settings, dev_scores=dev_scores, save_pipeline=save_weights,
+                             format_scores=lambda s: f"dev entity F1 over the window rows' BIO tags: "
+                                                     f"{s['f1']:.4f} (P {s['precision']:.4f}, R {s['recall']:.4f})")
     # What one step is made of, after training: host batching and the transfer.
     host, transfer = host_and_transfer(batches, 20)
     widths = sorted({batches._width(b) for b in batches.batches})

@@ -265,7 +265,12 @@ def run_settings(settings_dict, bundle, out, data):
     from kerasbert_apps.triples.gplinker_model import CODES
     from kerasbert_apps.triples.gplinker_model import OUTPUTS
     from kerasbert_apps.triples.train import TriplesTrainSettings
-    from kerasbert import training
+    from kerasbert.batching import BucketedBatches
+    from kerasbert.fit import compile_for_training
+    from kerasbert.fit import fit_and_select
+    from kerasbert.fit import open_encoder_checkpoint
+    from kerasbert.fit import resolve_auto
+    from kerasbert.fit import start_run
     from kerasbert.loader import load_encoder
 
     rows, windows, examples, predicates = data
@@ -275,13 +280,13 @@ def run_settings(settings_dict, bundle, out, data):
     settings = TriplesTrainSettings(checkpoint=str(Path(bundle) / "encoder"), train=dev_file, dev=dev_file,
                                     output=str(Path(out) / name), head="gplinker", eval_mode="exact",
                                     max_length=MAX_LENGTH, **given)
-    training.start_run(settings)
-    checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
+    start_run(settings)
+    checkpoint, tokenizer = open_encoder_checkpoint(settings)
     model = GPLinkerExtractor.build_model(load_encoder(checkpoint), predicates, settings)
-    settings = training.resolve_auto(settings, len(rows["token_ids"]))
-    batches = training.BucketedBatches(rows, settings.batch_size, targets=tuple(CODES[k] for k in OUTPUTS),
-                                       seed=settings.seed, max_width=MAX_LENGTH, pad_to_multiple=MAX_LENGTH)
-    training.compile_for_training(model, len(batches), settings, GPLinkerExtractor.head_prefix)
+    settings = resolve_auto(settings, len(rows["token_ids"]))
+    batches = BucketedBatches(rows, settings.batch_size, targets=tuple(CODES[k] for k in OUTPUTS),
+                              seed=settings.seed, max_width=MAX_LENGTH, pad_to_multiple=MAX_LENGTH)
+    compile_for_training(model, len(batches), settings, GPLinkerExtractor.head_prefix)
     epochs = []
 
     def dev_scores():
@@ -294,8 +299,8 @@ def run_settings(settings_dict, bundle, out, data):
         return {k: got["dev"][k] for k in ("f1", "precision", "recall")}
 
     started = time.perf_counter()
-    metrics = training.fit_and_select(model, batches, settings, dev_scores=dev_scores,
-                                      save_pipeline=lambda directory: None, format_scores=str)
+    metrics = fit_and_select(model, batches, settings, dev_scores=dev_scores,
+                             save_pipeline=lambda directory: None, format_scores=str)
     best = metrics["best_epoch"]
     return {"name": name, **given, "best_epoch": best, **epochs[best - 1],
             "seconds": time.perf_counter() - started, "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],

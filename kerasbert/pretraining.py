@@ -349,19 +349,19 @@ def pretrain(settings, callbacks=(), segment=None):
     the end and atomically, ``encoder/`` (official layout, masked-LM head
     included).
     """
+    from kerasbert.callbacks import training_callbacks
+    from kerasbert.callbacks import TrainingSpeed
     from kerasbert.files import atomic_write_dir
+    from kerasbert.fit import open_encoder_checkpoint
+    from kerasbert.fit import progress_verbosity
+    from kerasbert.fit import start_run
+    from kerasbert.fit import step_jit_compile
+    from kerasbert.fit import write_metrics
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_masked_lm
     from kerasbert.loader import save_encoder
     from kerasbert.masked_lm import BertMaskedLM
-    from kerasbert.training import make_optimizer
-    from kerasbert.training import open_encoder_checkpoint
-    from kerasbert.training import progress_verbosity
-    from kerasbert.training import step_jit_compile
-    from kerasbert.training import TrainingSpeed
-    from kerasbert.training import start_run
-    from kerasbert.training import training_callbacks
-    from kerasbert.training import write_metrics
+    from kerasbert.optimizer import make_optimizer
 
     settings.check()
     folder, tokenizer = open_encoder_checkpoint(settings)
@@ -446,7 +446,7 @@ def pretrain(settings, callbacks=(), segment=None):
 
 def _accuracy_before(history_path):
     """The held-out accuracy before training ("epoch" 0) in ``history.jsonl``, if there."""
-    from kerasbert.training import read_history
+    from kerasbert.history import read_history
 
     for record in read_history(history_path):
         if record.get("epoch") == 0:

@@ -182,7 +182,7 @@ class RunSettings:
 
     ``batch_size``, ``epochs`` and ``patience`` default to ``"auto"``: the
     numbers follow from the size of the training data
-    (:func:`kerasbert.training.resolve_auto`), starting from the app's
+    (:func:`kerasbert.fit.resolve_auto`), starting from the app's
     :attr:`auto_batch_size` and :attr:`auto_min_epochs`.
     """
 

@@ -31,7 +31,7 @@ ner, triples, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sy
 assert len(jax.devices()) == devices, jax.devices()
 # The training steps are jitted on JAX even with jit_compile off (the
 # default): unjitted, Keras runs them op by op, many times slower.
-from kerasbert.training import compile_for_training
+from kerasbert.fit import compile_for_training
 probe = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="triples_head_probe")])
 compile_for_training(probe, 4, TriplesTrainSettings(**triples), "triples_head_")
 assert TriplesTrainSettings(**triples).jit_compile is False and probe.jit_compile is True, probe.jit_compile
@@ -128,7 +128,7 @@ def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path
 
 
 def test_batches_split_evenly_over_devices_leave_out_counted_rows():
-    from kerasbert.training import BucketedBatches
+    from kerasbert.batching import BucketedBatches
 
     features = {"token_ids": [np.arange(1 + i % 7) for i in range(163)]}
     batches = BucketedBatches(features, 8)
@@ -149,7 +149,7 @@ def test_batches_split_evenly_over_devices_leave_out_counted_rows():
 def test_a_worker_that_is_not_the_chief_restores_the_backup_and_writes_none(tmp_path):
     import keras
 
-    from kerasbert.training import Backup
+    from kerasbert.callbacks import Backup
 
     x, y = np.random.default_rng(0).normal(size=(32, 4)), np.zeros((32, 1))
 

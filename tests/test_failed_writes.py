@@ -147,7 +147,7 @@ def test_a_failed_backup_keeps_the_last_good_one(setup, tmp_path, monkeypatch):
     import keras
 
     from kerasbert import files
-    from kerasbert.training import Backup
+    from kerasbert.callbacks import Backup
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     backup = Backup(str(tmp_path / "backup"))

@@ -16,11 +16,11 @@ from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.triples.model import TripleModel
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
+from kerasbert.fit import compile_for_training
 from kerasbert.layer_mix import LayerMix
-from kerasbert.training import GroupedAdamW
-from kerasbert.training import compile_for_training
-from kerasbert.training import layer_lr_multipliers
-from kerasbert.training import make_optimizer
+from kerasbert.optimizer import GroupedAdamW
+from kerasbert.optimizer import layer_lr_multipliers
+from kerasbert.optimizer import make_optimizer
 
 
 def _tiny_encoder(num_layers=3, output_hidden_states=False):

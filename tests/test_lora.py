@@ -116,8 +116,8 @@ def test_only_adapters_and_head_train(checkpoint):
 
 def test_resume_backup_keeps_adapters_and_frozen_kernels_apart(checkpoint, tmp_path):
     """Keras's BackupAndRestore alone would restore merged kernels and zero
-    adapters; kerasbert.training.Backup restores both as they were."""
-    from kerasbert.training import Backup
+    adapters; kerasbert.callbacks.Backup restores both as they were."""
+    from kerasbert.callbacks import Backup
 
     def lora_model(seed):
         model = NerModel(load_encoder(checkpoint), 9, lstm_units=8)
