@@ -191,6 +191,9 @@ class Pipeline:
 
     #: Name of the settings file in a pipeline folder (``tagger.json``).
     settings_file = None
+    #: The registered head this pipeline is (:mod:`kerasbert_apps.base.heads`),
+    #: recorded as ``"head"`` in the settings file.
+    head_name = None
     #: What a pipeline folder of this kind is called in errors ("NER model").
     kind = "model"
     #: The ``task`` written into an export's description.
@@ -236,6 +239,7 @@ class Pipeline:
     def from_settings(cls, model, tokenizer, settings):
         settings = dict(settings)
         lora = settings.pop("lora", None)
+        settings.pop("head", None)  # which class loads the folder (kerasbert_apps.base.heads.head_of)
         pipeline = cls(model, tokenizer, settings.pop(cls.labels_key), **settings)
         pipeline.lora = lora
         return pipeline
@@ -452,8 +456,10 @@ class Pipeline:
         save_pipeline(directory, self.model, self.tokenizer, self._stored_settings(), self.settings_file)
 
     def _stored_settings(self):
-        """What the settings file holds: :meth:`settings`, and ``lora``."""
+        """What the settings file holds: :meth:`settings`, ``head`` and ``lora``."""
         settings = self.settings()
+        if self.head_name:
+            settings.setdefault("head", self.head_name)
         if self.lora:
             settings["lora"] = dict(self.lora)
         return settings

@@ -50,16 +50,16 @@ def cmd_demo(args):
 
 
 def cmd_calibrate(args):
+    from kerasbert_apps.base.heads import head_of
     from kerasbert_apps.ner.calibration import format_temperature
-    from kerasbert_apps.ner.span_tagger import is_span_model
     from kerasbert_apps.ner.train import NER
     from kerasbert.saving import resolve_model_dir
     from kerasbert.settings import settings_from_args
 
-    spans = is_span_model(args.model)  # nested entities are kept for the GlobalPointer head
+    head = head_of("ner", args.model)  # nested entities are kept for a head that keeps them
     settings = settings_from_args(NER.read_settings, args)
-    examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)" if spans else "data",
-                        keep_overlaps=spans)
+    examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)" if head.keep_overlaps
+                        else "data", keep_overlaps=head.keep_overlaps)
     tagger = NER.load(args.model, verbose=True)
     result = tagger.calibrate(examples, batch_size=args.batch_size)
     directory = resolve_model_dir(args.model, tagger.settings_file, tagger.kind)

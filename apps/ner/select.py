@@ -179,9 +179,10 @@ def diverse_order(vectors, budget, threshold):
 
 
 def _is_span(tagger):
-    from kerasbert_apps.ner.span_tagger import SpanTagger
+    """Whether ``tagger``'s head scores spans (nested entities kept) rather than BIO tags."""
+    from kerasbert_apps.base.heads import get
 
-    return isinstance(tagger, SpanTagger)
+    return get("ner", tagger.head_name).keep_overlaps
 
 
 class _Scorer:

@@ -112,6 +112,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
     """
 
     settings_file = SETTINGS_FILE
+    head_name = "global-pointer"
     kind = "NER model"
     task = "ner"
     labels_key = "types"

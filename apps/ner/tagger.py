@@ -97,6 +97,11 @@ class Tagger(ScoreTemperature, Pipeline):
     def tags(self):
         return self.labels
 
+    @property
+    def head_name(self):
+        """``crf`` or ``softmax``: whether the model has a CRF layer."""
+        return "crf" if getattr(self.model, "crf", None) is not None else "softmax"
+
     # ------------------------------------------------------------ training rows
     def text_labels(self, example, offsets, report):
         tags = np.zeros(len(offsets), dtype=np.int32)

@@ -21,19 +21,21 @@ What ends up in ``OUTPUT`` (:meth:`kerasbert_apps.base.task.Task.train`):
 
 import dataclasses
 
+from kerasbert_apps.base import heads
 from kerasbert_apps.base.task import Task
 from kerasbert_apps.ner.readers import FORMATS
 from kerasbert_apps.ner.readers import OUTPUT_FORMATS
 from kerasbert_apps.ner.tags import SCHEMES
-from kerasbert.errors import KerasbertError
 from kerasbert.settings import DistillSettings
 from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
 
-#: ``--head`` choices: two BIO token taggers and the span head (nested entities).
-HEADS = ("crf", "softmax", "global-pointer")
-#: What the scores of each head are computed with (printed with them).
-SCORERS = {"bio": "seqeval BIO", "spans": "exact spans"}
+#: The scorers a head may name (:attr:`kerasbert_apps.base.heads.Head.scorer`),
+#: printed with the scores: name -> ``(score module, score function, format function)``.
+SCORERS = {
+    "seqeval BIO": ("kerasbert_apps.ner.evaluate", "score", "format_scores"),
+    "exact spans": ("kerasbert_apps.ner.span_scores", "span_scores", "format_span_scores"),
+}
 
 
 @dataclasses.dataclass
@@ -61,25 +63,11 @@ class NerTrainSettings(NerCalibrateSettings, NerReadSettings, TrainSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
     head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
-    lstm: bool = setting(True, "use a BiLSTM between encoder and tag scores")
-    lstm_units: int = setting(128, "BiLSTM units per direction")
-    crf: bool = setting(True, "use a CRF (else softmax per token); --no-crf is --head softmax")
-    constrained_decoding: bool = setting(True, "forbid invalid BIO transitions when decoding")
-    head: str = setting("crf", "the tagging head: crf and softmax tag tokens BIO (an entity cannot lie inside "
-                        "another; overlapping spans in the data are resolved and counted); global-pointer scores "
-                        "every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the "
-                        "data and predicted; --lstm and --constrained-decoding do not apply)", HEADS)
-    pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
-    def check(self):
-        super().check()
-        if self.head == "softmax":
-            self.crf = False
-        elif not self.crf:
-            if self.head == "global-pointer":
-                raise KerasbertError("--no-crf is the softmax head; it does not go with --head global-pointer")
-            self.head = "softmax"
-        if self.head == "global-pointer" and (self.pointer_size < 2 or self.pointer_size % 2):
-            raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {self.pointer_size}")
+
+
+#: The settings of ``ner train``: the fields above, ``head`` (the registered
+#: heads) and the options the heads add (:func:`kerasbert_apps.base.heads.train_settings_class`).
+NerTrainSettings = heads.train_settings_class("ner", NerTrainSettings, "tagging head")
 
 
 @dataclasses.dataclass
@@ -104,17 +92,16 @@ class NerTask(Task):
         "--use-predictions for tasks left unannotated); doccano: JSON lines of doccano's sequence-labelling import")
 
     def pipeline_class(self, settings=None):
-        from kerasbert_apps.ner.span_tagger import SpanTagger
-        from kerasbert_apps.ner.tagger import Tagger
+        return self.head(settings).pipeline_class()
 
-        return SpanTagger if spans_head(settings) else Tagger
+    @staticmethod
+    def head(settings=None):
+        """The registered head ``settings`` name (the default head without one)."""
+        name = getattr(settings, "head", None)
+        return heads.get("ner", name) if name else heads.heads("ner")[0]
 
     def load(self, model_dir, verbose=False):
-        from kerasbert_apps.ner.span_tagger import SpanTagger
-        from kerasbert_apps.ner.span_tagger import is_span_model
-        from kerasbert_apps.ner.tagger import Tagger
-
-        return (SpanTagger if is_span_model(model_dir) else Tagger).load(model_dir, verbose=verbose)
+        return heads.head_of("ner", model_dir).pipeline_class().load(model_dir, verbose=verbose)
 
     @staticmethod
     def data_format(path, settings):
@@ -124,8 +111,8 @@ class NerTask(Task):
 
     def read(self, path, settings, what="data", keep_overlaps=None):
         """The examples of ``path``; nested and overlapping entities are kept
-        for the GlobalPointer head (``keep_overlaps``, default: whether
-        ``settings`` name that head), else resolved (counted either way)."""
+        for a head that keeps them (``keep_overlaps``, default: whether the
+        head ``settings`` name does), else resolved (counted either way)."""
         from kerasbert_apps.ner.readers import read_ner_file
 
         fmt = self.data_format(path, settings)
@@ -135,25 +122,31 @@ class NerTask(Task):
             options = {"scheme": settings.scheme}
         else:
             options = {"use_predictions": settings.use_predictions}
-            if spans_head(settings) if keep_overlaps is None else keep_overlaps:
+            if self.head(settings).keep_overlaps if keep_overlaps is None else keep_overlaps:
                 options["keep_overlaps"] = True
         result = read_ner_file(path, format=fmt, **options)
         print(f"{what}: {path}\n  " + result.report.summary().replace("\n", "\n  "))
         return result.examples
 
-    def evaluate(self, load_pipeline, path, settings, batch_size=32):
-        """:meth:`Task.evaluate`; for a GlobalPointer model the file is read
-        again with nested and overlapping entities kept, and scored on exact
-        spans (``settings`` of ``evaluate`` do not name the head)."""
-        from kerasbert_apps.ner.span_tagger import SpanTagger
+    def read_for(self, head, path, settings, what="data"):
+        """The examples of ``path`` as ``head`` reads them (nested and
+        overlapping entities kept for a head that keeps them; BIO files
+        cannot nest)."""
+        keep = head.keep_overlaps and self.data_format(path, settings) not in ("conll", "parallel")
+        return self.read(path, settings, f"{what} (nested and overlapping entities kept)" if keep else what,
+                         keep_overlaps=keep)
 
+    def evaluate(self, load_pipeline, path, settings, batch_size=32):
+        """:meth:`Task.evaluate`; for a head that keeps nested entities the
+        file is read again with them kept, and each head is scored by its
+        scorer (``settings`` of ``evaluate`` do not name the head)."""
         examples = self.read(path, settings, "data")
         pipeline = load_pipeline()
-        spans = isinstance(pipeline, SpanTagger)
-        if spans and self.data_format(path, settings) not in ("conll", "parallel"):  # BIO files cannot nest
-            examples = self.read(path, settings, "data (nested and overlapping entities kept)", keep_overlaps=True)
+        head = heads.get("ner", pipeline.head_name)
+        if head.keep_overlaps and self.data_format(path, settings) not in ("conll", "parallel"):
+            examples = self.read_for(head, path, settings)
         predictions = pipeline.predict([e.text for e in examples], batch_size=batch_size)
-        return self.score(examples, predictions, settings, spans=spans)
+        return self.score(examples, predictions, settings, head=head)
 
     def unlabeled_example(self, text):
         from kerasbert_apps.ner.examples import Example
@@ -165,30 +158,23 @@ class NerTask(Task):
 
         return prediction_record(result, format)
 
-    def score(self, examples, predictions, settings=None, spans=None):
-        """seqeval scores of the BIO heads, or exact (start, end, type)
-        scores of the GlobalPointer head (``spans``, default: whether
-        ``settings`` name it); ``"scorer"`` says which."""
-        if spans_head(settings) if spans is None else spans:
-            from kerasbert_apps.ner.span_scores import span_scores
+    def score(self, examples, predictions, settings=None, spans=None, head=None):
+        """Scores by the scorer of ``head`` (default: the head ``settings``
+        name): seqeval's BIO scores, or exact (start, end, type) span scores
+        (``spans`` True picks these whatever the head); ``"scorer"`` says which."""
+        import importlib
 
-            return {"scorer": SCORERS["spans"], **span_scores(examples, predictions)}
-        from kerasbert_apps.ner.evaluate import score
-
-        return {"scorer": SCORERS["bio"], **score(examples, predictions)}
+        scorer = "exact spans" if spans else (head or self.head(settings)).scorer
+        module, function, _ = SCORERS[scorer]
+        return {"scorer": scorer, **getattr(importlib.import_module(module), function)(examples, predictions)}
 
     def format_scores(self, scores):
-        from kerasbert_apps.ner.evaluate import format_scores
-        from kerasbert_apps.ner.span_scores import format_span_scores
+        import importlib
 
-        if scores.get("scorer") == SCORERS["spans"]:
-            return format_span_scores(scores)
-        return f"scorer: {SCORERS['bio']}\n" + format_scores(scores)
-
-
-def spans_head(settings):
-    """Whether ``settings`` (train settings, or None) name the GlobalPointer head."""
-    return getattr(settings, "head", None) == "global-pointer"
+        scorer = scores.get("scorer") if scores.get("scorer") in SCORERS else "seqeval BIO"
+        module, _, function = SCORERS[scorer]
+        text = getattr(importlib.import_module(module), function)(scores)
+        return text if scorer == "exact spans" else f"scorer: {scorer}\n" + text
 
 
 NER = NerTask()

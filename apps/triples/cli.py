@@ -12,15 +12,17 @@ from kerasbert_apps.base.cli import add_task_commands
 
 
 def register(subparsers):
+    from kerasbert_apps.base.heads import heads
     from kerasbert_apps.triples.train import TRIPLES
     from kerasbert_apps.triples.tuning import DEFAULT_VALUES
 
+    pairs = "; ".join(f"{h.name} head: " + " and ".join(f"--threshold-{o}" for o, _ in h.options)
+                      for h in heads("triples") if h.options)
     commands = add_task_commands(subparsers, TRIPLES)
     tune = add_labelled_file_command(
         commands, "tune", TRIPLES, cmd_tune,
         help="pick a model's decision thresholds on a labelled file (dev)",
-        description="Score the model on a labelled file (your dev set) at every pair of threshold values (casrel "
-        "head: --threshold-start and --threshold-end; gplinker head: --threshold-entity and --threshold-link), "
+        description=f"Score the model on a labelled file (your dev set) at every pair of threshold values ({pairs}), "
         "print precision, recall and F1 for each, and write the pair with the best F1 into the model folder, so "
         "that predict, evaluate and exports made afterwards use it. Lower thresholds trade precision for recall. "
         "One pass over the file per pair.",

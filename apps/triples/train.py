@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 from typing import ClassVar
 
+from kerasbert_apps.base import heads
 from kerasbert_apps.base.task import Task
 from kerasbert_apps.triples.data import FORMATS as DATA_FORMATS
 from kerasbert.errors import KerasbertError
@@ -40,8 +41,6 @@ from kerasbert.settings import TrainSettings
 from kerasbert.settings import setting
 
 EVAL_MODES = ("exact", "partial")
-#: ``--head`` choices: CasRel's cascade (the default) and GPLinker.
-HEADS = ("casrel", "gplinker")
 FORMATS = ("auto",) + DATA_FORMATS
 
 
@@ -64,59 +63,28 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
     seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
     schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
                           "(default: the training data's predicates)")
-    threshold_start: float = setting(0.5, "casrel head: a start pointer fires when its probability is above this")
-    threshold_end: float = setting(0.5, "casrel head: an end pointer fires when its probability is above this")
-    threshold_entity: float = setting(0.5, "gplinker head: a subject or object span holds when its probability is "
-                                      "above this")
-    threshold_link: float = setting(0.5, "gplinker head: a head-to-head or tail-to-tail link holds when its "
-                                    "probability is above this")
-    head: str = setting("casrel", "the triple head: casrel finds subjects, then the objects of ONE subject at a "
-                        "time (one gold subject sampled per row and step in training); gplinker scores every "
-                        "subject and object span and every head-to-head / tail-to-tail link per predicate at once "
-                        "(GlobalPointers: nested and overlapping entities)", HEADS)
-    pointer_size: int = setting(64, "query/key size of each GlobalPointer of the gplinker head")
 
-    def check(self):
-        super().check()
-        for key in ("threshold_start", "threshold_end"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise KerasbertError(f"{key} must be in [0, 1), got {getattr(self, key)}")
-        for key in ("threshold_entity", "threshold_link"):
-            if not 0.0 < getattr(self, key) < 1.0:
-                raise KerasbertError(f"{key} must be in (0, 1), got {getattr(self, key)}")
-        if self.head == "gplinker":
-            if (self.threshold_start, self.threshold_end) != (0.5, 0.5):
-                raise KerasbertError("--threshold-start/--threshold-end are the casrel head's; the gplinker head's "
-                                     "are --threshold-entity/--threshold-link")
-            if self.pointer_size < 2 or self.pointer_size % 2:
-                raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), "
-                                     f"got {self.pointer_size}")
-        elif (self.threshold_entity, self.threshold_link) != (0.5, 0.5):
-            raise KerasbertError("--threshold-entity/--threshold-link are the gplinker head's; the casrel head's "
-                                 "are --threshold-start/--threshold-end")
+
+#: The settings of ``triples train``: the fields above, ``head`` (the
+#: registered heads) and the options the heads add
+#: (:func:`kerasbert_apps.base.heads.train_settings_class`).
+TriplesTrainSettings = heads.train_settings_class("triples", TriplesTrainSettings, "triple head")
 
 
 class TriplesTask(Task):
     name = "triples"
     help = "relation-triple extraction: train, evaluate, predict, export"
-    description = ("(subject, predicate, object) extraction on a BERT encoder: CasRel-style span pointers "
-                   "(--head casrel, the default) or GPLinker (--head gplinker).")
+    description = "(subject, predicate, object) extraction on a BERT encoder; --head picks the triple head."
     trains = "a triple extractor"
     train_settings = TriplesTrainSettings
     read_settings = TriplesReadSettings
 
     def pipeline_class(self, settings=None):
-        from kerasbert_apps.triples.extractor import Extractor
-        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-
-        return GPLinkerExtractor if getattr(settings, "head", None) == "gplinker" else Extractor
+        name = getattr(settings, "head", None)
+        return (heads.get("triples", name) if name else heads.heads("triples")[0]).pipeline_class()
 
     def load(self, model_dir, verbose=False):
-        from kerasbert_apps.triples.extractor import Extractor
-        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-        from kerasbert_apps.triples.gplinker import is_gplinker_model
-
-        return (GPLinkerExtractor if is_gplinker_model(model_dir) else Extractor).load(model_dir, verbose=verbose)
+        return heads.head_of("triples", model_dir).pipeline_class().load(model_dir, verbose=verbose)
 
     def read(self, path, settings, what="data"):
         from kerasbert_apps.triples.data import read_triples_file
@@ -139,22 +107,18 @@ class TriplesTask(Task):
         if command == "evaluate":  # the pre-settings name of --eval-mode, kept working
             parser.add_argument("--mode", dest="eval_mode", choices=EVAL_MODES, help=argparse.SUPPRESS)
         baked = "; baked into the graph" if command == "export" else ""
-        for option, what in (("start", "start pointer threshold (casrel head)"),
-                             ("end", "end pointer threshold (casrel head)"),
-                             ("entity", "span threshold, a probability (gplinker head)"),
-                             ("link", "head/tail link threshold, a probability (gplinker head)")):
-            parser.add_argument(f"--threshold-{option}", type=float, help=f"{what} (default: the model's){baked}")
+        for head in heads.heads("triples"):
+            for option, what in head.options:
+                parser.add_argument(f"--threshold-{option}", type=float,
+                                    help=f"{what} ({head.name} head) (default: the model's){baked}")
 
     def configure(self, extractor, args):
-        from kerasbert_apps.triples.extractor import Extractor
-        from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-
-        heads = {o: cls.head_name for cls in (Extractor, GPLinkerExtractor) for o in cls.threshold_options}
-        given = {o: getattr(args, f"threshold_{o}") for o in heads if getattr(args, f"threshold_{o}") is not None}
+        owner = {o: head.name for head in heads.heads("triples") for o, _ in head.options}
+        given = {o: getattr(args, f"threshold_{o}") for o in owner if getattr(args, f"threshold_{o}") is not None}
         own = extractor.threshold_options
         foreign = [o for o in given if o not in own]
         if foreign:
-            raise KerasbertError(f"--threshold-{'/--threshold-'.join(foreign)} belong to the {heads[foreign[0]]} head; "
+            raise KerasbertError(f"--threshold-{'/--threshold-'.join(foreign)} belong to the {owner[foreign[0]]} head; "
                                  f"this model has the {extractor.head_name} head, whose thresholds are "
                                  f"--threshold-{own[0]}/--threshold-{own[1]}")
         return extractor.with_threshold_options(given) if given else extractor

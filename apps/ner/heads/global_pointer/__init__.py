@@ -1,0 +1,29 @@
+"""The GlobalPointer NER head (``--head global-pointer``): every span scored
+per type (Efficient GlobalPointer), nested and overlapping entities kept in
+the data and predicted."""
+
+import dataclasses
+
+from kerasbert_apps.base.heads import Head
+from kerasbert_apps.base.heads import register
+from kerasbert.errors import KerasbertError
+from kerasbert.settings import setting
+
+NAME = "global-pointer"
+
+
+@dataclasses.dataclass
+class GlobalPointerSettings:
+    pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
+
+
+def check(settings):
+    if settings.head == NAME and (settings.pointer_size < 2 or settings.pointer_size % 2):
+        raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {settings.pointer_size}")
+
+
+register(Head(
+    name=NAME, task="ner", pipeline="kerasbert_apps.ner.span_tagger:SpanTagger", settings_file="span_tagger.json",
+    help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data and "
+    "predicted; --lstm and --constrained-decoding do not apply)",
+    settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans"))

@@ -1,0 +1,25 @@
+"""The triple heads, one folder each; importing a folder registers its head
+(:mod:`kerasbert_apps.base.heads`). A new head is a new folder here.
+
+:func:`check_thresholds` is the rule every head's thresholds follow: set only
+under that head, each in its range."""
+
+from kerasbert.errors import KerasbertError
+
+
+def check_thresholds(settings, head, low_open):
+    """Check ``head``'s ``threshold_<option>`` settings: each in ``[0, 1)``
+    (``(0, 1)`` with ``low_open``), and left at 0.5 unless ``head`` is the
+    run's head (the error names the run's head's own options)."""
+    from kerasbert_apps.base.heads import get
+
+    keys = [f"threshold_{name}" for name, _ in head.options]
+    for key in keys:
+        value = getattr(settings, key)
+        if not (0.0 < value < 1.0 if low_open else 0.0 <= value < 1.0):
+            raise KerasbertError(f"{key} must be in {'(0, 1)' if low_open else '[0, 1)'}, got {value}")
+    if settings.head != head.name and any(getattr(settings, key) != 0.5 for key in keys):
+        own = get(head.task, settings.head).options
+        theirs = "/".join(f"--threshold-{name}" for name, _ in own) if own else "none"
+        raise KerasbertError(f"{'/'.join('--' + k.replace('_', '-') for k in keys)} are the {head.name} head's; "
+                             f"the {settings.head} head's are {theirs}")

@@ -1,0 +1,24 @@
+"""The CasRel triple head (``--head casrel``, the default): subjects first,
+then the objects of ONE subject at a time."""
+
+import dataclasses
+
+from kerasbert_apps.base.heads import Head
+from kerasbert_apps.base.heads import register
+from kerasbert_apps.triples.heads import check_thresholds
+from kerasbert.settings import setting
+
+
+@dataclasses.dataclass
+class CasRelSettings:
+    threshold_start: float = setting(0.5, "casrel head: a start pointer fires when its probability is above this")
+    threshold_end: float = setting(0.5, "casrel head: an end pointer fires when its probability is above this")
+
+
+HEAD = register(Head(
+    name="casrel", task="triples", pipeline="kerasbert_apps.triples.extractor:Extractor",
+    settings_file="extractor.json",
+    help="finds subjects, then the objects of ONE subject at a time (one gold subject sampled per row and step in "
+    "training)",
+    settings=CasRelSettings, check=lambda settings: check_thresholds(settings, HEAD, low_open=False),
+    options=(("start", "start pointer threshold"), ("end", "end pointer threshold"))))

@@ -1,0 +1,34 @@
+"""The GPLinker triple head (``--head gplinker``): every subject and object
+span and every head-to-head / tail-to-tail link per predicate at once."""
+
+import dataclasses
+
+from kerasbert_apps.base.heads import Head
+from kerasbert_apps.base.heads import register
+from kerasbert_apps.triples.heads import check_thresholds
+from kerasbert.errors import KerasbertError
+from kerasbert.settings import setting
+
+
+@dataclasses.dataclass
+class GPLinkerSettings:
+    threshold_entity: float = setting(0.5, "gplinker head: a subject or object span holds when its probability is "
+                                      "above this")
+    threshold_link: float = setting(0.5, "gplinker head: a head-to-head or tail-to-tail link holds when its "
+                                    "probability is above this")
+    pointer_size: int = setting(64, "query/key size of each GlobalPointer of the gplinker head")
+
+
+def check(settings):
+    check_thresholds(settings, HEAD, low_open=True)
+    if settings.head == HEAD.name and (settings.pointer_size < 2 or settings.pointer_size % 2):
+        raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {settings.pointer_size}")
+
+
+HEAD = register(Head(
+    name="gplinker", task="triples", pipeline="kerasbert_apps.triples.gplinker:GPLinkerExtractor",
+    settings_file="gplinker.json",
+    help="scores every subject and object span and every head-to-head / tail-to-tail link per predicate at once "
+    "(GlobalPointers: nested and overlapping entities)",
+    settings=GPLinkerSettings, check=check,
+    options=(("entity", "span threshold, a probability"), ("link", "head/tail link threshold, a probability"))))
