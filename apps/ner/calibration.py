@@ -2,9 +2,9 @@
 
 Each predicted entity is an *outcome*: its ``score`` and whether it is
 correct -- it matches a gold entity exactly: the same type and the same
-units (words, or non-space characters for untokenized sources: the units
-:mod:`kerasbert_apps.ner.evaluate` scores on; a predicted span is widened to whole
-units as there). Outcomes are grouped into ``BINS`` equal-width score bins,
+units (words, or non-space characters for untokenized sources:
+:mod:`kerasbert_apps.ner.units`, the units :mod:`kerasbert_apps.ner.evaluate`
+scores on too; a predicted span is widened to whole units). Outcomes are grouped into ``BINS`` equal-width score bins,
 ``[0, 0.1), [0.1, 0.2), ..., [0.9, 1.0]`` (the last one closed); the
 *expected calibration error* is the mean over bins, weighted by their share
 of the outcomes, of ``|accuracy - mean score|`` (empty bins count 0).
@@ -18,23 +18,19 @@ log-loss) whether each predicted entity is right, on dev. ``T > 0`` changes
 no entity, only the scores: a logit keeps its sign, and Viterbi's best path
 is the same for scores divided by ``T``. :class:`ScoreTemperature` gives a
 pipeline the setting, ``calibrate`` and the fit at the end of training.
+
+This module imports neither seqeval nor matplotlib (a pipeline loaded for
+serving imports it): :func:`reliability_figure` imports matplotlib when it
+draws.
 """
 
 import numpy as np
 
-from kerasbert_apps.ner.evaluate import units_of
+from kerasbert_apps.ner.units import unit_span
+from kerasbert_apps.ner.units import units_of
 from kerasbert.errors import KerasbertError
 
 BINS = 10
-
-
-def _unit_span(units, span):
-    """``(first unit, last unit, type)`` of a span (dict or object), or None
-    when it overlaps no unit."""
-    get = (lambda k: span[k]) if isinstance(span, dict) else (lambda k: getattr(span, k))
-    start, end = get("start"), get("end")
-    hit = [k for k, (s, e) in enumerate(units) if e > start and s < end]
-    return (hit[0], hit[-1], get("type")) if hit else None
 
 
 def entity_score(entity):
@@ -63,8 +59,8 @@ def entities_right(examples, entity_lists):
     right = []
     for example, entities in zip(examples, entity_lists):
         units = units_of(example)
-        gold = {_unit_span(units, e) for e in example.entities} - {None}
-        right.extend(_unit_span(units, entity) in gold for entity in entities)
+        gold = {unit_span(units, e) for e in example.entities} - {None}
+        right.extend(unit_span(units, entity) in gold for entity in entities)
     return np.array(right, bool)
 
 

@@ -1,12 +1,12 @@
 """Entity-level evaluation with seqeval.
 
 Gold and predicted entities are character spans. To score them with seqeval
-they are written as IOB2 tags over the example's *units*: its words when the
-source was tokenized (CoNLL columns, character-per-line files), else its
-non-space characters. A unit gets ``B-X`` if it is the first unit overlapping
-an entity of type X, ``I-X`` for the following ones (a predicted span that
-starts or ends inside a word is widened to whole words, as word-level
-scorers do).
+they are written as IOB2 tags over the example's *units*
+(:mod:`kerasbert_apps.ner.units`): its words when the source was tokenized
+(CoNLL columns, character-per-line files), else its non-space characters.
+A unit gets ``B-X`` if it is the first unit overlapping an entity of type X,
+``I-X`` for the following ones (a predicted span that starts or ends inside
+a word is widened to whole words, as word-level scorers do).
 
 Two modes, both reported:
 
@@ -18,23 +18,17 @@ users compare against papers that use one or the other.
 
 Also reported: the calibration of the entity scores (expected calibration
 error over 10 equal-width score bins, :mod:`kerasbert_apps.ner.calibration`).
+
+seqeval is imported by :func:`score` only, when it scores: importing this
+module (or a pipeline, for serving) does not load it.
 """
 
 import numpy as np
-from seqeval.metrics import classification_report
-from seqeval.metrics import f1_score
-from seqeval.metrics import precision_score
-from seqeval.metrics import recall_score
-from seqeval.scheme import IOB2
 
+from kerasbert_apps.ner.calibration import calibration
+from kerasbert_apps.ner.calibration import format_calibration
 from kerasbert_apps.ner.tags import spans_to_unit_tags
-
-
-def units_of(example):
-    """Character spans of the units an example is scored on."""
-    if example.words:
-        return [tuple(w) for w in example.words]
-    return [(i, i + 1) for i, c in enumerate(example.text) if not c.isspace()]
+from kerasbert_apps.ner.units import units_of
 
 
 def score(examples, predictions):
@@ -45,7 +39,11 @@ def score(examples, predictions):
     ``macro_f1``, ``strict`` (the same in strict mode), ``per_type``,
     the counts and ``calibration`` (:func:`kerasbert_apps.ner.calibration.calibration`).
     """
-    from kerasbert_apps.ner.calibration import calibration
+    from seqeval.metrics import classification_report
+    from seqeval.metrics import f1_score
+    from seqeval.metrics import precision_score
+    from seqeval.metrics import recall_score
+    from seqeval.scheme import IOB2
 
     gold, pred = [], []
     for example, prediction in zip(examples, predictions):
@@ -90,7 +88,5 @@ def format_scores(scores):
             f"{kind:<12} {values['precision']:>9.4f} {values['recall']:>9.4f} {values['f1-score']:>9.4f} {int(values['support']):>8}"
         )
     if "calibration" in scores:
-        from kerasbert_apps.ner.calibration import format_calibration
-
         lines.append(format_calibration(scores["calibration"]))
     return "\n".join(lines)

@@ -1,0 +1,313 @@
+"""Imports: no circle anywhere in ``kerasbert`` and ``kerasbert_apps``, and a
+lean serving import.
+
+* The module-level imports of every module of ``kerasbert/`` and ``apps/``
+  (installed as ``kerasbert_apps``) are read with :mod:`ast` (nothing is
+  imported) and must form no cycle. Module level means what runs when the
+  module is imported: the module's body, its classes' bodies, ``if``/``try``/
+  ``with`` blocks; not function bodies (a function-level import runs when the
+  function is called, after every module has finished loading) and not
+  ``if TYPE_CHECKING:`` blocks. Relative imports are resolved; ``from a
+  import b`` points at the module ``a.b`` when there is one, else at ``a``.
+  Importing ``a.b`` also runs ``a/__init__.py`` first, but Python finishes a
+  package's ``__init__`` before its submodules need it unless the
+  ``__init__`` itself imports them back: an edge is counted only where the
+  code names the module.
+* Loading a model folder for prediction (``Tagger.load(folder).predict``,
+  ``Extractor.load``) imports neither seqeval (evaluation) nor matplotlib
+  (plots): checked in a fresh process through ``sys.modules``.
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from conftest import require_shared
+
+#: Top-level package name -> its folder in the repository.
+PACKAGES = {"kerasbert": REPO_ROOT / "kerasbert", "kerasbert_apps": REPO_ROOT / "apps"}
+
+
+def package_modules(packages):
+    """``{module name: (path, is_package)}`` for every ``.py`` file under
+    the folders of ``packages`` (``{top-level name: folder}``)."""
+    modules = {}
+    for top, root in packages.items():
+        for path in sorted(Path(root).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "__pycache__" in parts or any(not p.isidentifier() for p in parts):
+                continue
+            is_package = parts[-1] == "__init__"
+            name = ".".join((top,) + (parts[:-1] if is_package else parts))
+            modules[name] = (path, is_package)
+    return modules
+
+
+def _is_type_checking(test):
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def module_level_imports(tree):
+    """The ``Import`` and ``ImportFrom`` nodes that run when the module is
+    imported (see the module docstring)."""
+    found = []
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.orelse)
+            else:
+                visit(ast.iter_child_nodes(node))
+
+    visit(tree.body)
+    return found
+
+
+def import_graph(modules):
+    """``{module: {imported module: line}}`` over ``modules`` (as from
+    :func:`package_modules`): only edges between modules of the set."""
+    graph = {}
+    for name, (path, is_package) in modules.items():
+        edges = graph.setdefault(name, {})
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in module_level_imports(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    package = name.split(".") if is_package else name.split(".")[:-1]
+                    package = package[: len(package) - (node.level - 1)]
+                    base = ".".join(package + ([node.module] if node.module else []))
+                else:
+                    base = node.module
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            for target in targets:
+                while target and target not in modules:  # import a.b.c.name -> the module a.b.c
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.setdefault(target, node.lineno)
+                elif target == name:
+                    edges.setdefault(name, node.lineno)  # a module importing itself: a cycle of one
+    return graph
+
+
+def import_cycles(graph):
+    """One cycle (a list of modules, the first repeated at the end) for each
+    strongly connected component of ``graph`` that has one; [] when none."""
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def connect(start):  # Tarjan's algorithm, iteratively (no recursion limit)
+        work = [(start, iter(sorted(graph.get(start, {}))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, {})))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(set(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    cycles = []
+    for component in components:
+        first = min(component)
+        if len(component) == 1 and first not in graph.get(first, {}):
+            continue
+        # The shortest way back to `first` inside the component (breadth first).
+        paths, seen, frontier = {first: [first]}, {first}, [first]
+        cycle = None
+        while frontier and cycle is None:
+            following = []
+            for node in frontier:
+                for child in sorted(graph.get(node, {})):
+                    if child == first:
+                        cycle = paths[node] + [first]
+                        break
+                    if child in component and child not in seen:
+                        seen.add(child)
+                        paths[child] = paths[node] + [child]
+                        following.append(child)
+                if cycle:
+                    break
+            frontier = following
+        cycles.append(cycle)
+    return sorted(cycles)
+
+
+def describe_cycle(cycle, graph, modules):
+    """``a -> b -> a`` with the file and line of each import."""
+    steps = []
+    for here, there in zip(cycle, cycle[1:]):
+        path = modules[here][0].relative_to(REPO_ROOT) if modules[here][0].is_relative_to(REPO_ROOT) else modules[here][0]
+        steps.append(f"{here} -> {there} ({path}, line {graph[here][there]})")
+    return "; ".join(steps)
+
+
+def test_no_import_cycle_in_kerasbert_or_its_apps():
+    modules = package_modules(PACKAGES)
+    assert "kerasbert.fit" in modules and "kerasbert_apps.ner.evaluate" in modules  # the walk finds both trees
+    graph = import_graph(modules)
+    cycles = import_cycles(graph)
+    assert not cycles, f"{len(cycles)} import cycle(s):\n" + "\n".join(
+        describe_cycle(cycle, graph, modules) for cycle in cycles)
+
+
+def _write_package(root, files):
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def test_the_cycle_finder_finds_cycles_through_relative_and_nested_imports(tmp_path):
+    _write_package(tmp_path / "pkg", {
+        "__init__.py": "",
+        "a.py": "from .sub import b\n",  # a -> pkg.sub.b (a module)
+        "sub/__init__.py": "",
+        "sub/b.py": "import os\ntry:\n    from ..c import thing\nexcept ImportError:\n    pass\n",  # b -> pkg.c
+        "c.py": "class C:\n    from pkg.a import x\n",  # a class body runs at import: c -> a
+        "d.py": "def f():\n    from pkg import e\n\nimport pkg.e.inner\n",  # only the module-level one counts
+        "e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import d\nimport pkg.e\n",
+    })
+    modules = package_modules({"pkg": tmp_path / "pkg"})
+    graph = import_graph(modules)
+    assert graph["pkg.a"] == {"pkg.sub.b": 1}
+    assert graph["pkg.sub.b"] == {"pkg.c": 3}
+    assert graph["pkg.d"] == {"pkg.e": 4}  # pkg.e.inner is no module: its module pkg.e
+    assert "pkg.d" not in graph["pkg.e"]  # TYPE_CHECKING imports never run
+    cycles = import_cycles(graph)
+    assert cycles == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"], ["pkg.e", "pkg.e"]]
+    text = describe_cycle(cycles[0], graph, modules)
+    assert "pkg.sub.b -> pkg.c" in text and "line 3" in text
+    # Without the class-body import there is no cycle left but e's own.
+    (tmp_path / "pkg" / "c.py").write_text("def g():\n    from pkg.a import x\n", encoding="utf-8")
+    assert import_cycles(import_graph(package_modules({"pkg": tmp_path / "pkg"}))) == [["pkg.e", "pkg.e"]]
+
+
+SERVING_SCRIPT = r"""
+import builtins, importlib, json, sys
+
+# Every import statement (and importlib.import_module call) made by a module
+# of kerasbert or kerasbert_apps, recorded when it names seqeval or matplotlib.
+# A check of sys.modules alone cannot see matplotlib: Keras 3 imports
+# matplotlib.pyplot itself when it is installed (keras.src.visualization).
+OURS = ("kerasbert", "kerasbert_apps")
+WATCHED = ("seqeval", "matplotlib")
+caught = []
+plain_import, plain_import_module = builtins.__import__, importlib.import_module
+
+def record(name, level, frame):
+    importer = frame.f_globals.get("__name__", "") if frame else ""
+    if not level and name.split(".")[0] in WATCHED and importer.split(".")[0] in OURS:
+        caught.append(f"{importer} (line {frame.f_lineno}) imports {name}")
+
+def watched_import(name, globals=None, locals=None, fromlist=(), level=0):
+    record(name, level, sys._getframe(1))
+    return plain_import(name, globals, locals, fromlist, level)
+
+def watched_import_module(name, package=None):
+    record(name, 0, sys._getframe(1))
+    return plain_import_module(name, package)
+
+builtins.__import__, importlib.import_module = watched_import, watched_import_module
+import keras
+with_keras = {m for m in sys.modules if m.split(".")[0] in WATCHED}
+
+from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.triples.extractor import Extractor
+
+result = Tagger.load(sys.argv[1]).predict(["Peter Blackburn met Acme Corp in Paris."])
+assert len(result) == 1 and isinstance(result[0]["entities"], list), result
+result = Extractor.load(sys.argv[2]).predict(["Peter Blackburn works for Acme Corp in Paris."])
+assert len(result) == 1 and isinstance(result[0]["triples"], list), result
+later = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED and m not in with_keras)
+print("CAUGHT", json.dumps({"imports": caught, "modules after keras": later}))
+"""
+
+
+@pytest.fixture(scope="module")
+def serving_folders(tmp_path_factory):
+    """A saved tagger and a saved triples extractor on the tiny test
+    checkpoint (random weights: loading and predicting is what is checked,
+    not what they find)."""
+    import keras
+
+    import kerasbert
+    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+    from kerasbert_apps.triples.extractor import Extractor
+    from kerasbert_apps.triples.model import TripleModel
+
+    checkpoint = require_shared("data", "models", "keras_bert_test_checkpoint")
+    tokenizer = kerasbert.load_tokenizer(checkpoint)
+    root = tmp_path_factory.mktemp("serving")
+    keras.utils.set_random_seed(0)
+    tags = bio_tags(["LOC", "ORG", "PER"])
+    Tagger(NerModel(kerasbert.load_encoder(checkpoint), len(tags), lstm_units=4), tokenizer, tags,
+           max_length=32).save(root / "ner")
+    predicates = ["born_in", "works_for"]
+    Extractor(TripleModel(kerasbert.load_encoder(checkpoint), len(predicates)), tokenizer, predicates,
+              max_length=32).save(root / "triples")
+    return root / "ner", root / "triples"
+
+
+def test_loading_a_model_for_serving_imports_neither_seqeval_nor_matplotlib(serving_folders):
+    run = subprocess.run([sys.executable, "-c", SERVING_SCRIPT, *map(str, serving_folders)], capture_output=True,
+                         text=True, cwd=REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    caught = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("CAUGHT "))[len("CAUGHT "):])
+    assert caught == {"imports": [], "modules after keras": []}, (
+        f"loading and predicting with a tagger and an extractor imported: {caught}")
+
+
+def test_the_serving_check_sees_an_import_of_seqeval():
+    """The watcher of the script above catches a kerasbert_apps module that
+    imports seqeval (here the scorer, which must)."""
+    script = SERVING_SCRIPT.split("from kerasbert_apps.ner.tagger")[0] + textwrap.dedent("""
+        from kerasbert_apps.ner import evaluate
+        try:
+            evaluate.score([], [])
+        except Exception:
+            pass
+        print("CAUGHT", json.dumps(caught), "seqeval" in sys.modules)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(l for l in run.stdout.splitlines() if l.startswith("CAUGHT "))
+    assert "kerasbert_apps.ner.evaluate (line" in line and "imports seqeval.metrics" in line and line.endswith("True")
