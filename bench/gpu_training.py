@@ -186,13 +186,15 @@ def hf_name(official):
 
 def conll_settings(args, output="(gpu run)"):
     """The CPU bench's settings (bench/ner_conll2003.py): MiniLM, eng.train,
-    dev eng.testa, 3 epochs, batch 32, max length 128, everything else the
+    dev eng.testa, 3 epochs, batch 32, max length 128 (``args.max_length``
+    where given: bench/active_learning_gpu.py's 64), everything else the
     ``ner train`` defaults."""
     from kerasbert_apps.ner.train import NerTrainSettings
 
     return NerTrainSettings(checkpoint=str(args.checkpoint), train=str(CONLL / "eng.train.gz"),
                             dev=str(CONLL / "eng.testa"), output=output, epochs=3, batch_size=32,
-                            max_length=MAX_LENGTH, max_train_examples=args.max_train, max_dev_examples=args.max_dev)
+                            max_length=getattr(args, "max_length", MAX_LENGTH), max_train_examples=args.max_train,
+                            max_dev_examples=args.max_dev)
 
 
 def prepare(args):
