@@ -188,6 +188,39 @@ def test_no_import_cycle_in_kerasbert_or_its_apps():
         describe_cycle(cycle, graph, modules) for cycle in cycles)
 
 
+def imports_of(module, folder, skip=()):
+    """``"file, line N"`` of every import of ``module`` (at any level, a
+    function's included) by a ``.py`` file under ``folder`` (but ``skip``)."""
+    found = []
+    for path in sorted(Path(folder).rglob("*.py")):
+        if path in skip:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if module in names:
+                found.append(f"{path.relative_to(folder)}, line {node.lineno}")
+    return found
+
+
+def test_the_library_imports_the_training_modules_not_their_old_name(tmp_path):
+    """``kerasbert.training`` only re-exports the names of the modules it was
+    split into (optimizer, batching, callbacks, history, distribution, fit),
+    for code written before the split; kerasbert itself imports from those
+    modules (at any level: a function's import included)."""
+    offenders = imports_of("kerasbert.training", REPO_ROOT / "kerasbert", skip=[REPO_ROOT / "kerasbert" / "training.py"])
+    assert not offenders, "imports kerasbert.training (import from the module that holds the name): " + "; ".join(
+        offenders)
+    (tmp_path / "a.py").write_text("def f():\n    from kerasbert import training\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("import kerasbert.training as t\nfrom kerasbert.training import fit\n")
+    (tmp_path / "c.py").write_text("from kerasbert.fit import fit_and_select\nfrom kerasbert import fit\n")
+    assert imports_of("kerasbert.training", tmp_path) == ["a.py, line 2", "b.py, line 1", "b.py, line 2"]
+
+
 def _write_package(root, files):
     for relative, text in files.items():
         path = root / relative
