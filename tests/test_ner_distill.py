@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import conll_slice

@@ -22,9 +22,9 @@ import tensorflow as tf
 
 import kerasbert
 from kerasbert_apps.ner.readers import read_ner_file
-from kerasbert_apps.ner.fused_bilstm import fused_bilstm
-from kerasbert_apps.ner.model import NerModel
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
+from kerasbert_apps.ner.heads.bio.model import NerModel
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
@@ -354,7 +354,7 @@ os.environ["KERAS_BACKEND"] = "jax"
 import keras
 assert keras.backend.backend() == "jax"
 from kerasbert_apps.ner.examples import Example
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 texts = json.load(open(sys.argv[2], encoding="utf-8"))
 tagger = Tagger.load(sys.argv[1])
 print("RESULT " + json.dumps(tagger.predict(texts, batch_size=16)))

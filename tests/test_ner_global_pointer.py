@@ -15,8 +15,8 @@ import tensorflow as tf
 import kerasbert
 from kerasbert_apps.ner.examples import Entity
 from kerasbert_apps.ner.examples import Example
-from kerasbert_apps.ner.span_decode import span_entities
-from kerasbert_apps.ner.span_tagger import SpanTagger
+from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
+from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
 from kerasbert_apps.ner.train import NER
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train

@@ -35,10 +35,10 @@ def _encoder(tokenizer):
 @pytest.fixture(scope="module")
 def taggers(tokenizer):
     """Tiny random models of the three heads (max_length 16: long texts are windowed)."""
-    from kerasbert_apps.ner.model import NerModel
-    from kerasbert_apps.ner.span_model import GlobalPointerNerModel
-    from kerasbert_apps.ner.span_tagger import SpanTagger
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert.crf import allowed_transitions
 
     keras.utils.set_random_seed(5)

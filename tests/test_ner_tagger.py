@@ -19,7 +19,7 @@ from kerasbert_apps.ner.decode import tag_tables
 from kerasbert_apps.ner.evaluate import score
 from kerasbert_apps.ner.examples import Entity
 from kerasbert_apps.ner.examples import Example
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from kerasbert_apps.ner.tags import spans_to_unit_tags
 
@@ -192,7 +192,7 @@ def test_unit_tags_and_perfect_score():
 
 
 def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, tmp_path, capsys):
-    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert.encoder import BertEncoder
     from kerasbert.errors import KerasbertError
 
@@ -250,7 +250,7 @@ def entity_probability_by_clamping(potentials, transitions, start, s, e, b, c):
 def small_tagger(request, tokenizer):
     """A small random NER model that predicts many entities (emission biases
     pushed towards entity tags), with the BIO-constrained CRF or without CRF."""
-    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert.crf import allowed_transitions
     from kerasbert.encoder import BertEncoder
 

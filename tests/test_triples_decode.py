@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from kerasbert_apps.triples.batches import SubjectSampledBatches
+from kerasbert_apps.triples.heads.casrel.batches import SubjectSampledBatches
 from kerasbert_apps.triples.data import Span
 from kerasbert_apps.triples.data import Triple
 from kerasbert_apps.triples.data import TripleExample
 from kerasbert_apps.base.model import encoder_inputs
 from kerasbert_apps.triples.decode import spans
-from kerasbert_apps.triples.extractor import Extractor
-from kerasbert_apps.triples.extractor import normalize_thresholds
+from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
+from kerasbert_apps.triples.heads.casrel.pipeline import pointer_thresholds
 from kerasbert.errors import KerasbertError
 from kerasbert.tokenizer import BertTokenizer
 
@@ -103,13 +103,13 @@ def test_columns_are_decoded_independently_epo():
 
 
 def test_thresholds_normalisation():
-    assert normalize_thresholds((0.3, 0.6)) == {"subject_start": 0.3, "subject_end": 0.6,
+    assert pointer_thresholds((0.3, 0.6)) == {"subject_start": 0.3, "subject_end": 0.6,
                                                 "object_start": 0.3, "object_end": 0.6}
-    assert normalize_thresholds({"object_end": 0.2})["object_end"] == 0.2
+    assert pointer_thresholds({"object_end": 0.2})["object_end"] == 0.2
     with pytest.raises(KerasbertError):
-        normalize_thresholds({"object": 0.2})
+        pointer_thresholds({"object": 0.2})
     with pytest.raises(KerasbertError):
-        normalize_thresholds((1.0, 0.5))
+        pointer_thresholds((1.0, 0.5))
 
 
 # --------------------------------------------------------- features, batches
@@ -248,7 +248,7 @@ class _Objects(keras.layers.Layer):
 
 
 class OracleModel:
-    """The two Keras models a :class:`~kerasbert_apps.triples.model.TripleModel` gives
+    """The two Keras models a :class:`~kerasbert_apps.triples.heads.casrel.model.TripleModel` gives
     through ``decoders()``, computed from the token ids."""
 
     def __init__(self, tokenizer):

@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from kerasbert_apps.triples.extractor import Extractor
-from kerasbert_apps.triples.model import TripleModel
+from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
+from kerasbert_apps.triples.heads.casrel.model import TripleModel
 from conftest import require_shared
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder

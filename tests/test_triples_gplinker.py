@@ -17,9 +17,9 @@ from kerasbert_apps.triples.data import Span
 from kerasbert_apps.triples.data import Triple
 from kerasbert_apps.triples.data import TripleExample
 from kerasbert_apps.triples.decode import per_text
-from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-from kerasbert_apps.triples.gplinker_decode import linked_triples
-from kerasbert_apps.triples.gplinker_model import sparse_global_pointer_crossentropy
+from kerasbert_apps.triples.heads.gplinker.pipeline import GPLinkerExtractor
+from kerasbert_apps.triples.heads.gplinker.decode import linked_triples
+from kerasbert_apps.triples.heads.gplinker.model import sparse_global_pointer_crossentropy
 from kerasbert_apps.triples.train import TRIPLES
 from kerasbert_apps.triples.train import TriplesTrainSettings
 from conftest import require_shared
@@ -292,7 +292,7 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
 def test_thresholds_of_the_other_head_are_refused(run, tmp_path, capsys):
     import argparse
 
-    from kerasbert_apps.triples.extractor import Extractor
+    from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 
     tmp, _ = run
     (tmp_path / "in.txt").write_text("Alan Bean was born in Wheeler , Texas .\n")

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from conftest import require_shared
 from conftest import webnlg_slice
 from kerasbert.cli import main

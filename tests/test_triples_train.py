@@ -11,7 +11,7 @@ import pytest
 
 from kerasbert_apps.triples.data import read_triples_file
 from kerasbert_apps.triples.evaluate import score
-from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from kerasbert_apps.triples.train import TriplesTrainSettings
 from kerasbert_apps.triples.train import train
 from conftest import interrupt_then_resume

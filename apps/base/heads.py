@@ -99,7 +99,7 @@ class Head:
         return getattr(importlib.import_module(module), attr)
 
 
-_REGISTRY = {}  # task -> {name: Head}, in registration order
+_REGISTRY = {}  # task -> {name: Head}
 _DISCOVERED = set()
 
 
@@ -126,7 +126,7 @@ def discover(task):
     import pkgutil
 
     package = importlib.import_module(f"kerasbert_apps.{task}.heads")
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: _builtin_order(task, i.name)):
+    for info in pkgutil.iter_modules(package.__path__):
         if info.ispkg:
             importlib.import_module(f"{package.__name__}.{info.name}")
     from importlib.metadata import entry_points
@@ -143,9 +143,20 @@ def _builtin_order(task, folder):
 
 
 def heads(task):
-    """The registered heads of ``task``, in registration order."""
+    """The registered heads of ``task``: the built-in ones in the order of
+    their ``--head`` choices (the first is the default), then the others by
+    folder; a folder's heads in registration order."""
     discover(task)
-    return list(_REGISTRY.get(task, {}).values())
+    registered = list(_REGISTRY.get(task, {}).values())
+    return sorted(registered, key=lambda h: (_builtin_order(task, _folder(h)), registered.index(h)))
+
+
+def _folder(head):
+    """The head folder of ``head`` (its pipeline module's package under
+    ``kerasbert_apps.<task>.heads``), or its pipeline module's name."""
+    module = head.pipeline.partition(":")[0]
+    prefix = f"kerasbert_apps.{head.task}.heads."
+    return module[len(prefix):].partition(".")[0] if module.startswith(prefix) else module
 
 
 def names(task):

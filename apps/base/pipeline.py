@@ -1,8 +1,8 @@
 """A trained pipeline: raw text in, results with character offsets out.
 
 :class:`Pipeline` is what every app's trained artefact is (the NER
-:class:`~kerasbert_apps.ner.tagger.Tagger`, the triples
-:class:`~kerasbert_apps.triples.extractor.Extractor`): a Keras model, the tokenizer it
+:class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger`, the triples
+:class:`~kerasbert_apps.triples.heads.casrel.pipeline.Extractor`): a Keras model, the tokenizer it
 was trained with, its labels and its window settings. Following a batch of
 texts, there is ONE path, the same for ``predict``, ``evaluate``, the dev
 evaluation during training, the CLI and the exported SavedModel:
@@ -42,133 +42,20 @@ adapters into the kernels first (:meth:`Pipeline.merged`).
 import numpy as np
 
 from kerasbert_apps.base.report import FeatureReport
+from kerasbert_apps.base.runners import GraphRunner
+from kerasbert_apps.base.runners import HostRunner
+from kerasbert_apps.base.runners import in_serving_graph
+from kerasbert_apps.base.runners import keras_dtype
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import resolve_model_dir
 from kerasbert.saving import save_pipeline
-from kerasbert.training import padded_length
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 #: What :meth:`Pipeline.with_precision` (``--precision``) offers.
 PRECISIONS = ("float32", "bfloat16")
 #: Texts tokenized per call when building training rows.
 FEATURE_CHUNK = 512
-
-
-# =============================================================================
-# Runners: how step 2 runs a Keras model over rows
-# =============================================================================
-
-
-def _call(model, inputs):
-    import keras
-
-    return model(inputs, training=False) if isinstance(model, keras.layers.Layer) else model(inputs)
-
-
-def keras_dtype(layer):
-    """The variable dtype of ``layer``'s Keras dtype policy (``"float32"``, ``"bfloat16"``)."""
-    return layer.dtype_policy.variable_dtype
-
-
-class GraphRunner:
-    """Runs models inside a TensorFlow graph (a ``tf.function``, a SavedModel).
-
-    The encoder inside the model computes through
-    :func:`kerasbert.fused_encoder.fused_encoder` (the same function, written
-    with ops that oneDNN fuses). With ``jit_compile``, :meth:`rows` runs the
-    model compiled by XLA, on a few padded shapes
-    (:func:`kerasbert.export.jit_buckets`)."""
-
-    in_graph = True
-
-    def __init__(self, jit_compile=False):
-        self.jit_compile = bool(jit_compile)
-
-    def rows(self, model, inputs):
-        """``model`` over rows of encoder inputs (``[rows, len]`` with a
-        ``padding_mask``), in length-sorted groups each trimmed to its longest
-        row; outputs ``[rows, len, ...]`` in the input order, zero-padded."""
-        import tensorflow as tf
-
-        from kerasbert.export import by_length
-        from kerasbert.export import jit_buckets
-        from kerasbert.fused_encoder import serving_graph
-
-        def fn(rows):
-            with tf.name_scope("model"):  # stage names for bench/serving_profile.py --ops
-                return _call(model, rows)
-
-        with serving_graph():
-            return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs)
-
-    def call(self, model, inputs):
-        """``model`` on ``inputs`` in one call."""
-        from kerasbert.fused_encoder import serving_graph
-
-        with serving_graph():
-            return _call(model, inputs)
-
-
-def _in_serving_graph(ids_endpoint):
-    """An ``ids`` signature's function traced with the fused encoder
-    (:func:`kerasbert.fused_encoder.serving_graph`), its argument names kept."""
-    from kerasbert.fused_encoder import serving_graph
-
-    def serve(token_ids, segment_ids, padding_mask):
-        with serving_graph():
-            return ids_endpoint(token_ids, segment_ids, padding_mask)
-
-    return serve
-
-
-class HostRunner:
-    """Runs Keras models on the host with ``predict_on_batch`` (compiled by
-    Keras on any backend), for :meth:`Pipeline.predict` on backends other
-    than TensorFlow. Same results as :class:`GraphRunner`; shapes are rounded
-    (widths to multiples of 8, row counts to powers of two) so that a backend
-    that compiles per shape (JAX) compiles a few times only."""
-
-    in_graph = False
-    jit_compile = False  # Keras compiles predict_on_batch itself
-
-    def __init__(self, batch_size=32):
-        self.batch_size = int(batch_size)
-
-    def rows(self, model, inputs):
-        arrays = {k: np.asarray(v) for k, v in inputs.items()}
-        lengths = (arrays["padding_mask"] > 0).sum(axis=1)
-        n_rows, width = arrays["padding_mask"].shape
-        order = np.argsort(lengths, kind="stable")
-        outputs = {}
-        for begin in range(0, n_rows, self.batch_size):
-            rows = order[begin : begin + self.batch_size]
-            used = padded_length(max(int(lengths[rows].max()), 2), 8, width)
-            # Row counts rounded up to a multiple of 8 with empty rows: fewer
-            # shapes to compile, and a batch that a keras.distribution
-            # DataParallel can split over its devices.
-            size = padded_length(len(rows), 8)
-            batch = {k: np.concatenate([v[rows, :used], np.zeros((size - len(rows), used) + v.shape[2:], v.dtype)])
-                     for k, v in arrays.items()}
-            out = model.predict_on_batch(batch)
-            for key, value in out.items():
-                value = np.asarray(value)[: len(rows)]
-                if key not in outputs:
-                    outputs[key] = np.zeros((n_rows, width) + value.shape[2:], value.dtype)
-                outputs[key][rows, :used] = value
-        return outputs
-
-    def call(self, model, inputs):
-        arrays = {k: np.asarray(v) for k, v in inputs.items()}
-        n = len(next(iter(arrays.values())))
-        size = max(8, 1 << max(n - 1, 0).bit_length())
-        padded = {k: np.concatenate([v, np.zeros((size - n,) + v.shape[1:], v.dtype)]) for k, v in arrays.items()}
-        return {k: np.asarray(v)[:n] for k, v in model.predict_on_batch(padded).items()}
-
-
-# =============================================================================
-# The pipeline
-# =============================================================================
 
 
 class Pipeline:
@@ -435,7 +322,7 @@ class Pipeline:
         if input == "ids":
             if jit_compile:
                 raise KerasbertError("jit_compile applies to text exports only (--input text)")
-            endpoint, trackables = _in_serving_graph(self.ids_endpoint()), [self.model]
+            endpoint, trackables = in_serving_graph(self.ids_endpoint()), [self.model]
         else:
             def endpoint(text):
                 return self.serve(text, jit_compile=jit_compile)
@@ -466,7 +353,7 @@ class Pipeline:
 
     def save_settings(self, directory):
         """Rewrite only the settings file of the pipeline folder ``directory``
-        (atomically), e.g. after :meth:`kerasbert_apps.ner.span_tagger.SpanTagger.calibrate`."""
+        (atomically), e.g. after :meth:`kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger.calibrate`."""
         from kerasbert.saving import write_settings
 
         write_settings(directory, self.tokenizer, self._stored_settings(), self.settings_file)

@@ -46,7 +46,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.evaluate import format_scores
     from kerasbert_apps.ner.evaluate import score
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import train
     from kerasbert.export import next_version
     from kerasbert.export import unpad

@@ -249,7 +249,7 @@ def _infer(tagger, texts, windows, run):
     inputs = nonempty_encoder_inputs(windows, tagger.tokenizer.cls_id, tagger.tokenizer.sep_id)
     bilstm = None
     if run.in_graph and not run.jit_compile and getattr(tagger.model, "lstm", None) is not None:
-        from kerasbert_apps.ner.fused_bilstm import fused_bilstm
+        from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
 
         bilstm = fused_bilstm(tagger.model.lstm)
     out = run.rows(_Scorer(tagger, bilstm), inputs)
@@ -263,7 +263,7 @@ def _infer(tagger, texts, windows, run):
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
     if _is_span(tagger):
-        from kerasbert_apps.ner.span_decode import span_entities
+        from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
 
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
         entities = span_entities(texts, windows, logits, tagger.types, tagger.temperature)
@@ -510,8 +510,8 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
     ``(line number, text)`` pairs, consumed once) to label next, by
     ``strategy`` (one of :data:`STRATEGIES`) with the diversity step at
     cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
-    pipeline (:class:`~kerasbert_apps.ner.tagger.Tagger` or
-    :class:`~kerasbert_apps.ner.span_tagger.SpanTagger`). Returns a :class:`Selection`."""
+    pipeline (:class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger` or
+    :class:`~kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger`). Returns a :class:`Selection`."""
     check_options(budget, strategy, diversity, pool_factor)
     budget = int(budget)
     summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))

@@ -1,7 +1,7 @@
 """Triple decoding, written once as TensorFlow ops: pointer probabilities -> triples.
 
 What ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run
-(:meth:`kerasbert_apps.triples.extractor.Extractor.infer` composes these with the model).
+(:meth:`kerasbert_apps.triples.heads.casrel.pipeline.Extractor.infer` composes these with the model).
 
 Span rule (:func:`spans`): a pointer *fires* when its probability is strictly
 greater than its threshold (CasRel's ``> h_bar``; a probability exactly at
@@ -60,7 +60,7 @@ def triples(model, thresholds, n_predicates, inputs, n_rows, row_text, offsets, 
     """Triples of a batch of window rows as flat tensors, deduplicated and sorted.
 
     Args:
-        model: the :class:`~kerasbert_apps.triples.model.TripleModel` (its ``decoders()``).
+        model: the :class:`~kerasbert_apps.triples.heads.casrel.model.TripleModel` (its ``decoders()``).
         thresholds: dict with ``subject_start``, ``subject_end``,
             ``object_start``, ``object_end``.
         inputs: the encoder inputs: the ``n_rows`` rows, or one ``[CLS]

@@ -12,8 +12,8 @@ The machinery is every app's (:meth:`kerasbert_apps.base.task.Task.train`,
 :mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
 ``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
 with one random gold subject per row, redrawn every epoch:
-:class:`kerasbert_apps.triples.batches.SubjectSampledBatches`, for the CasRel head;
-every subject at once for the GPLinker head, :mod:`kerasbert_apps.triples.gplinker`), dev evaluation after
+:class:`kerasbert_apps.triples.heads.casrel.batches.SubjectSampledBatches`, for the CasRel head;
+every subject at once for the GPLinker head, :mod:`kerasbert_apps.triples.heads.gplinker.pipeline`), dev evaluation after
 each epoch with early stopping and atomic best-model saves, ``--resume``
 through ``BackupAndRestore``, TensorBoard, precision policies and
 MirroredStrategy.

@@ -11,7 +11,7 @@ so ``predict``, ``evaluate`` and exports made afterwards use it. Tune on dev,
 report on test: F1 tuned on the data it is reported on is optimistic. The
 GPLinker head's graph is traced once for the whole grid (its thresholds are
 read from a variable while tuning:
-:meth:`~kerasbert_apps.triples.gplinker.GPLinkerExtractor.live_copy`); the CasRel
+:meth:`~kerasbert_apps.triples.heads.gplinker.pipeline.GPLinkerExtractor.live_copy`); the CasRel
 head's is traced again for each pair.
 """
 

@@ -351,7 +351,7 @@ OUTPUT_FORMATS = {"jsonl": False, "label-studio": True, "doccano": False}
 
 
 def prediction_record(result: dict, format: str = "jsonl") -> dict:
-    """One prediction (a dict of :meth:`kerasbert_apps.ner.tagger.Tagger.predict`) as a
+    """One prediction (a dict of :meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.predict`) as a
     record of ``format``, for correcting it in an annotation tool and training
     again; the kit's readers read every one back to the same entities.
 

@@ -33,7 +33,7 @@ def check(settings):
         settings.head = SOFTMAX
 
 
-_COMMON = dict(task="ner", pipeline="kerasbert_apps.ner.tagger:Tagger", settings_file="tagger.json",
+_COMMON = dict(task="ner", pipeline="kerasbert_apps.ner.heads.bio.pipeline:Tagger", settings_file="tagger.json",
                scorer="seqeval BIO")
 register(Head(name=CRF, help="tags tokens BIO with a CRF (an entity cannot lie inside another; overlapping spans "
               "in the data are resolved and counted)", settings=BioSettings, check=check, **_COMMON))

@@ -3,7 +3,7 @@
 Keras's LSTM runs, on the TensorFlow backend, as a ``While`` loop of small
 ops per time step. Inside a serving graph (:meth:`kerasbert_apps.base.pipeline.Pipeline.serve`,
 which ``predict`` runs too on TensorFlow) :func:`graph_scorer` runs the
-:class:`~kerasbert_apps.ner.model.NerModel` with its BiLSTM computed by
+:class:`~kerasbert_apps.ner.heads.bio.model.NerModel` with its BiLSTM computed by
 :func:`fused_bilstm` instead: TensorFlow's ``BlockLSTMV2`` (a core op, so
 the export's op check passes) with the layer's own weights -- the same
 numbers, about half the time for a short sentence on a CPU. Training and the
@@ -65,7 +65,7 @@ def fused_bilstm(layer):
 
 def graph_scorer(model):
     """``rows -> {"potentials", "tags"}`` computing ``model`` (a
-    :class:`~kerasbert_apps.ner.model.NerModel`) in a TensorFlow graph with its BiLSTM
+    :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`) in a TensorFlow graph with its BiLSTM
     run by :func:`fused_bilstm`; ``None`` when there is nothing to fuse (no
     BiLSTM, a layer :func:`fused_bilstm` does not cover, or not a NerModel):
     then call the model itself."""

@@ -76,7 +76,7 @@ class NerModel(TaskModel):
     def head(self, sequence_output, padding_mask, bilstm=None, training=None):
         """The encoder's output -> ``(potentials, tags)``: dropout, BiLSTM,
         emission scores, CRF Viterbi (or argmax). The functional model is
-        built from it; the serving graph (:mod:`kerasbert_apps.ner.fused_bilstm`) calls
+        built from it; the serving graph (:mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`) calls
         it with ``bilstm``, a function ``(x, mask) -> x`` that replaces the
         BiLSTM layer's call (a fused TensorFlow kernel with the same weights)."""
         x = self.head_dropout(sequence_output, training=training)

@@ -1,15 +1,15 @@
 """The NER tagger: raw text -> entities with character offsets, and labelled examples -> training rows.
 
 A :class:`Tagger` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a trained
-:class:`~kerasbert_apps.ner.model.NerModel`. Following one sentence (the same path for
+:class:`~kerasbert_apps.ner.heads.bio.model.NerModel`. Following one sentence (the same path for
 ``predict``, ``evaluate``, the dev evaluation and the SavedModel):
 
 1. **windows**: WordPiece ids and each token's character offsets in the
    original string; texts longer than ``max_length - 2`` tokens are cut into
    overlapping windows (:meth:`~kerasbert_apps.base.pipeline.Pipeline.windows`);
 2. **model**: emission scores and the CRF's Viterbi tags per window row
-   (:class:`~kerasbert_apps.ner.model.NerModel`; in TensorFlow graphs its BiLSTM runs
-   as the fused kernel, :mod:`kerasbert_apps.ner.fused_bilstm`);
+   (:class:`~kerasbert_apps.ner.heads.bio.model.NerModel`; in TensorFlow graphs its BiLSTM runs
+   as the fused kernel, :mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`);
 3. **decode** (:func:`kerasbert_apps.ner.decode.entities`): windows merged, BIO tags ->
    entity spans with offsets and scores (each entity's probability under the
    model, from the emission scores and the CRF's transitions, both divided
@@ -66,7 +66,7 @@ class Tagger(ScoreTemperature, Pipeline):
     """A trained NER tagger: predict entities with character offsets.
 
     Args:
-        model: a :class:`~kerasbert_apps.ner.model.NerModel` (or any Keras model with
+        model: a :class:`~kerasbert_apps.ner.heads.bio.model.NerModel` (or any Keras model with
             the encoder's inputs and outputs ``tags`` [batch, len] and
             ``potentials`` [batch, len, num_tags]).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
@@ -83,7 +83,7 @@ class Tagger(ScoreTemperature, Pipeline):
     task = "ner"
     labels_key = "tags"
     head_prefix = "ner_head_"
-    model_module = "kerasbert_apps.ner.model"
+    model_module = "kerasbert_apps.ner.heads.bio.model"
     warmup_texts = WARMUP_TEXTS
     FeatureReport = NerFeatureReport
 
@@ -135,7 +135,7 @@ class Tagger(ScoreTemperature, Pipeline):
         ``potentials`` float32 of each window row."""
         import tensorflow as tf
 
-        from kerasbert_apps.ner.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -216,7 +216,7 @@ class Tagger(ScoreTemperature, Pipeline):
         """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``tags`` int32
         [batch, len] (index into the tag list of ``assets.extra/kerasbert.json``)
         and ``potentials`` float32 [batch, len, num_tags]; core TensorFlow ops."""
-        from kerasbert_apps.ner.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
 
         scorer = graph_scorer(self.model) or (lambda rows: self.model(rows, training=False))
 
@@ -240,7 +240,7 @@ class Tagger(ScoreTemperature, Pipeline):
 
     @classmethod
     def build_model(cls, encoder, tags, settings):
-        from kerasbert_apps.ner.model import NerModel
+        from kerasbert_apps.ner.heads.bio.model import NerModel
         from kerasbert.crf import allowed_transitions
 
         allowed, allowed_start = (None, None)

@@ -23,7 +23,7 @@ def check(settings):
 
 
 register(Head(
-    name=NAME, task="ner", pipeline="kerasbert_apps.ner.span_tagger:SpanTagger", settings_file="span_tagger.json",
+    name=NAME, task="ner", pipeline="kerasbert_apps.ner.heads.global_pointer.pipeline:SpanTagger", settings_file="span_tagger.json",
     help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data and "
     "predicted; --lstm and --constrained-decoding do not apply)",
     settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans"))

@@ -1,7 +1,7 @@
 """GlobalPointer decoding, written once as TensorFlow ops: per-window span logits -> entities.
 
 :func:`span_entities` is step 3 of :class:`kerasbert_apps.base.pipeline.Pipeline` for
-the GlobalPointer head (:class:`kerasbert_apps.ner.span_tagger.SpanTagger`) -- what
+the GlobalPointer head (:class:`kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger`) -- what
 ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run.
 Following a batch:
 

@@ -12,7 +12,7 @@ The loss (:meth:`GlobalPointerNerModel.task_loss`) is the multilabel
 categorical cross-entropy (:func:`kerasbert.global_pointer.global_pointer_crossentropy`)
 against the row's gold spans, which come as ``spans`` int32 ``[batch, len,
 K]``: for each start token up to K codes ``end * types + type + 1`` (0 pads;
-:meth:`kerasbert_apps.ner.span_tagger.SpanTagger.window_labels`), turned into the dense
+:meth:`kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger.window_labels`), turned into the dense
 ``[batch, len, len, types]`` target inside the loss.
 
 All head layers are named ``ner_head_*`` so the optimizer gives them their

@@ -1,9 +1,9 @@
 """The GlobalPointer NER head (``--head global-pointer``): raw text -> possibly nested entities.
 
 A :class:`SpanTagger` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a
-trained :class:`~kerasbert_apps.ner.span_model.GlobalPointerNerModel`: the same windows
-as the BIO :class:`~kerasbert_apps.ner.tagger.Tagger` (step 1), the model's span logits
-per window (step 2), and :func:`kerasbert_apps.ner.span_decode.span_entities` (step 3:
+trained :class:`~kerasbert_apps.ner.heads.global_pointer.model.GlobalPointerNerModel`: the same windows
+as the BIO :class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger` (step 1), the model's span logits
+per window (step 2), and :func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities` (step 3:
 windows merged, every (span, type) with a logit above 0 an entity, scored by
 ``sigmoid(logit / temperature)``). Unlike the BIO heads, entities may lie
 inside one another or overlap, and a span may carry several types.
@@ -28,9 +28,10 @@ import dataclasses
 import numpy as np
 
 from kerasbert_apps.base.pipeline import Pipeline
+from kerasbert_apps.base.runners import EndsPadded
 from kerasbert_apps.base.report import FeatureReport
 from kerasbert_apps.ner.calibration import ScoreTemperature
-from kerasbert_apps.ner.tagger import WARMUP_TEXTS
+from kerasbert_apps.ner.heads.bio.pipeline import WARMUP_TEXTS
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
@@ -61,46 +62,12 @@ class SpanFeatureReport(FeatureReport):
         return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
 
 
-class _EndsPadded:
-    """The model with its ``keys`` outputs (default ``logits``; each ``[rows,
-    len, len, k]``) padded (or cut) to ``length`` on the end axis, so that
-    every group of rows gives ``[rows, len, length, k]`` and the runners can
-    stack them: ``__call__`` in TensorFlow graphs
-    (:class:`~kerasbert_apps.base.pipeline.GraphRunner`), ``predict_on_batch`` on the
-    host (:class:`~kerasbert_apps.base.pipeline.HostRunner`)."""
-
-    def __init__(self, model, length, keys=("logits",)):
-        self.model = model
-        self.length = int(length)
-        self.keys = tuple(keys)
-
-    def __call__(self, rows):
-        import tensorflow as tf
-
-        out = self.model(rows, training=False)
-        padded = {}
-        for key in self.keys:
-            logits = tf.cast(out[key], tf.float32)
-            pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
-            padded[key] = tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]
-        return padded
-
-    def predict_on_batch(self, rows):
-        out = self.model.predict_on_batch(rows)
-        padded = {}
-        for key in self.keys:
-            logits = np.asarray(out[key], np.float32)
-            pad = max(self.length - logits.shape[2], 0)
-            padded[key] = np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]
-        return padded
-
-
 class SpanTagger(ScoreTemperature, Pipeline):
     """A trained GlobalPointer NER model: predict (possibly nested) entities
     with character offsets.
 
     Args:
-        model: a :class:`~kerasbert_apps.ner.span_model.GlobalPointerNerModel` (or any
+        model: a :class:`~kerasbert_apps.ner.heads.global_pointer.model.GlobalPointerNerModel` (or any
             Keras model with the encoder's inputs and an output ``logits``
             ``[batch, len, len, types]``).
         tokenizer: the :class:`kerasbert.BertTokenizer` it was trained with.
@@ -117,7 +84,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
     task = "ner"
     labels_key = "types"
     head_prefix = "ner_head_"
-    model_module = "kerasbert_apps.ner.span_model"
+    model_module = "kerasbert_apps.ner.heads.global_pointer.model"
     warmup_texts = WARMUP_TEXTS
     FeatureReport = SpanFeatureReport
     #: The scorer :meth:`kerasbert_apps.ner.train.NerTask.score` uses for this head.
@@ -201,14 +168,14 @@ class SpanTagger(ScoreTemperature, Pipeline):
     def infer(self, texts, windows, run):
         import tensorflow as tf
 
-        from kerasbert_apps.ner.span_decode import span_entities
+        from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
         width = tf.shape(windows["token_ids"])[1]
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
-        out = run.rows(_EndsPadded(self.model, self.max_length), inputs)
+        out = run.rows(EndsPadded(self.model, self.max_length), inputs)
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
         return span_entities(texts, windows, logits, self.types, self.temperature)
 
@@ -247,7 +214,7 @@ class SpanTagger(ScoreTemperature, Pipeline):
 
     @classmethod
     def build_model(cls, encoder, types, settings):
-        from kerasbert_apps.ner.span_model import GlobalPointerNerModel
+        from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
 
         return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
                                      layer_mix=settings.freeze_encoder)
@@ -263,14 +230,3 @@ class SpanTagger(ScoreTemperature, Pipeline):
 
     def student(self, layers):
         raise KerasbertError("a GlobalPointer model cannot be distilled (ner distill takes a BIO tagger as teacher)")
-
-
-def is_span_model(directory):
-    """Whether ``directory`` (a model folder or a training run's output
-    folder) holds a :class:`SpanTagger`."""
-    from pathlib import Path
-
-    from kerasbert.saving import MODEL_DIR
-
-    directory = Path(directory)
-    return (directory / SETTINGS_FILE).exists() or (directory / MODEL_DIR / SETTINGS_FILE).exists()

@@ -16,7 +16,7 @@ class CasRelSettings:
 
 
 HEAD = register(Head(
-    name="casrel", task="triples", pipeline="kerasbert_apps.triples.extractor:Extractor",
+    name="casrel", task="triples", pipeline="kerasbert_apps.triples.heads.casrel.pipeline:Extractor",
     settings_file="extractor.json",
     help="finds subjects, then the objects of ONE subject at a time (one gold subject sampled per row and step in "
     "training)",

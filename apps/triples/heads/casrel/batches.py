@@ -13,7 +13,7 @@ class SubjectSampledBatches(BucketedBatches):
     step) -- with that subject's object labels.
 
     Args:
-        features: :meth:`kerasbert_apps.triples.extractor.Extractor.features` output.
+        features: :meth:`kerasbert_apps.triples.heads.casrel.pipeline.Extractor.features` output.
         num_predicates: ``P``.
         batch_size, seed, shuffle, max_width: as for ``BucketedBatches``.
 

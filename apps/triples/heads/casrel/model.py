@@ -58,7 +58,7 @@ returns two functional sub-models sharing these layers -- ``encode`` (text ->
 ``sequence`` + subject pointers) and ``objects`` (``sequence`` + subject spans
 -> object pointers) -- so a predictor encodes a batch once, then repeats each
 sequence once per candidate subject and scores all subjects of the batch in
-one call (see :mod:`kerasbert_apps.triples.extractor`).
+one call (see :mod:`kerasbert_apps.triples.heads.casrel.pipeline`).
 """
 
 import math

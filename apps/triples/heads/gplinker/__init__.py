@@ -26,7 +26,7 @@ def check(settings):
 
 
 HEAD = register(Head(
-    name="gplinker", task="triples", pipeline="kerasbert_apps.triples.gplinker:GPLinkerExtractor",
+    name="gplinker", task="triples", pipeline="kerasbert_apps.triples.heads.gplinker.pipeline:GPLinkerExtractor",
     settings_file="gplinker.json",
     help="scores every subject and object span and every head-to-head / tail-to-tail link per predicate at once "
     "(GlobalPointers: nested and overlapping entities)",

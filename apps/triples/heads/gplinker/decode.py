@@ -1,7 +1,7 @@
 """GPLinker decoding, written once as TensorFlow ops: span and link logits -> triples.
 
 What ``predict``, ``evaluate``, the dev evaluation and the SavedModel all run
-for the GPLinker head (:meth:`kerasbert_apps.triples.gplinker.GPLinkerExtractor.decode`
+for the GPLinker head (:meth:`kerasbert_apps.triples.heads.gplinker.pipeline.GPLinkerExtractor.decode`
 composes it with the model). Per window row (bert4keras's GPLinker rule):
 
 1. **entities**: every span ``(i, j)`` of real tokens (``[CLS]``, ``[SEP]``

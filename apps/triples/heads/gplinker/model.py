@@ -13,7 +13,7 @@ object; ``heads[b, i, k, p]`` links a subject starting at token ``i`` to an
 object starting at token ``k`` through predicate ``p``; ``tails[b, j, l, p]``
 links a subject ending at ``j`` to an object ending at ``l``. Every output is
 a float32 LOGIT; a span or link holds where its logit is above 0. Unlike the
-CasRel head (:mod:`kerasbert_apps.triples.model`), nothing is conditioned on one
+CasRel head (:mod:`kerasbert_apps.triples.heads.casrel.model`), nothing is conditioned on one
 subject: all subjects, objects and links of a sequence are scored in one
 pass, so entities may nest and overlap, and one subject may have several
 objects (SEO) and one pair several predicates (EPO). Padding is masked (and
@@ -24,7 +24,7 @@ cross-entropy per (sequence, channel) -- a channel is an entity type or a
 predicate of the heads or of the tails -- summed over the channels and
 averaged over the sequences, for each of the three outputs; the three are
 added with equal weights (as bert4keras). The gold labels come sparse, as
-codes per row position (:meth:`kerasbert_apps.triples.gplinker.GPLinkerExtractor.window_labels`):
+codes per row position (:meth:`kerasbert_apps.triples.heads.gplinker.pipeline.GPLinkerExtractor.window_labels`):
 ``entity_codes[b, i, :]`` holds ``j * 2 + type + 1`` for each span starting
 at ``i``, ``head_codes[b, i, :]`` holds ``k * P + p + 1`` for each link from
 ``i``, ``tail_codes`` likewise, 0 pads; the loss gathers the positive logits

@@ -1,11 +1,11 @@
 """The GPLinker triple head (``--head gplinker``): raw text -> triples, every subject and object at once.
 
-A :class:`GPLinkerExtractor` is an :class:`~kerasbert_apps.triples.extractor.Extractor`
+A :class:`GPLinkerExtractor` is an :class:`~kerasbert_apps.triples.pipeline.TriplePipeline`
 (the same readers, training-row alignment, windows, result format, scoring,
 ``predict`` / ``evaluate`` / ``export``) around a trained
-:class:`~kerasbert_apps.triples.gplinker_model.GPLinkerModel`: per window, the model's
+:class:`~kerasbert_apps.triples.heads.gplinker.model.GPLinkerModel`: per window, the model's
 span and link logits (step 2, one pass: no per-subject call), then
-:func:`kerasbert_apps.triples.gplinker_decode.linked_triples` (step 3: spans and links
+:func:`kerasbert_apps.triples.heads.gplinker.decode.linked_triples` (step 3: spans and links
 above logit 0, the triple scored by the sigmoid of its lowest logit, windows
 merged as for the CasRel head).
 
@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from kerasbert_apps.triples.extractor import Extractor
+from kerasbert_apps.triples.pipeline import TriplePipeline
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a CasRel extractor's is ``extractor.json``).
@@ -40,8 +40,8 @@ HEAD = "gplinker"
 THRESHOLD_KEYS = ("entity", "link")
 
 
-def normalize_thresholds(thresholds):
-    """A dict with any of ``entity`` and ``link`` (probabilities in (0, 1);
+def link_thresholds(thresholds):
+    """The GPLinker thresholds: a dict with any of ``entity`` and ``link`` (probabilities in (0, 1);
     default 0.5) -> the full dict."""
     thresholds = dict(thresholds or {})
     unknown = set(thresholds) - set(THRESHOLD_KEYS)
@@ -55,11 +55,11 @@ def normalize_thresholds(thresholds):
     return out
 
 
-class GPLinkerExtractor(Extractor):
+class GPLinkerExtractor(TriplePipeline):
     """A trained GPLinker triple extractor: predict triples with character offsets.
 
     Args:
-        model: a :class:`~kerasbert_apps.triples.gplinker_model.GPLinkerModel` (or any
+        model: a :class:`~kerasbert_apps.triples.heads.gplinker.model.GPLinkerModel` (or any
             Keras model with the encoder's inputs and outputs ``entities``
             ``[batch, len, len, 2]``, ``heads`` and ``tails`` ``[batch, len,
             len, P]``, logits).
@@ -74,16 +74,15 @@ class GPLinkerExtractor(Extractor):
     settings_file = SETTINGS_FILE
     head_name = HEAD
     threshold_options = THRESHOLD_KEYS
-    model_module = "kerasbert_apps.triples.gplinker_model"
+    model_module = "kerasbert_apps.triples.heads.gplinker.model"
+    complete_thresholds = staticmethod(link_thresholds)
 
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=None, overlap=None):
-        super(Extractor, self).__init__(model, tokenizer, predicates, max_length=max_length, overlap=overlap)
-        self.predicate_ids = {p: i for i, p in enumerate(self.predicates)}
-        self.thresholds = normalize_thresholds(thresholds)
+        super().__init__(model, tokenizer, predicates, max_length=max_length, thresholds=thresholds, overlap=overlap)
         self._live = None  # see live_copy
 
     def settings(self):
-        return {**super(Extractor, self).settings(), "head": HEAD, "thresholds": self.thresholds}
+        return {**super().settings(), "head": HEAD}
 
     @classmethod
     def from_settings(cls, model, tokenizer, settings):
@@ -92,16 +91,6 @@ class GPLinkerExtractor(Extractor):
         if head != HEAD:
             raise KerasbertError(f"a {cls.settings_file} folder holds the {HEAD} head, not {head!r}")
         return super().from_settings(model, tokenizer, settings)
-
-    def with_thresholds(self, thresholds):
-        """The same extractor with other thresholds: a dict of any of
-        :data:`THRESHOLD_KEYS` (the others are kept)."""
-        return type(self).from_settings(self.model, self.tokenizer, {
-            **self.settings(), "thresholds": {**self.thresholds, **thresholds}, "lora": self.lora})
-
-    def with_threshold_options(self, given):
-        """:meth:`with_thresholds`: this head's options are its keys."""
-        return self.with_thresholds(given)
 
     def live_copy(self):
         """A copy whose decoding reads the thresholds from a ``tf.Variable``:
@@ -121,7 +110,7 @@ class GPLinkerExtractor(Extractor):
         :meth:`live_copy`; returns it."""
         if self._live is None:
             raise KerasbertError("set_live_thresholds needs a live_copy(); use with_thresholds otherwise")
-        self.thresholds = normalize_thresholds({**self.thresholds, **thresholds})
+        self.thresholds = link_thresholds({**self.thresholds, **thresholds})
         self._live.assign([_logit(self.thresholds[k]) for k in THRESHOLD_KEYS])
         return self
 
@@ -163,16 +152,16 @@ class GPLinkerExtractor(Extractor):
         """The model's three outputs over the rows, ``[n_rows, width, width, k]`` float32."""
         import tensorflow as tf
 
-        from kerasbert_apps.ner.span_tagger import _EndsPadded
-        from kerasbert_apps.triples.gplinker_model import OUTPUTS
+        from kerasbert_apps.base.runners import EndsPadded
+        from kerasbert_apps.triples.heads.gplinker.model import OUTPUTS
 
-        out = run.rows(_EndsPadded(self.model, self.max_length, OUTPUTS), inputs)
+        out = run.rows(EndsPadded(self.model, self.max_length, OUTPUTS), inputs)
         return {k: tf.cast(out[k], tf.float32)[:n_rows, :width, :width] for k in OUTPUTS}
 
     def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
         import tensorflow as tf
 
-        from kerasbert_apps.triples.gplinker_decode import linked_triples
+        from kerasbert_apps.triples.heads.gplinker.decode import linked_triples
 
         width = tf.shape(allowed)[1]
         if self._live is not None:
@@ -185,7 +174,7 @@ class GPLinkerExtractor(Extractor):
     # --------------------------------------------------------------- training
     @classmethod
     def build_model(cls, encoder, predicates, settings):
-        from kerasbert_apps.triples.gplinker_model import GPLinkerModel
+        from kerasbert_apps.triples.heads.gplinker.model import GPLinkerModel
 
         return GPLinkerModel(encoder, len(predicates), head_size=settings.pointer_size, dropout=settings.dropout,
                              layer_mix=settings.freeze_encoder)
@@ -215,14 +204,3 @@ def _codes(per_position):
     for position, codes in enumerate(per_position):
         out[position, : len(codes)] = sorted(codes)
     return out
-
-
-def is_gplinker_model(directory):
-    """Whether ``directory`` (a model folder or a training run's output
-    folder) holds a :class:`GPLinkerExtractor`."""
-    from pathlib import Path
-
-    from kerasbert.saving import MODEL_DIR
-
-    directory = Path(directory)
-    return (directory / SETTINGS_FILE).exists() or (directory / MODEL_DIR / SETTINGS_FILE).exists()
