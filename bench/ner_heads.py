@@ -1,14 +1,14 @@
-"""NER heads compared: the CRF head and the GlobalPointer head (MiniLM checkpoint).
+"""NER heads compared: the CRF, GlobalPointer and biaffine heads (MiniLM checkpoint).
 
 Figures, not a test. Every training run is a ``kerasbert ner train`` CLI
 subprocess (shared helpers with ``finetuning_strategies.py``); the parent
 prints what it measured as JSON lines (``RESULT ...``).
 
-Part ``conll``: each head (``--heads``, default ``crf,global-pointer``)
+Part ``conll``: each head (``--heads``, default ``crf,global-pointer,biaffine``)
 trains ``--epochs`` (default 1) on CoNLL-2003 eng.train with the same budget
 as the fine-tuning bench (batch 32, max length 128, model selected on
 eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqeval
-for the CRF head, exact spans for the GlobalPointer head; CoNLL has no nested
+for the CRF head, exact spans for the span heads; CoNLL has no nested
 entities, so the two agree on what a right entity is), and its entity
 scores' calibration on eng.testb comes with those scores, as in
 ``entity_calibration.py`` (ECE over 10 equal-width bins; writes
@@ -16,7 +16,7 @@ scores' calibration on eng.testb comes with those scores, as in
 
 Part ``genia``: GENIA has no train split here, so each head trains on the
 first 80% of dev.json, selects on the last 20% and is scored on test.json
-with nested entities KEPT in the gold, both heads by the same exact-span
+with nested entities KEPT in the gold, every head by the same exact-span
 scorer (:mod:`kerasbert_apps.ner.span_scores`): micro P/R/F1 over all entities and
 over the entities inside another. The CRF head reads its training data with
 the overlaps resolved by the reader's rule (it cannot represent them), so
@@ -25,7 +25,7 @@ its nested recall is bounded by what that rule keeps.
 Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
 parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
 
-    python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer]
+    python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer,biaffine]
         [--work DIR] [--epochs 1] [--genia-epochs 4] [--max-train N]
 """
 
@@ -44,7 +44,7 @@ from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
 from results import write_result  # noqa: E402
 
-HEADS = ("crf", "global-pointer")
+HEADS = ("crf", "global-pointer", "biaffine")
 
 
 def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0):
@@ -58,17 +58,17 @@ def scores_on(model, data, exact_spans=False):
     """The scores of ``model`` on the labelled file ``data``, predicted
     through the same path as ``kerasbert ner predict``: as ``kerasbert ner
     evaluate`` scores that head (seqeval for the BIO heads, exact spans for
-    the GlobalPointer head), or with ``exact_spans`` the exact-span scorer
+    the span heads), or with ``exact_spans`` the exact-span scorer
     for any head, nested and overlapping gold entities kept."""
     sys.path.insert(0, str(ROOT))
+    from kerasbert_apps.base import heads
     from kerasbert_apps.ner.readers import read_ner_file
-    from kerasbert_apps.ner.span_tagger import SpanTagger
     from kerasbert_apps.ner.train import NER
 
     examples = read_ner_file(data, **({"keep_overlaps": True} if exact_spans else {})).examples
     pipeline = NER.load(model)
     predictions = pipeline.predict([e.text for e in examples], batch_size=32)
-    return NER.score(examples, predictions, spans=exact_spans or isinstance(pipeline, SpanTagger))
+    return NER.score(examples, predictions, spans=exact_spans, head=heads.get("ner", pipeline.head_name))
 
 
 def part_conll(args, work):
@@ -141,7 +141,7 @@ def write_results(args, rows):
                         f"sentences{f', first {args.max_train} used' if args.max_train else ''}), selected on the rest "
                         f"({first['dev_sentences']}), scored on GENIA test ({first['test_sentences']} sentences, "
                         f"{first['nested_gold']} nested gold entities), nested entities kept in the gold, exact-span "
-                        "scorer for both heads",
+                        "scorer for every head",
                 "training": f"MiniLM, {args.genia_epochs} epochs, batch 32, max length 128, default learning rates",
             })
 

@@ -1,0 +1,47 @@
+"""The biaffine NER head (``--head biaffine``): every span classified by a
+softmax over the entity types and "no entity" (Yu, Bohnet and Poesio 2020,
+"Named Entity Recognition as Dependency Parsing"); nested entities kept in
+the data and predicted, crossing ones resolved in favour of the more probable.
+
+The folder: :mod:`.layer` (the biaffine scorer and its loss, ``keras.ops``),
+:mod:`.model` (the Keras model), :mod:`.decode` (TensorFlow decoding, the
+serving graph's), :mod:`.pipeline` (the
+:class:`~kerasbert_apps.base.pipeline.Pipeline`). Registering it here is all
+the rest of kerasbert needs (:mod:`kerasbert_apps.base.heads`).
+"""
+
+import dataclasses
+
+from kerasbert_apps.base.heads import Head
+from kerasbert_apps.base.heads import register
+from kerasbert.errors import KerasbertError
+from kerasbert.settings import setting
+
+NAME = "biaffine"
+
+
+@dataclasses.dataclass
+class BiaffineSettings:
+    biaffine_size: int = setting(150, "units of the biaffine head's start and end feed-forward networks")
+    biaffine_lstm: int = setting(0, "units per direction of a BiLSTM between the encoder and the biaffine head's "
+                                 "feed-forward networks, as the paper (0: none)")
+    biaffine_max_span: int = setting(0, "the biaffine head never predicts spans of more tokens (0: no limit)")
+
+
+def check(settings):
+    if settings.head != NAME:
+        return
+    if settings.biaffine_size < 1:
+        raise KerasbertError(f"biaffine_size must be at least 1, got {settings.biaffine_size}")
+    if settings.biaffine_lstm < 0 or settings.biaffine_max_span < 0:
+        raise KerasbertError(f"biaffine_lstm and biaffine_max_span must be 0 or more, got "
+                             f"{settings.biaffine_lstm} and {settings.biaffine_max_span}")
+
+
+register(Head(
+    name=NAME, task="ner", pipeline="kerasbert_apps.ner.heads.biaffine.pipeline:BiaffineTagger",
+    settings_file="biaffine_tagger.json",
+    help="classifies every span by a softmax over the types and no entity (biaffine, Yu et al. 2020: nested "
+    "entities kept in the data and predicted, crossing ones resolved by probability; --lstm and "
+    "--constrained-decoding do not apply)",
+    settings=BiaffineSettings, check=check, keep_overlaps=True, scorer="exact spans"))

@@ -1,0 +1,110 @@
+"""Biaffine decoding, as TensorFlow ops: per-window span logits -> entities.
+
+:func:`biaffine_entities` is step 3 of the
+:class:`~kerasbert_apps.base.pipeline.Pipeline` of the biaffine head -- what
+``predict``, ``evaluate``, the dev evaluation and the SavedModel all run.
+Following a batch (Yu, Bohnet and Poesio 2020, section 3):
+
+1. **the class of every span**: per window, the softmax over the types and
+   "no entity" of each span's logits; a span is a *candidate* when its
+   highest logit is a type's (a tie with "no entity" is no entity). Its
+   probability ``p`` is the softmax probability of that type;
+2. **merge windows**: a span seen by several overlapping windows takes its
+   class and ``p`` from the window where it sits furthest from a cut edge
+   -- the GlobalPointer head's rule, by running its decoder
+   (:func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities`) on the candidates'
+   log-odds ``log(p / (1 - p))`` (twice: for ``p`` above and not above
+   one half, as it keeps logits above 0);
+3. **clashes**: the candidates of a text, by ``p`` from the highest, are
+   kept unless they *cross* an entity kept before them (one starts inside
+   the other and ends after it); an entity inside another (nested) is kept.
+
+An entity's ``score`` is ``sigmoid(log(p / (1 - p)) / T)``: ``p`` itself at
+the score temperature ``T = 1`` (the default; fitted on dev by
+:meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`, the
+same mechanism as the GlobalPointer head's ``sigmoid(logit / T)``). ``T``
+changes no entity: step 3 orders by ``p``, whose order ``T`` keeps.
+Entities of a text are sorted by start, then end. Outputs are those of
+:func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`.
+"""
+
+from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
+
+#: The log-odds given to a candidate whose ``p`` is exactly one half (the
+#: GlobalPointer decoder keeps logits above 0 only).
+_TINY = 1e-7
+
+
+def candidate_log_odds(row_logits):
+    """Step 1 of the module docstring: ``row_logits`` float32 ``[rows, len,
+    len, types + 1]`` -> ``(log_odds, candidate)``, both ``[rows, len, len,
+    types]``: ``log(p / (1 - p))`` of each span's best type, at that type
+    only, and whether it is a candidate (the best type's logit is above "no
+    entity"'s), at that type only."""
+    import tensorflow as tf
+
+    logits = tf.cast(row_logits, tf.float32)
+    n_types = tf.shape(logits)[-1] - 1
+    type_logits, none_logit = logits[..., :-1], logits[..., -1]
+    best = tf.argmax(type_logits, axis=-1, output_type=tf.int32)
+    at_class = tf.one_hot(best, n_types + 1, on_value=True, off_value=False)  # "no entity" never
+    at_best = at_class[..., :-1]
+    top = tf.reduce_max(type_logits, axis=-1)
+    others = tf.reduce_logsumexp(tf.where(at_class, -1e30, logits), axis=-1)
+    log_odds = (top - others)[..., None]
+    candidate = at_best & (top > none_logit)[..., None]
+    return tf.where(at_best, log_odds, 0.0), candidate
+
+
+def biaffine_entities(texts, windows, row_logits, types, temperature=1.0):
+    """Steps 1-3 of the module docstring: ``row_logits`` float32 ``[rows,
+    len, len, types + 1]`` (start, end inclusive, class; one row per window
+    of ``windows``, :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`,
+    ``len`` its width with ``[CLS]``) -> the padded outputs of
+    :func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`; scores are
+    ``sigmoid(log-odds / temperature)`` (a Python float > 0)."""
+    import tensorflow as tf
+
+    log_odds, candidate = candidate_log_odds(row_logits)
+    high = span_entities(texts, windows, tf.where(candidate & (log_odds > 0), log_odds, -1.0), types, temperature)
+    low = span_entities(texts, windows, tf.where(candidate & (log_odds <= 0), tf.maximum(-log_odds, _TINY), -1.0),
+                        types, temperature)
+    low["score"] = 1.0 - low["score"]  # sigmoid(-x / T) = 1 - sigmoid(x / T)
+    return without_clashes(high, low)
+
+
+def without_clashes(*parts):
+    """Step 3 of the module docstring on the padded outputs ``parts`` (each
+    as :func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities` returns them,
+    for the same texts; a span is in one part at most): their entities
+    together, crossing ones dropped, sorted by start then end."""
+    import tensorflow as tf
+
+    index = [tf.range(tf.shape(p["start"])[1])[None, :] for p in parts]
+    valid = tf.concat([i < p["count"][:, None] for i, p in zip(index, parts)], axis=1)
+    field = {k: tf.concat([p[k] for p in parts], axis=1) for k in ("start", "end", "type", "mention", "score")}
+    # by score, highest first (padding last)
+    order = tf.argsort(tf.where(valid, field["score"], -1.0), axis=1, direction="DESCENDING", stable=True)
+    field = {k: tf.gather(v, order, batch_dims=1) for k, v in field.items()}
+    valid = tf.gather(valid, order, batch_dims=1)
+    start, end = field["start"], field["end"]  # characters, end exclusive
+    n = tf.shape(start)[1]
+
+    def keep_next(k, kept):
+        s, e = start[:, k:k + 1], end[:, k:k + 1]
+        crosses = ((start < s) & (s < end) & (end < e)) | ((s < start) & (start < e) & (e < end))
+        ok = valid[:, k] & ~tf.reduce_any(crosses & kept, axis=1)
+        return k + 1, kept | (tf.one_hot(k, n, on_value=True, off_value=False)[None, :] & ok[:, None])
+
+    _, kept = tf.while_loop(lambda k, kept: k < n, keep_next, (tf.constant(0), tf.zeros_like(valid)))
+    # kept entities by start, then end (two stable sorts), the others after them
+    big = tf.cast(tf.reduce_max(tf.concat([tf.reshape(end, [-1]), [0]], 0)), tf.int64) + 1
+    key = tf.where(kept, tf.cast(start, tf.int64) * big + tf.cast(end, tf.int64), tf.int64.max)
+    order = tf.argsort(key, axis=1, stable=True)
+    count = tf.reduce_sum(tf.cast(kept, tf.int32), axis=1)
+    width = tf.reduce_max(tf.concat([count, [0]], 0))
+    real = tf.range(width)[None, :] < count[:, None]
+    pads = {"start": -1, "end": -1, "type": "", "mention": "", "score": 0.0}
+    out = {k: tf.where(real, tf.gather(v, order, batch_dims=1)[:, :width], pads[k]) for k, v in field.items()}
+    out["count"] = count
+    return out
