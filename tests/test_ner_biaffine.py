@@ -30,38 +30,18 @@ from kerasbert_apps.ner.train import NER
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import require_shared
+from test_ner_global_pointer import WORDS
+from test_ner_global_pointer import _records  # toy sentences: PER inside THING
 from kerasbert.errors import KerasbertError
 from kerasbert.graph_tokenizer import disallowed_ops
 from kerasbert.graph_tokenizer import list_ops
 from kerasbert.graph_tokenizer import non_core_ops
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDS = "all work and no play makes jack a dull boy".split()
 
 
 def _toy():
     return require_shared("data", "models", "keras_bert_test_checkpoint")
-
-
-def _records(n, seed):
-    """Toy sentences: every ``jack`` a PER, every ``dull X`` a THING (``dull
-    jack``: a PER inside a THING)."""
-    rng = random.Random(seed)
-    records = []
-    for _ in range(n):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 20))]
-        if rng.random() < 0.5:
-            at = rng.randrange(len(words))
-            words[at:at] = ["dull", "jack"]
-        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
-        entities = []
-        for i, word in enumerate(words):
-            if word == "jack":
-                entities.append({"start": starts[i], "end": starts[i] + 4, "type": "PER"})
-            if word == "dull" and i + 1 < len(words):
-                entities.append({"start": starts[i], "end": starts[i + 1] + len(words[i + 1]), "type": "THING"})
-        records.append({"text": " ".join(words), "entities": entities})
-    return records
 
 
 # --- the layer
@@ -324,15 +304,18 @@ def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
     ops = list_ops(path)
     assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
     served = _run_fresh(path, texts, tmp_path)
-    total = nested = 0
-    for text, ours, theirs in zip(texts, predicted, served):
-        assert [(e["start"], e["end"], e["type"], e["text"]) for e in ours["entities"]] == [
-            (e["start"], e["end"], e["type"], e["text"]) for e in theirs], text[:80]
-        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
-        spans = [(e["start"], e["end"]) for e in theirs]
+
+    def fields(entities, *keys):
+        return [[tuple(e[k] for k in keys) for e in entities_of_text] for entities_of_text in entities]
+
+    assert fields([p["entities"] for p in predicted], "start", "end", "type", "text") == fields(
+        served, "start", "end", "type", "text")
+    np.testing.assert_allclose(sum(fields([p["entities"] for p in predicted], "score"), []),
+                               sum(fields(served, "score"), []), atol=2e-4)
+    nested = 0
+    for spans in fields(served, "start", "end"):
         assert len(set(spans)) == len(spans)  # one type per span
         assert not any(a[0] < b[0] < a[1] < b[1] for a in spans for b in spans)  # no two cross
         nested += sum(any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans) for s, e in spans)
-        total += len(theirs)
-    assert total > 100 and nested > 30
+    assert sum(map(len, served)) > 100 and nested > 30
     assert len(served[texts.index(long_text)]) > 30  # decoded across many windows
