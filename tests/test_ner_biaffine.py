@@ -1,14 +1,14 @@
 """The biaffine NER head (--head biaffine): its layer (shapes, masking,
 config, the loss learning a toy batch, JAX == TensorFlow), its training
 targets, its decoding rules on hand-made logits (one type per span, nested
-kept, crossing dropped by probability, the score temperature), and a toy
-training run through the CLI settings with the text-in SavedModel (fresh
-process, op allowlist) against predict. What every head must do (save/load,
-ids export, bf16, LoRA, JAX predict) is the contract test's (tests/test_heads.py)."""
+kept, crossing dropped by probability, windows merged, the score
+temperature), its options, and the model with a BiLSTM and a max span
+length on the toy encoder. What every head must do (a training run, save and
+load, the SavedModel in a fresh process against predict, ids export, bf16,
+LoRA, JAX predict) is the contract test's (tests/test_heads.py)."""
 
 import json
 import os
-import random
 import subprocess
 import sys
 
@@ -26,16 +26,11 @@ from kerasbert_apps.ner.heads.biaffine.layer import biaffine_crossentropy
 from kerasbert_apps.ner.heads.biaffine.layer import span_classes
 from kerasbert_apps.ner.heads.biaffine.layer import span_mask
 from kerasbert_apps.ner.heads.biaffine.pipeline import BiaffineTagger
-from kerasbert_apps.ner.train import NER
 from kerasbert_apps.ner.train import NerTrainSettings
-from kerasbert_apps.ner.train import train
 from conftest import require_shared
 from test_ner_global_pointer import WORDS
 from test_ner_global_pointer import _records  # toy sentences: PER inside THING
 from kerasbert.errors import KerasbertError
-from kerasbert.graph_tokenizer import disallowed_ops
-from kerasbert.graph_tokenizer import list_ops
-from kerasbert.graph_tokenizer import non_core_ops
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -258,64 +253,43 @@ def test_registered_with_its_options():
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_lstm=-1).check()
 
 
-# --- a toy training run, predict and the SavedModel
+# --- the model on the toy encoder (training, export and the rest: tests/test_heads.py)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("biaffine")
-    for name, n, seed in (("train", 40, 0), ("dev", 12, 1)):
-        (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records(n, seed)), encoding="utf-8")
-    settings = NerTrainSettings(checkpoint=str(_toy()), train=str(tmp / "train.jsonl"), dev=str(tmp / "dev.jsonl"),
-                                output=str(tmp / "run"), epochs=2, batch_size=8, max_length=16, seed=7,
-                                head="biaffine", biaffine_size=16, biaffine_lstm=8, biaffine_max_span=6)
-    return tmp, train(settings)
+def test_model_with_bilstm_and_max_span_trains_and_round_trips(tmp_path):
+    """The BiLSTM and max-span options: the model's loss on a batch of the
+    pipeline's training rows (nested entities) falls with a few steps, and
+    the saved model (registered names, ``get_config``) loads back to the
+    same logits."""
+    from kerasbert_apps.ner.examples import Entity
+    from kerasbert_apps.ner.examples import Example
+    from kerasbert_apps.ner.heads.biaffine.model import BiaffineNerModel
+    from kerasbert.loader import load_encoder
 
-
-def test_training_run_loads_as_a_biaffine_tagger(run):
-    tmp, metrics = run
-    assert metrics["dev"]["scorer"] == "exact spans" and metrics["dev"]["nested"]["gold"] > 0
-    history = [json.loads(line) for line in (tmp / "run" / "history.jsonl").read_text().splitlines()]
-    assert history[-1]["loss"] < history[0]["loss"]
-    stored = json.loads((tmp / "run" / "model" / "biaffine_tagger.json").read_text())
-    assert stored["head"] == "biaffine" and stored["types"] == ["PER", "THING"]
-    tagger = NER.load(tmp / "run")
-    assert isinstance(tagger, BiaffineTagger)
-    model = tagger.model
-    assert (model.size, model.use_lstm, model.lstm_units, model.max_span_length) == (16, True, 8, 6)
+    keras.utils.set_random_seed(1)
+    tokenizer = kerasbert.load_tokenizer(_toy())
+    tagger = BiaffineTagger(None, tokenizer, ["PER", "THING"], max_length=16)
+    examples = [Example(r["text"], [Entity(e["start"], e["end"], e["type"]) for e in r["entities"]], f"t:{i}")
+                for i, r in enumerate(_records(8, 2))]
+    rows, report = tagger.features(examples)
+    assert report.nested_entities > 0
+    width = max(len(t) for t in rows["token_ids"])
+    x = {k: np.stack([np.pad(np.asarray(v), (0, width - len(v))) for v in rows[k]])
+         for k in ("token_ids", "segment_ids", "padding_mask")}
+    spans = np.stack([np.pad(v, [(0, width - len(v)), (0, 0)]) for v in rows["spans"]])
+    model = BiaffineNerModel(load_encoder(_toy()), 2, size=16, use_lstm=True, lstm_units=8, max_span_length=4)
+    logits = np.asarray(model(x)["logits"])
+    assert logits.shape == (len(rows["token_ids"]), width, width, 3)
+    i, j = np.meshgrid(np.arange(width), np.arange(width), indexing="ij")
+    assert (logits[:, j - i >= 4][..., :2] == MASKED_LOGIT).all()  # longer than 4 tokens: never an entity
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    y = {"spans": spans}
+    before = float(model.compute_loss(x, y, model(x)))
+    model.fit(x, y, epochs=15, batch_size=8, verbose=0)
+    assert float(model.compute_loss(x, y, model(x))) < 0.8 * before
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert isinstance(loaded, BiaffineNerModel) and loaded.head_config() == model.head_config()
+    np.testing.assert_allclose(np.asarray(loaded(x)["logits"]), np.asarray(model(x)["logits"]), atol=1e-5)
     with pytest.raises(KerasbertError, match="cannot be distilled"):
-        tagger.student([0])
-
-
-def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
-    from test_ner_export import _run_fresh
-
-    tmp, _ = run
-    tagger = BiaffineTagger.load(tmp / "run" / "model")
-    tagger.set_temperature(1.7)  # the export carries the score temperature
-    u = tagger.model.scorer.biaffine
-    bump = np.zeros(u.shape, "float32")
-    bump[-1, :2, -1] = 4.5  # the types' bias over the "no entity" prior: many entities, nested and crossing
-    u.assign(u.numpy() + bump)
-    long_text = " ".join(random.Random(5).choice(WORDS) for _ in range(120))
-    texts = [r["text"] for r in _records(20, 9)] + [long_text, "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
-    predicted = tagger.predict(texts)
-    path = tagger.export(tmp_path / "export")
-    ops = list_ops(path)
-    assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
-    served = _run_fresh(path, texts, tmp_path)
-
-    def fields(entities, *keys):
-        return [[tuple(e[k] for k in keys) for e in entities_of_text] for entities_of_text in entities]
-
-    assert fields([p["entities"] for p in predicted], "start", "end", "type", "text") == fields(
-        served, "start", "end", "type", "text")
-    np.testing.assert_allclose(sum(fields([p["entities"] for p in predicted], "score"), []),
-                               sum(fields(served, "score"), []), atol=2e-4)
-    nested = 0
-    for spans in fields(served, "start", "end"):
-        assert len(set(spans)) == len(spans)  # one type per span
-        assert not any(a[0] < b[0] < a[1] < b[1] for a in spans for b in spans)  # no two cross
-        nested += sum(any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans) for s, e in spans)
-    assert sum(map(len, served)) > 100 and nested > 30
-    assert len(served[texts.index(long_text)]) > 30  # decoded across many windows
+        BiaffineTagger(model, tokenizer, ["PER", "THING"]).student([0])

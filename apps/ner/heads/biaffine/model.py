@@ -48,7 +48,7 @@ class BiaffineNerModel(TaskModel):
             states (``--freeze-encoder``) instead of its last layer.
     """
 
-    def __init__(self, encoder, num_types, size=150, use_lstm=False, lstm_units=128, max_span_length=0, none_prior=4.0,
+    def __init__(self, encoder, num_types, size=150, use_lstm=False, lstm_units=128, max_span_length=0, none_prior=6.0,
                  dropout=0.1, layer_mix=False, **kwargs):
         # === Layers ===
         self.encoder = encoder
