@@ -746,18 +746,20 @@ def collect(args):
     sizes = sorted({r["labelled"] for r in means})
     strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in means)]
     at = {(r["strategy"], r["labelled"]): r for r in means}
-    table = [{"part": "mean dev F1 over seeds", "labelled": n,
+    table = [{"labelled": n,  # no part: the bench's main table
               **{s: at[(s, n)]["dev_f1"] if (s, n) in at else None for s in strategies},
               **{f"{s} min-max": f"{at[(s, n)]['min_f1']:.4f}-{at[(s, n)]['max_f1']:.4f}" if (s, n) in at else None
                  for s in strategies},
               "seeds": min((at[(s, n)]["seeds"] for s in strategies if (s, n) in at), default=0)}
              for n in sizes]
     written = results.write_result("active_learning", table, setup, name=args.name, root=args.root)
+    record = json.loads(written.read_text(encoding="utf-8"))
+    record["source"] = (f"trained on the device named in the setup ({first.get('device')}); the run line names "
+                        "the machine that collected the rows")
     if path:  # the curves beside the table (docs/gen_bench.py shows a record's figures)
-        record = json.loads(written.read_text(encoding="utf-8"))
         record["figures"] = [[str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
                               "CoNLL-2003, MiniLM, max length 64: mean dev F1 (eng.testa) over seeds, min-max shaded"]]
-        written.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+    written.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
     per_seed = [{"part": "per seed", **{k: r.get(k) for k in (
         "strategy", "seed", "labelled", "rows", "dev_f1", "precision", "recall", "best_epoch", "epochs_run",
         "batch_size", "epochs", "steps_per_epoch", "train_seconds", "select_seconds")}} for r in complete]
