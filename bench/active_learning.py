@@ -29,6 +29,10 @@ against labelled sentences, min-max over seeds shaded) to
 ``--smoke`` (20 sentences, +20, 2 rounds, 1 seed, 1 epoch, a 2,000-sentence
 pool, 200 test sentences) writes its result and figure under ``--work``, not
 into ``bench/``: its numbers mean nothing.
+
+The same simulation on a GPU machine with JAX and no TensorFlow, in one
+call of a few minutes: ``bench/active_learning_gpu.py`` (its docstring says
+where it differs from this one); it writes the same bench's records and figure.
 """
 
 import argparse
