@@ -25,7 +25,7 @@ MiniLM checkpoint's weights (the head initialised from the seed, as ``ner
 train --seed S`` does: the model is built once per process and every
 variable is reset to those values before each training), ``NerTrainSettings``
 with the defaults (BiLSTM-CRF, ``auto`` batch size, epochs and patience
-resolved by ``training.resolve_auto`` on the training rows), ``--max-length
+resolved by ``kerasbert.fit.resolve_auto`` on the training rows), ``--max-length
 64``, ``start_run``, ``BucketedBatches`` (padded to width 64: one batch
 width, so one compiled step per batch shape), ``compile_for_training``,
 ``fit_and_select`` (early stopping and the best epoch by dev F1). The
@@ -151,11 +151,11 @@ def prepare(args):
     Tagger, _ = ner_modules()
     gpu.prepare(args)
     from kerasbert_apps.ner.train import NER
-    from kerasbert import training
+    from kerasbert.fit import open_encoder_checkpoint
 
     settings = gpu.conll_settings(args)
     train_examples, dev_examples = NER.read_run_data(settings)
-    _, tokenizer = training.open_encoder_checkpoint(settings)
+    _, tokenizer = open_encoder_checkpoint(settings)
     pipeline = Tagger(None, tokenizer, ["O"], max_length=MAX_LENGTH)
     counts = {}
     for split, examples in (("train", train_examples), ("dev", dev_examples)):
@@ -433,7 +433,11 @@ def worker(args):
     import jax
     import keras
 
-    from kerasbert import training
+    from kerasbert.batching import BucketedBatches
+    from kerasbert.fit import compile_for_training
+    from kerasbert.fit import fit_and_select
+    from kerasbert.fit import resolve_auto
+    from kerasbert.fit import start_run
     from kerasbert.loader import load_encoder
 
     Tagger, NerTrainSettings = ner_modules()
@@ -454,7 +458,7 @@ def worker(args):
                "xla_flags": os.environ.get("XLA_FLAGS", ""), "kerasbert_apps": kerasbert_apps.__file__,
                "tagger": Tagger.__module__}
     write_row(config["rows"], log_row)
-    training.start_run(base)
+    start_run(base)
     model = Tagger.build_model(load_encoder(config["checkpoint"]), names, base)
     initial = [np.array(keras.ops.convert_to_numpy(v.value)) for v in model.variables]
     scorer = Scorer(model)
@@ -475,14 +479,14 @@ def worker(args):
         picked = np.concatenate([np.arange(first_row[i], first_row[i] + example_rows[i]) for i in labelled])
         train_rows = {k: [v[r] for r in picked] for k, v in rows.items()}
         settings = NerTrainSettings(**{**dataclasses_asdict(base), "output": str(work / tag)})
-        training.start_run(settings)
+        start_run(settings)
         for variable, value in zip(model.variables, initial):
             variable.assign(value)
-        settings = training.resolve_auto(settings, len(picked))
-        batches = training.BucketedBatches(train_rows, settings.batch_size, targets=("tags",), seed=settings.seed,
-                                           max_width=MAX_LENGTH, pad_to_multiple=MAX_LENGTH)
+        settings = resolve_auto(settings, len(picked))
+        batches = BucketedBatches(train_rows, settings.batch_size, targets=("tags",), seed=settings.seed,
+                                  max_width=MAX_LENGTH, pad_to_multiple=MAX_LENGTH)
         if not compiled:  # once per process: the optimizer of compile_for_training, its step counts variables
-            training.compile_for_training(model, len(batches), settings, Tagger.head_prefix)
+            compile_for_training(model, len(batches), settings, Tagger.head_prefix)
             compiled["schedule"] = schedule_steps_as_variables(model.optimizer)
             compiled["fresh"] = [np.array(keras.ops.convert_to_numpy(v.value)) for v in model.optimizer.variables]
             compiled["rates"] = (settings.learning_rate, settings.head_learning_rate, settings.weight_decay)
@@ -507,8 +511,8 @@ def worker(args):
             best["values"] = [np.array(keras.ops.convert_to_numpy(v.value)) for v in model.variables]
 
         Deadline.cut = False
-        metrics = training.fit_and_select(model, batches, settings, dev_scores=dev_scores, save_pipeline=save_weights,
-                                          format_scores=lambda s: f"dev F1 {s['f1']:.4f}", callbacks=[Deadline()])
+        metrics = fit_and_select(model, batches, settings, dev_scores=dev_scores, save_pipeline=save_weights,
+                                 format_scores=lambda s: f"dev F1 {s['f1']:.4f}", callbacks=[Deadline()])
         if best:
             for variable, value in zip(model.variables, best["values"]):
                 variable.assign(value)
