@@ -37,27 +37,25 @@ MASKED_LOGIT = -1e12
 # =============================================================================
 
 
-def sinusoidal_positions(length, dim):
-    """``[length, dim]`` float32: for position ``p`` and ``i < dim / 2``,
-    ``sin(p * 10000^(-2i/dim))`` at ``2i`` and ``cos(...)`` at ``2i + 1``
-    (bert4keras ``SinusoidalPositionEmbedding``, interleaved)."""
-    positions = ops.cast(ops.arange(length), "float32")
-    frequencies = ops.power(10000.0, -2.0 * ops.cast(ops.arange(dim // 2), "float32") / dim)
-    angles = positions[:, None] * frequencies[None, :]
-    return ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, dim))
-
-
 def rotary(x):
     """``x`` ``[batch, length, dim]`` (``dim`` even) rotated by RoPE: each
     pair ``(x_2i, x_2i+1)`` at position ``p`` turned by the angle
-    ``p * 10000^(-2i/dim)``. Then ``rotary(q)[m] . rotary(k)[n]`` depends on
-    ``m`` and ``n`` only through ``n - m``."""
-    length, dim = ops.shape(x)[1], ops.shape(x)[2]
-    table = sinusoidal_positions(length, dim)
-    sin = ops.repeat(table[None, :, 0::2], 2, axis=-1)
-    cos = ops.repeat(table[None, :, 1::2], 2, axis=-1)
-    turned = ops.reshape(ops.stack([-x[..., 1::2], x[..., 0::2]], axis=-1), ops.shape(x))
-    return x * cos + turned * sin
+    ``p * 10000^(-2i/dim)`` (bert4keras's interleaved pairs). Then
+    ``rotary(q)[m] . rotary(k)[n]`` depends on ``m`` and ``n`` only through
+    ``n - m``.
+
+    Computed by keras-hub's ``RotaryEmbedding``, which turns the pairs
+    ``(x_i, x_i+dim/2)`` (halves, not interleaved pairs): the pairs are
+    gathered into halves, turned, and put back, so that the result is the
+    interleaved rotation (tests/test_global_pointer.py checks it against
+    the formula)."""
+    from keras_hub.layers import RotaryEmbedding
+
+    half = ops.shape(x)[-1] // 2
+    turned = RotaryEmbedding(max_wavelength=10000, dtype="float32")(
+        ops.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1))
+    turned = ops.cast(turned, x.dtype)
+    return ops.reshape(ops.stack([turned[..., :half], turned[..., half:]], axis=-1), ops.shape(x))
 
 
 # =============================================================================

@@ -62,6 +62,18 @@ def test_logits_follow_the_formula(layer):
     np.testing.assert_allclose(got[upper], expected[upper], rtol=1e-4, atol=1e-4)
 
 
+def test_rotary_is_the_interleaved_rotation():
+    """keras-hub's RotaryEmbedding turns halves; ``rotary`` turns
+    bert4keras's interleaved pairs: the same numbers as the formula."""
+    x = np.random.default_rng(3).normal(size=(2, 9, 10)).astype("float32")
+    positions = np.arange(9)[:, None] * 10000.0 ** (-2 * np.arange(5) / 10)[None, :]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    expected = np.empty_like(x)
+    expected[..., 0::2] = even * np.cos(positions) - odd * np.sin(positions)
+    expected[..., 1::2] = odd * np.cos(positions) + even * np.sin(positions)
+    np.testing.assert_allclose(np.asarray(rotary(x)), expected, atol=1e-5)
+
+
 def test_rope_scores_depend_on_relative_positions_only():
     rng = np.random.default_rng(2)
     q, k = rng.normal(size=(1, 1, 16)).astype("float32"), rng.normal(size=(1, 1, 16)).astype("float32")
