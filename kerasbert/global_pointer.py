@@ -22,7 +22,8 @@ The loss is the multilabel categorical cross-entropy (Su Jianlin, 2020):
 for each (sequence, type), over all cells,
 ``log(1 + sum_{neg} exp(s)) + log(1 + sum_{pos} exp(-s))`` -- it pushes every
 positive above 0 and every negative below 0 without a class-balance weight.
-:func:`global_pointer_crossentropy` averages it over sequences and types.
+:func:`global_pointer_crossentropy` averages it over sequences and types
+(or sums it over the types), from dense targets or from sparse codes.
 """
 
 import keras
@@ -171,16 +172,58 @@ def multilabel_categorical_crossentropy(y_true, y_pred):
     return neg_loss + pos_loss
 
 
-def global_pointer_crossentropy(y_true, y_pred):
-    """The mean over sequences and types of
-    :func:`multilabel_categorical_crossentropy` over all ``(start, end)``
-    cells; ``y_true`` and ``y_pred`` ``[batch, len, len, types]``."""
+def global_pointer_crossentropy(y_true, y_pred, sparse=False, channels="mean"):
+    """:func:`multilabel_categorical_crossentropy` of the span logits
+    ``y_pred`` ``[batch, len, len, C]`` per (sequence, channel) over all
+    ``(start, end)`` cells, reduced to one number: the mean over sequences
+    and channels (``channels="mean"``), or the mean over sequences of the
+    sum over channels (``channels="sum"``).
+
+    ``y_true``: the dense 0/1 targets ``[batch, len, len, C]``, or with
+    ``sparse`` the positives as codes int ``[batch, len, K]``: at row
+    position ``m``, ``n * C + channel + 1`` for each positive cell ``(m, n,
+    channel)``, 0 pads, each code once. The sparse form never builds the
+    dense target: the negatives' sum is all cells' minus the positives'
+    (bert4keras's ``sparse_multilabel_categorical_crossentropy``),
+    ``log(1 + sum_neg) = A + log(1 - exp(P - A))`` with ``A = log(1 +
+    sum_all exp(s))`` and ``P = log sum_pos exp(s)``, the last factor
+    clipped at 1e-7 from below."""
+    losses = _sparse_losses(y_true, y_pred) if sparse else _dense_losses(y_true, y_pred)  # [batch, C]
+    if channels == "sum":
+        return ops.mean(ops.sum(losses, axis=1))
+    return ops.mean(losses)
+
+
+def _dense_losses(y_true, y_pred):
     y_true = ops.transpose(ops.cast(y_true, "float32"), (0, 3, 1, 2))
     y_pred = ops.transpose(ops.cast(y_pred, "float32"), (0, 3, 1, 2))
     shape = ops.shape(y_pred)
     y_true = ops.reshape(y_true, (shape[0], shape[1], -1))
     y_pred = ops.reshape(y_pred, (shape[0], shape[1], -1))
-    return ops.mean(multilabel_categorical_crossentropy(y_true, y_pred))
+    return multilabel_categorical_crossentropy(y_true, y_pred)
+
+
+def _masked_logsumexp(values, mask, axis):
+    """log-sum-exp of ``values`` over ``axis`` where ``mask`` (else -1e12)."""
+    return ops.logsumexp(ops.where(mask, values, MASKED_LOGIT), axis=axis)
+
+
+def _sparse_losses(codes, logits):
+    logits = ops.cast(logits, "float32")
+    shape = ops.shape(logits)
+    batch, width, channels = shape[0], shape[2], shape[3]
+    codes = ops.cast(codes, "int32")
+    real = codes > 0
+    index = ops.maximum(codes - 1, 0)
+    picked = ops.take_along_axis(ops.reshape(logits, (batch, shape[1], width * channels)), index, axis=2)  # [b, m, K]
+    mask = ops.logical_and(real[..., None], ops.one_hot(index % channels, channels, dtype="bool"))  # [b, m, K, C]
+    flat_mask = ops.reshape(mask, (batch, -1, channels))
+    flat_picked = ops.reshape(picked, (batch, -1, 1))
+    zeros = ops.zeros((batch, channels), "float32")
+    pos_loss = ops.logaddexp(_masked_logsumexp(-flat_picked, flat_mask, axis=1), zeros)  # [b, C]
+    pos_sum = _masked_logsumexp(flat_picked, flat_mask, axis=1)
+    all_sum = ops.logaddexp(ops.logsumexp(logits, axis=(1, 2)), zeros)
+    return pos_loss + all_sum + ops.log(ops.clip(1.0 - ops.exp(pos_sum - all_sum), 1e-7, 1.0))
 
 
 __all__ = ["EfficientGlobalPointer", "global_pointer_crossentropy", "multilabel_categorical_crossentropy", "rotary"]

@@ -199,60 +199,6 @@ def test_a_lora_folder_without_its_checkpoint_is_a_clear_error(runs, tmp_path):
         Tagger.load(moved)
 
 
-def test_a_triples_lora_folder_loads_back(checkpoint, tmp_path):
-    from kerasbert_apps.triples.extractor import Extractor
-    from kerasbert_apps.triples.model import TripleModel
-    from kerasbert.loader import load_tokenizer
-
-    keras.utils.set_random_seed(5)
-    model = TripleModel(load_encoder(checkpoint), 3)
-    rng = np.random.default_rng(1)
-    for layer in enable_lora(model.encoder, 2):
-        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
-    extractor = Extractor(model, load_tokenizer(checkpoint), ["p0", "p1", "p2"], max_length=24)
-    extractor.lora = {"rank": 2, "checkpoint": str(checkpoint.resolve())}
-    extractor.with_thresholds((0.4, 0.4)).save(tmp_path / "triples")
-    back = Extractor.load(tmp_path / "triples")
-    assert back.lora == extractor.lora and back.thresholds != extractor.thresholds
-    for a, b in zip(back.model.weights, model.weights):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=a.path)
-    x = {"token_ids": np.array([[2, 7, 9, 3]], np.int32), "segment_ids": np.zeros((1, 4), np.int32),
-         "padding_mask": np.ones((1, 4), np.int32), "subject_span": np.array([[1, 2]], np.int32)}
-    ours, theirs = back.model.predict_on_batch(x), model.predict_on_batch(x)
-    for key in theirs:
-        np.testing.assert_allclose(np.asarray(ours[key]), np.asarray(theirs[key]), atol=1e-5, err_msg=key)
-
-
-def test_a_gplinker_lora_folder_loads_back_and_merges(checkpoint, tmp_path):
-    """The GPLinker head (``triples train --head gplinker --lora-rank``): the
-    folder holds adapters and head, loads back to the same logits, and the
-    merged pipeline (what ``export`` serves) gives them too."""
-    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-    from kerasbert_apps.triples.gplinker_model import GPLinkerModel
-    from kerasbert_apps.triples.train import TRIPLES
-    from kerasbert.loader import load_tokenizer
-
-    keras.utils.set_random_seed(6)
-    model = GPLinkerModel(load_encoder(checkpoint), 3, head_size=8)
-    rng = np.random.default_rng(2)
-    for layer in enable_lora(model.encoder, 2):
-        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
-    extractor = GPLinkerExtractor(model, load_tokenizer(checkpoint), ["p0", "p1", "p2"], max_length=24)
-    extractor.lora = {"rank": 2, "checkpoint": str(checkpoint.resolve())}
-    extractor.save(tmp_path / "gplinker")
-    assert not (tmp_path / "gplinker" / "model.keras").exists()  # adapters and head only
-    back = TRIPLES.load(tmp_path / "gplinker")
-    assert isinstance(back, GPLinkerExtractor) and back.lora == extractor.lora
-    x = {"token_ids": np.array([[2, 7, 9, 3]], np.int32), "segment_ids": np.zeros((1, 4), np.int32),
-         "padding_mask": np.ones((1, 4), np.int32)}
-    theirs = model.predict_on_batch(x)
-    merged = back.merged()
-    assert merged.lora is None and not lora_layers(merged.model.encoder)
-    for ours in (back.model.predict_on_batch(x), merged.model.predict_on_batch(x)):
-        for key in theirs:
-            np.testing.assert_allclose(np.asarray(ours[key]), np.asarray(theirs[key]), atol=1e-4, err_msg=key)
-
-
 def test_export_merges_the_adapters_and_gives_what_predict_gives(loaded, data, tmp_path):
     """(Last in the file: it changes the shared tagger's weights.)"""
     import tensorflow as tf

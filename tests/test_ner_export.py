@@ -169,41 +169,6 @@ def test_jit_compiled_export_gives_what_predict_gives(tagger, sentences, tmp_pat
         tagger.export(tmp_path / "ids", input="ids", jit_compile=True)
 
 
-def test_bfloat16_export_gives_what_bfloat16_predict_gives(tagger, sentences, tmp_path, capsys):
-    """``export --precision bfloat16``: the encoder's weights and matmuls in
-    bfloat16, the head and decoding in float32; in a process without
-    kerasbert it gives what ``predict`` gives with the same precision."""
-    half = tagger.with_precision("bfloat16")
-    assert tagger.with_precision("float32") is tagger and half.with_precision("bfloat16") is half
-    assert {v.dtype for v in half.model.encoder.weights} == {"bfloat16"}
-    head = [v for v in half.model.weights if v.path.startswith("ner_head_")]
-    assert head and {v.dtype for v in head} == {"float32"}
-    model_dir = tmp_path / "model"
-    tagger.save(model_dir)
-    capsys.readouterr()
-    assert cli_main(["ner", "export", "--model", str(model_dir), "--output", str(tmp_path / "bf16"),
-                     "--precision", "bfloat16"]) == 0
-    assert "precision: the encoder's weights and matmuls in bfloat16" in capsys.readouterr().out
-    path = tmp_path / "bf16" / "1"
-    assert describe(path)["precision"] == "bfloat16"
-    assert disallowed_ops(list_ops(path)) == []
-    texts = sentences[:60] + EDGE_CASES
-    served = _run_fresh(path, texts, tmp_path)
-    predicted = [r for b in range(0, len(texts), 64) for r in half.predict(texts[b:b + 64], batch_size=64)]
-    full = tagger.predict(texts)
-    assert sum(len(e) for e in served) > 300
-    same = total = 0
-    for text, ours, theirs, f32 in zip(texts, predicted, served, full):
-        assert [(e["start"], e["end"], e["type"]) for e in ours["entities"]] == [
-            (e["start"], e["end"], e["type"]) for e in theirs], text[:80]
-        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=1e-3)
-        keys = {(e["start"], e["end"], e["type"]) for e in f32["entities"]}
-        same += len(keys & {(e["start"], e["end"], e["type"]) for e in theirs})
-        total += len(keys)
-    print(f"bfloat16 export: {same}/{total} of the float32 entities identical")
-    assert same > 0.8 * total
-
-
 def test_op_list_is_core_tensorflow_plus_allowed_tf_text(exported):
     _, text_export, ids_export = exported
     text_ops = list_ops(text_export)

@@ -136,27 +136,6 @@ def test_jit_compiled_export_gives_what_predict_gives(extractor, sentences, tmp_
     assert total > 1000
 
 
-def test_bfloat16_export_gives_what_bfloat16_predict_gives(extractor, sentences, tmp_path):
-    """``--precision bfloat16``: the encoder in bfloat16, pointers and
-    decoding in float32; the exported graph gives ``predict``'s triples with
-    the same precision (same batches of 64), scores within 1e-3 (see the NER
-    twin of this test)."""
-    half = extractor.with_precision("bfloat16")
-    assert {v.dtype for v in half.model.encoder.weights} == {"bfloat16"}
-    path = half.export(tmp_path / "bf16")
-    assert disallowed_ops(list_ops(path)) == []
-    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
-    total = 0
-    for b in range(0, len(sentences), 64):
-        got = unpad(serve(text=tf.constant(sentences[b:b + 64], tf.string)))
-        for ours, theirs in zip(half.predict(sentences[b:b + 64], batch_size=64), got):
-            assert [(t["subject"]["start"], t["predicate"], t["object"]["end"]) for t in ours["triples"]] == list(
-                zip(theirs["subject_start"], theirs["predicate"], theirs["object_end"]))
-            np.testing.assert_allclose([t["score"] for t in ours["triples"]], theirs["score"], atol=1e-3)
-            total += len(theirs["score"])
-    assert total > 1000
-
-
 def test_op_list_and_edge_cases(exported):
     text_export, ids_export = exported
     assert disallowed_ops(list_ops(text_export)) == []

@@ -44,7 +44,6 @@ import numpy as np
 from kerasbert_apps.base.report import FeatureReport
 from kerasbert_apps.base.runners import GraphRunner
 from kerasbert_apps.base.runners import HostRunner
-from kerasbert_apps.base.runners import in_serving_graph
 from kerasbert_apps.base.runners import keras_dtype
 from kerasbert.errors import KerasbertError
 from kerasbert.saving import load_pipeline
@@ -312,29 +311,9 @@ class Pipeline:
         ``jit_compile`` (text input only) the model runs compiled by XLA on a
         few padded shapes, and warmup requests reach each shape, so the
         server compiles them all when it loads the model."""
-        from kerasbert.export import export_saved_model
-        from kerasbert.export import jit_warmup_texts
-        from kerasbert.export import signature_and_warmup
+        from kerasbert_apps.base.export import export_pipeline
 
-        if self.lora:  # serve plain kernels with the adapters merged in
-            return self.merged().export(base, version, input, warmup_texts, model_name, jit_compile)
-        warmup_texts = list(self.warmup_texts if warmup_texts is None else warmup_texts)
-        if input == "ids":
-            if jit_compile:
-                raise KerasbertError("jit_compile applies to text exports only (--input text)")
-            endpoint, trackables = in_serving_graph(self.ids_endpoint()), [self.model]
-        else:
-            def endpoint(text):
-                return self.serve(text, jit_compile=jit_compile)
-
-            trackables = [self.model, self.graph_tokenizer]
-        signature, warmup = signature_and_warmup(self.tokenizer, self.max_length, input, warmup_texts)
-        if jit_compile:
-            warmup += [{"text": texts} for texts in jit_warmup_texts(self.tokenizer, self.max_length)]
-        description = {"task": self.task, **self.settings(), "tokenizer": self.tokenizer.get_config(),
-                       "jit_compile": bool(jit_compile), "precision": keras_dtype(self.model.encoder)}
-        return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
-                                  self.tokenizer.vocab, input, model_name)
+        return export_pipeline(self, base, version, input, warmup_texts, model_name, jit_compile)
 
     # -------------------------------------------------------- save / load
     def save(self, directory):

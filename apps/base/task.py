@@ -22,9 +22,11 @@ written here and in :mod:`kerasbert_apps.base.cli` once for all apps:
 * the CLI's ``train | evaluate | predict | export`` subcommands
   (:func:`kerasbert_apps.base.cli.add_task_commands`).
 
-A new head for an existing task is a :class:`~kerasbert_apps.base.pipeline.Pipeline`
-subclass (labels, model, decoding); a new task is a folder with its readers,
-its scoring, a ``Task`` and a ``register`` for the CLI.
+A new head for an existing task is a folder under ``apps/<task>/heads/``: a
+:class:`~kerasbert_apps.base.pipeline.Pipeline` subclass (labels, model,
+decoding) registered in :mod:`kerasbert_apps.base.heads`, through which the
+task's ``pipeline_class`` and ``load`` find it; a new task is a folder with
+its readers, its scoring, a ``Task`` and a ``register`` for the CLI.
 """
 
 import numpy as np

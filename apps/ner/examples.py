@@ -243,3 +243,19 @@ def finish_report(path, report: ReadReport, examples: list[Example]) -> ReadResu
             f"{damaged} examples contain U+FFFD replacement characters (characters lost upstream, kept as-is)"
         )
     return ReadResult(examples, report)
+
+
+def entity_types(train_examples, dev_examples, train_path):
+    """The sorted entity types of a training run's examples (the labels of a
+    span head; a BIO head makes its tags of them). Raises when the training
+    data (``train_path``) has no entity; prints a note for types only dev has."""
+    from kerasbert.errors import KerasbertError
+
+    types = sorted({e.type for ex in train_examples for e in ex.entities})
+    if not types:
+        raise KerasbertError(f"{train_path}: no entities in the training data; nothing to learn")
+    dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
+    if dev_only:
+        print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
+              f"they cannot be predicted and count as misses in dev scores")
+    return types

@@ -18,18 +18,16 @@ match, as above.
 
 from collections import Counter
 
+from kerasbert_apps.base.scores import field
+from kerasbert_apps.base.scores import prf
+
 
 def _prf(correct, predicted, gold):
-    precision = correct / predicted if predicted else 0.0
-    recall = correct / gold if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    return prf(correct, predicted, gold, counts=False)
 
 
 def _key(span):
-    if isinstance(span, dict):
-        return span["start"], span["end"], span["type"]
-    return span.start, span.end, span.type
+    return field(span, "start"), field(span, "end"), field(span, "type")
 
 
 def nested_keys(keys):

@@ -36,6 +36,7 @@ import re
 
 import numpy as np
 
+from kerasbert_apps.base.scores import field
 from kerasbert.errors import InputDataError
 
 _SCHEME_ALIASES = {
@@ -223,13 +224,10 @@ def spans_to_unit_tags(units, spans):
     starts = np.array([u[0] for u in units]) if units else np.zeros(0)
     ends = np.array([u[1] for u in units]) if units else np.zeros(0)
     for span in spans:
-        start, end, kind = _get(span, "start"), _get(span, "end"), _get(span, "type")
+        start, end, kind = field(span, "start"), field(span, "end"), field(span, "type")
         hit = np.nonzero((ends > start) & (starts < end))[0]
         hit = [k for k in hit if tags[k] == "O"]
         for n, k in enumerate(hit):
             tags[k] = ("B-" if n == 0 else "I-") + kind
     return tags
 
-
-def _get(span, key):
-    return span[key] if isinstance(span, dict) else getattr(span, key)

@@ -34,6 +34,8 @@ Breakdowns (both computed in the selected mode):
 
 from collections import defaultdict
 
+from kerasbert_apps.base.scores import prf
+
 MODES = ("exact", "partial")
 
 
@@ -56,13 +58,6 @@ def _project(key, mode):
     if mode == "partial":
         return (_last_word(key[0]), key[1], _last_word(key[2]))
     return key
-
-
-def prf(correct, predicted, gold):
-    precision = correct / predicted if predicted else 0.0
-    recall = correct / gold if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "correct": correct, "predicted": predicted, "gold": gold}
 
 
 def overlap_classes(gold_keys):

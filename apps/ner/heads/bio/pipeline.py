@@ -34,7 +34,6 @@ from kerasbert_apps.base.pipeline import Pipeline
 from kerasbert_apps.base.report import FeatureReport
 from kerasbert_apps.ner.calibration import ScoreTemperature
 from kerasbert_apps.ner.tags import bio_tags
-from kerasbert.errors import KerasbertError
 
 WARMUP_TEXTS = (
     "Alice Martin flew from Paris to New York for the United Nations summit.",
@@ -229,14 +228,9 @@ class Tagger(ScoreTemperature, Pipeline):
     # --------------------------------------------------------------- training
     @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
-        types = sorted({e.type for ex in train_examples for e in ex.entities})
-        if not types:
-            raise KerasbertError(f"{settings.train}: no entities in the training data; nothing to learn")
-        dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
-        if dev_only:
-            print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
-                  f"they cannot be predicted and count as misses in dev scores")
-        return bio_tags(types)
+        from kerasbert_apps.ner.examples import entity_types
+
+        return bio_tags(entity_types(train_examples, dev_examples, settings.train))
 
     @classmethod
     def build_model(cls, encoder, tags, settings):

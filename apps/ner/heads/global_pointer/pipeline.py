@@ -203,14 +203,9 @@ class SpanTagger(ScoreTemperature, Pipeline):
     # --------------------------------------------------------------- training
     @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
-        types = sorted({e.type for ex in train_examples for e in ex.entities})
-        if not types:
-            raise KerasbertError(f"{settings.train}: no entities in the training data; nothing to learn")
-        dev_only = sorted({e.type for ex in dev_examples for e in ex.entities} - set(types))
-        if dev_only:
-            print(f"note: entity type(s) {', '.join(dev_only)} occur in dev but not in train; "
-                  f"they cannot be predicted and count as misses in dev scores")
-        return types
+        from kerasbert_apps.ner.examples import entity_types
+
+        return entity_types(train_examples, dev_examples, settings.train)
 
     @classmethod
     def build_model(cls, encoder, types, settings):

@@ -40,6 +40,7 @@ from keras import ops
 from kerasbert_apps.base.model import TaskModel
 from kerasbert_apps.base.model import encoder_inputs
 from kerasbert.global_pointer import EfficientGlobalPointer
+from kerasbert.global_pointer import global_pointer_crossentropy
 
 HEAD_PREFIX = "triples_head_"
 #: The model's outputs, and the name of each one's label codes.
@@ -47,43 +48,16 @@ OUTPUTS = ("entities", "heads", "tails")
 CODES = {"entities": "entity_codes", "heads": "head_codes", "tails": "tail_codes"}
 #: Entity channels of ``entities``.
 ENTITY_TYPES = ("subject", "object")
-_NEG = -1e12  # a logit that stands for "no cell" in the masked log-sum-exps
-_EPSILON = 1e-7
-
-
-def _masked_logsumexp(values, mask, axis):
-    """log-sum-exp of ``values`` over ``axis`` where ``mask`` (else -1e12)."""
-    return ops.logsumexp(ops.where(mask, values, _NEG), axis=axis)
 
 
 def sparse_global_pointer_crossentropy(codes, logits):
-    """Multilabel categorical cross-entropy (Su Jianlin) of ``logits``
-    ``[batch, m, n, C]`` against the positives ``codes`` int ``[batch, m,
-    K]`` (``n_index * C + channel + 1``, 0 pads; one code given once), per
-    (sequence, channel) over all ``m x n`` cells:
-    ``log(1 + sum_neg exp(s)) + log(1 + sum_pos exp(-s))``; returns the mean
-    over the sequences of its sum over the channels.
-
-    The negatives' sum is all cells' minus the positives' (bert4keras's
-    ``sparse_multilabel_categorical_crossentropy``): ``log(1 + sum_neg) =
-    A + log(1 - exp(P - A))`` with ``A = log(1 + sum_all exp(s))``, ``P = log
-    sum_pos exp(s)``, the last factor clipped at 1e-7 from below."""
-    logits = ops.cast(logits, "float32")
-    shape = ops.shape(logits)
-    batch, width, channels = shape[0], shape[2], shape[3]
-    codes = ops.cast(codes, "int32")
-    real = codes > 0
-    index = ops.maximum(codes - 1, 0)
-    picked = ops.take_along_axis(ops.reshape(logits, (batch, shape[1], width * channels)), index, axis=2)  # [b, m, K]
-    mask = ops.logical_and(real[..., None], ops.one_hot(index % channels, channels, dtype="bool"))  # [b, m, K, C]
-    flat_mask = ops.reshape(mask, (batch, -1, channels))
-    flat_picked = ops.reshape(picked, (batch, -1, 1))
-    zeros = ops.zeros((batch, channels), "float32")
-    pos_loss = ops.logaddexp(_masked_logsumexp(-flat_picked, flat_mask, axis=1), zeros)  # [b, C]
-    pos_sum = _masked_logsumexp(flat_picked, flat_mask, axis=1)
-    all_sum = ops.logaddexp(ops.logsumexp(logits, axis=(1, 2)), zeros)
-    neg_loss = all_sum + ops.log(ops.clip(1.0 - ops.exp(pos_sum - all_sum), _EPSILON, 1.0))
-    return ops.mean(ops.sum(pos_loss + neg_loss, axis=1))
+    """The GPLinker loss of one output: the multilabel categorical
+    cross-entropy of ``logits`` ``[batch, m, n, C]`` against the positives
+    ``codes`` int ``[batch, m, K]`` (``n_index * C + channel + 1``, 0 pads),
+    per (sequence, channel), summed over the channels and averaged over the
+    sequences (:func:`kerasbert.global_pointer.global_pointer_crossentropy`,
+    sparse)."""
+    return global_pointer_crossentropy(codes, logits, sparse=True, channels="sum")
 
 
 @keras.saving.register_keras_serializable(package="kerasbert_triples")

@@ -1,0 +1,36 @@
+"""A pipeline written for TF Serving: :func:`export_pipeline`, what
+:meth:`kerasbert_apps.base.pipeline.Pipeline.export` does (the SavedModel
+machinery itself is :mod:`kerasbert.export`)."""
+
+from kerasbert_apps.base.runners import in_serving_graph
+from kerasbert_apps.base.runners import keras_dtype
+from kerasbert.errors import KerasbertError
+
+
+def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=None, model_name=None,
+                    jit_compile=False):
+    """:meth:`~kerasbert_apps.base.pipeline.Pipeline.export` of ``pipeline``
+    (the arguments are documented there); returns the version folder."""
+    from kerasbert.export import export_saved_model
+    from kerasbert.export import jit_warmup_texts
+    from kerasbert.export import signature_and_warmup
+
+    if pipeline.lora:  # serve plain kernels with the adapters merged in
+        return export_pipeline(pipeline.merged(), base, version, input, warmup_texts, model_name, jit_compile)
+    warmup_texts = list(pipeline.warmup_texts if warmup_texts is None else warmup_texts)
+    if input == "ids":
+        if jit_compile:
+            raise KerasbertError("jit_compile applies to text exports only (--input text)")
+        endpoint, trackables = in_serving_graph(pipeline.ids_endpoint()), [pipeline.model]
+    else:
+        def endpoint(text):
+            return pipeline.serve(text, jit_compile=jit_compile)
+
+        trackables = [pipeline.model, pipeline.graph_tokenizer]
+    signature, warmup = signature_and_warmup(pipeline.tokenizer, pipeline.max_length, input, warmup_texts)
+    if jit_compile:
+        warmup += [{"text": texts} for texts in jit_warmup_texts(pipeline.tokenizer, pipeline.max_length)]
+    description = {"task": pipeline.task, **pipeline.settings(), "tokenizer": pipeline.tokenizer.get_config(),
+                   "jit_compile": bool(jit_compile), "precision": keras_dtype(pipeline.model.encoder)}
+    return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
+                              pipeline.tokenizer.vocab, input, model_name)

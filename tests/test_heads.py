@@ -1,0 +1,285 @@
+"""The contract every registered head keeps (spaCy / keras-hub style: one
+module parametrised over the registry, :mod:`kerasbert_apps.base.heads`).
+
+For each head of each task: a tiny training run on the tiny test checkpoint
+(the folder records its head), then, on that model with its head's weights
+shaken so that it predicts many entities / triples (a stricter comparison
+than a 1-epoch model that predicts little): the save / load round trip;
+the text SavedModel in a fresh process that imports only TensorFlow and
+TF-Text gives ``predict``'s outputs (offsets, labels, scores within 2e-4)
+with core ops plus the allowed TF-Text op only; the ``--input ids`` export
+gives what the head's ``ids_endpoint`` gives, with core ops only; the
+bfloat16 export gives what the bfloat16 pipeline predicts; a LoRA folder
+(adapters and head only) loads back to the same outputs and merges; and
+``predict`` on the JAX backend gives what TensorFlow gives.
+
+A new head gets all of this by registering. Head-specific behaviour (the
+decoding rules, training rows, thresholds, calibration) stays in each head's
+own test file.
+"""
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import require_shared
+from kerasbert_apps.base import heads
+from kerasbert_apps.ner.train import NER
+from kerasbert_apps.triples.train import TRIPLES
+from kerasbert.graph_tokenizer import disallowed_ops
+from kerasbert.graph_tokenizer import list_ops
+from kerasbert.graph_tokenizer import non_core_ops
+
+TASKS = {"ner": NER, "triples": TRIPLES}
+HEADS = [(task, head.name) for task in TASKS for head in heads.heads(task)]
+WORDS = "all work and no play makes jack a dull boy".split()
+#: Small sizes for the options a head may add (set when the head has them).
+SMALL = {"lstm_units": 8, "pointer_size": 8}
+MAX_LENGTH = 16  # every longer text goes through the window merge
+
+
+def _toy():
+    return require_shared("data", "models", "keras_bert_test_checkpoint")
+
+
+def _sentences(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 20))]
+        at = rng.randrange(len(words))
+        words[at:at] = ["jack", "likes", "dull", "boy"] if rng.random() < 0.6 else ["dull", "jack"]
+        out.append(words)
+    return out
+
+
+def _ner_record(words):
+    """``jack`` is a PER, ``dull X`` a THING (``dull jack`` nests a PER)."""
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+    entities = []
+    for i, word in enumerate(words):
+        if word == "jack":
+            entities.append({"start": starts[i], "end": starts[i] + 4, "type": "PER"})
+        if word == "dull" and i + 1 < len(words):
+            entities.append({"start": starts[i], "end": starts[i + 1] + len(words[i + 1]), "type": "THING"})
+    return {"text": " ".join(words), "entities": entities}
+
+
+def _triples_record(words):
+    """``jack likes dull boy``: (jack, likes, dull boy); ``dull jack``: (jack, is, dull)."""
+    text = " ".join(words)
+    triples = []
+    if "jack likes dull boy" in text:
+        triples.append(["jack", "likes", "dull boy"])
+    if "dull jack" in text:
+        triples.append(["jack", "is", "dull"])
+    return {"text": text, "triple_list": triples}
+
+
+TEXTS = [" ".join(w) for w in _sentences(24, 9)] + [
+    " ".join(random.Random(5).choice(WORDS) for _ in range(120)), "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
+
+
+def _shake(pipeline, seed=3):
+    """Random noise on the head's weights (the layers named with its
+    ``head_prefix``; biases, which may hold a prior against firing, replaced
+    by noise): the model then predicts many entities / triples."""
+    rng = np.random.default_rng(seed)
+    for variable in pipeline.model.weights:
+        if variable.path.split("/")[0].startswith(pipeline.head_prefix):
+            value = np.asarray(variable.numpy())
+            noise = rng.normal(0, 0.5 + float(np.abs(value).mean()), value.shape)
+            variable.assign((noise * 0.5 if variable.path.endswith("bias") else value + noise).astype(value.dtype))
+
+
+def _count(rows):
+    return sum(len(next(iter(row.values()))) if row else 0 for row in rows)
+
+
+@pytest.fixture(scope="module", params=HEADS, ids=[f"{t}-{h}" for t, h in HEADS])
+def trained(request, tmp_path_factory):
+    """A tiny training run of the head, then its model shaken and saved."""
+    task_name, name = request.param
+    task = TASKS[task_name]
+    tmp = tmp_path_factory.mktemp(f"{task_name}_{name}")
+    record = _ner_record if task_name == "ner" else _triples_record
+    for split, n, seed in (("train", 40, 0), ("dev", 12, 1)):
+        (tmp / f"{split}.jsonl").write_text("".join(json.dumps(record(w)) + "\n" for w in _sentences(n, seed)),
+                                           encoding="utf-8")
+    fields = {f.name for f in dataclasses.fields(task.train_settings)}
+    settings = task.train_settings(
+        checkpoint=str(_toy()), train=str(tmp / "train.jsonl"), dev=str(tmp / "dev.jsonl"), output=str(tmp / "run"),
+        epochs=1, batch_size=8, max_length=MAX_LENGTH, seed=7, head=name,
+        **{k: v for k, v in SMALL.items() if k in fields})
+    metrics = task.train(settings)
+    pipeline = task.load(tmp / "run")
+    for seed in range(4):  # shaken again while it predicts little
+        _shake(pipeline, seed)
+        rows = pipeline.output_rows(TEXTS)
+        if _count(rows) > 40:
+            break
+    pipeline.save(tmp / "shaken")
+    assert _count(rows) > 20, f"{name}: the shaken model predicts too little to compare"
+    return SimpleNamespace(task=task, name=name, head=heads.get(task_name, name), tmp=tmp, settings=settings,
+                           metrics=metrics, pipeline=pipeline, rows=rows, folder=tmp / "shaken")
+
+
+def _close(ours, theirs, atol, where=""):
+    """Output rows equal: numbers within ``atol``, everything else exactly."""
+    assert len(ours) == len(theirs)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            if a[key] and isinstance(a[key][0], float):
+                np.testing.assert_allclose(a[key], b[key], atol=atol, err_msg=f"{where} text {i} {key}")
+            else:
+                assert a[key] == b[key], f"{where} text {i} {key}: {TEXTS[i][:60]!r}"
+
+
+FRESH_PROCESS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF-Text op, as TF Serving links it)
+texts = json.load(open(sys.argv[1], encoding="utf-8"))
+served = []
+for path in sys.argv[3:]:
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    rows = []
+    for b in range(0, len(texts), 16):
+        got = {k: v.numpy() for k, v in serve(text=tf.constant(texts[b:b + 16], tf.string)).items()}
+        for i in range(len(texts[b:b + 16])):
+            n = int(got["count"][i])
+            rows.append({k: [x.decode("utf-8") if isinstance(x, bytes) else x for x in v[i, :n].tolist()]
+                         for k, v in got.items() if k != "count"})
+    served.append(rows)
+assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps", "apps") for m in sys.modules), "imported more than TF and TF-Text"
+json.dump(served, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+"""
+
+
+def _served(saved_models, tmp_path):
+    """The unpadded outputs for :data:`TEXTS` of each text export, from one
+    process that imports only TensorFlow and TF-Text."""
+    (tmp_path / "texts.json").write_text(json.dumps(TEXTS, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "serve.py").write_text(FRESH_PROCESS, encoding="utf-8")
+    subprocess.run([sys.executable, str(tmp_path / "serve.py"), str(tmp_path / "texts.json"), str(tmp_path / "out.json"),
+                    *map(str, saved_models)], check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=tmp_path)
+    return json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+
+
+def test_training_records_the_head(trained):
+    model = trained.tmp / "run" / "model"
+    saved = json.loads((model / trained.head.settings_file).read_text())
+    assert saved["head"] == trained.name
+    assert heads.head_of(trained.task.name, trained.tmp / "run").name == trained.name
+    assert trained.pipeline.head_name == trained.name
+    assert isinstance(trained.pipeline, trained.head.pipeline_class())
+    assert json.loads((trained.tmp / "run" / "metrics.json").read_text()) == json.loads(json.dumps(trained.metrics))
+
+
+def test_save_load_round_trip(trained):
+    back = trained.task.load(trained.folder)
+    assert type(back) is type(trained.pipeline) and back.settings() == trained.pipeline.settings()
+    assert back.output_rows(TEXTS) == trained.rows
+    assert back.predict(TEXTS) == trained.pipeline.predict(TEXTS)
+
+
+def test_text_exports_in_a_fresh_process_give_what_predict_gives(trained, tmp_path):
+    """float32 and bfloat16 (the encoder's weights and matmuls; the head and
+    decoding stay float32): each export gives what the pipeline of its
+    precision predicts, with core ops plus the allowed TF-Text op only."""
+    half = trained.pipeline.with_precision("bfloat16")
+    assert trained.pipeline.with_precision("float32") is trained.pipeline
+    assert {v.dtype for v in half.model.encoder.weights} == {"bfloat16"}
+    head = [v for v in half.model.weights if v.path.startswith(half.head_prefix)]
+    assert head and {v.dtype for v in head} == {"float32"}
+    paths = [trained.pipeline.export(tmp_path / "export"), half.export(tmp_path / "bf16")]
+    for path in paths:
+        ops = list_ops(path)
+        assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
+    float32, bfloat16 = _served(paths, tmp_path)
+    _close(trained.rows, float32, 2e-4, trained.name)
+    _close(half.output_rows(TEXTS), bfloat16, 1e-3, f"{trained.name} bfloat16")
+    windowed = [row for text, row in zip(TEXTS, trained.rows) if len(text.split()) > MAX_LENGTH]
+    assert _count(windowed) > 0  # decoded across windows
+
+
+def test_ids_export_gives_the_ids_endpoint(trained, tmp_path):
+    pipeline = trained.pipeline
+    path = pipeline.export(tmp_path / "ids", input="ids")
+    assert non_core_ops(list_ops(path)) == []
+    batch = pipeline.tokenizer(TEXTS[:6], max_length=pipeline.max_length)
+    inputs = {k: tf.constant(v) for k, v in batch.inputs.items()}
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](**inputs)
+    direct = tf.function(pipeline.ids_endpoint())(**inputs)
+    assert set(served) == set(direct)
+    for key in direct:
+        a, b = np.asarray(direct[key]), served[key].numpy()
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, atol=2e-4, err_msg=key)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=key)
+
+
+def test_lora_folder_loads_back_and_merges(trained, tmp_path):
+    from kerasbert.loader import load_encoder
+    from kerasbert.lora import enable_lora
+    from kerasbert.lora import lora_layers
+
+    cls = trained.head.pipeline_class()
+    keras.utils.set_random_seed(6)
+    model = cls.build_model(load_encoder(str(_toy())), trained.pipeline.labels, trained.settings)
+    rng = np.random.default_rng(2)
+    for layer in enable_lora(model.encoder, 2):
+        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
+    pipeline = cls.for_training(model, trained.pipeline.tokenizer, trained.pipeline.labels, trained.settings)
+    pipeline.lora = {"rank": 2, "checkpoint": str(Path(_toy()).resolve())}
+    pipeline.save(tmp_path / "lora")
+    assert not (tmp_path / "lora" / "model.keras").exists()  # adapters and head only
+    back = trained.task.load(tmp_path / "lora")
+    assert type(back) is cls and back.lora == pipeline.lora
+    merged = back.merged()
+    assert merged.lora is None and not lora_layers(merged.model.encoder)
+    x = {"token_ids": np.array([[2, 7, 9, 11, 3]], np.int32), "segment_ids": np.zeros((1, 5), np.int32),
+         "padding_mask": np.ones((1, 5), np.int32)}
+    want = np.asarray(model.encoder(x)["sequence_output"])
+    assert np.abs(want - np.asarray(load_encoder(str(_toy()))(x)["sequence_output"])).max() > 1e-3  # adapters count
+    texts = TEXTS[:8]
+    theirs = pipeline.output_rows(texts)
+    for ours in (back, merged):
+        np.testing.assert_allclose(np.asarray(ours.model.encoder(x)["sequence_output"]), want, atol=1e-4)
+        _close(ours.output_rows(texts), theirs, 1e-4, f"{trained.name} LoRA")
+
+
+JAX_PREDICT = r"""
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras
+assert keras.backend.backend() == "jax"
+from kerasbert_apps.{task}.train import {TASK}
+pipeline = {TASK}.load(sys.argv[1])
+texts = json.load(open(sys.argv[2], encoding="utf-8"))
+print("ROWS " + json.dumps(pipeline.output_rows(texts, batch_size=16), ensure_ascii=False))
+"""
+
+
+def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(trained, tmp_path):
+    pytest.importorskip("jax")
+    (tmp_path / "texts.json").write_text(json.dumps(TEXTS, ensure_ascii=False), encoding="utf-8")
+    script = JAX_PREDICT.replace("{task}", trained.task.name).replace("{TASK}", trained.task.name.upper())
+    run = subprocess.run([sys.executable, "-c", script, str(trained.folder), str(tmp_path / "texts.json")],
+                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stderr[-3000:]
+    on_jax = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("ROWS "))[len("ROWS "):])
+    _close(trained.pipeline.output_rows(TEXTS, batch_size=16), on_jax, 2e-3, f"{trained.name} on JAX")
