@@ -25,43 +25,16 @@ and reported (they are tagged on the tokens they overlap). A window that
 starts inside an entity starts it with ``B-`` (counted).
 """
 
-import dataclasses
-
 import numpy as np
 
 from kerasbert_apps.base.pipeline import GraphRunner
-from kerasbert_apps.base.pipeline import Pipeline
-from kerasbert_apps.base.report import FeatureReport
 from kerasbert_apps.ner.calibration import ScoreTemperature
+from kerasbert_apps.ner.pipeline import WARMUP_TEXTS  # noqa: F401 (its name before the NER pipelines shared it)
+from kerasbert_apps.ner.pipeline import NerFeatureReport  # noqa: F401 (idem)
+from kerasbert_apps.ner.pipeline import NerPipeline
 from kerasbert_apps.ner.tags import bio_tags
 
-WARMUP_TEXTS = (
-    "Alice Martin flew from Paris to New York for the United Nations summit.",
-    "李白是唐朝诗人。",
-    "",
-)
-
-
-@dataclasses.dataclass
-class NerFeatureReport(FeatureReport):
-    entities: int = 0
-    misaligned_entities: int = 0
-    entities_split_by_windows: int = 0
-    entities_without_tokens: int = 0
-    unknown_types: dict = dataclasses.field(default_factory=dict)
-
-    LINES = (
-        ("misaligned_entities", "  {n} entities start or end inside a WordPiece token (tagged on the tokens they overlap)"),
-        ("entities_split_by_windows", "  {n} entities cross a window boundary (long texts; tagged in part)"),
-        ("entities_without_tokens", "  {n} entities cover no token (only characters the tokenizer drops); skipped"),
-        ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
-    )
-
-    def headline(self):
-        return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
-
-
-class Tagger(ScoreTemperature, Pipeline):
+class Tagger(ScoreTemperature, NerPipeline):
     """A trained NER tagger: predict entities with character offsets.
 
     Args:
@@ -78,13 +51,8 @@ class Tagger(ScoreTemperature, Pipeline):
     """
 
     settings_file = "tagger.json"
-    kind = "NER model"
-    task = "ner"
     labels_key = "tags"
-    head_prefix = "ner_head_"
     model_module = "kerasbert_apps.ner.heads.bio.model"
-    warmup_texts = WARMUP_TEXTS
-    FeatureReport = NerFeatureReport
 
     def __init__(self, model, tokenizer, tags, max_length=128, overlap=None, temperature=1.0):
         super().__init__(model, tokenizer, tags, max_length=max_length, overlap=overlap)
@@ -202,15 +170,6 @@ class Tagger(ScoreTemperature, Pipeline):
         return ((lambda temperature: score(tf.constant(temperature, tf.float32)).numpy().astype(np.float64)),
                 np.concatenate(correct))
 
-    def result(self, text, row):
-        return {
-            "text": text,
-            "entities": [
-                {"start": s, "end": e, "type": t, "text": text[s:e], "score": round(float(p), 4)}
-                for s, e, t, p in zip(row["start"], row["end"], row["type"], row["score"])
-            ],
-        }
-
     def ids_endpoint(self):
         """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``tags`` int32
         [batch, len] (index into the tag list of ``assets.extra/kerasbert.json``)
@@ -228,9 +187,7 @@ class Tagger(ScoreTemperature, Pipeline):
     # --------------------------------------------------------------- training
     @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
-        from kerasbert_apps.ner.examples import entity_types
-
-        return bio_tags(entity_types(train_examples, dev_examples, settings.train))
+        return bio_tags(super().training_labels(train_examples, dev_examples, settings))
 
     @classmethod
     def build_model(cls, encoder, tags, settings):

@@ -27,11 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from kerasbert_apps.base.pipeline import Pipeline
 from kerasbert_apps.base.runners import EndsPadded
-from kerasbert_apps.base.report import FeatureReport
 from kerasbert_apps.ner.calibration import ScoreTemperature
-from kerasbert_apps.ner.heads.bio.pipeline import WARMUP_TEXTS
+from kerasbert_apps.ner.pipeline import NerFeatureReport
+from kerasbert_apps.ner.pipeline import NerPipeline
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
@@ -39,14 +38,9 @@ SETTINGS_FILE = "span_tagger.json"
 
 
 @dataclasses.dataclass
-class SpanFeatureReport(FeatureReport):
-    entities: int = 0
+class SpanFeatureReport(NerFeatureReport):
     nested_entities: int = 0
-    misaligned_entities: int = 0
-    entities_split_by_windows: int = 0
     entities_in_no_window: int = 0
-    entities_without_tokens: int = 0
-    unknown_types: dict = dataclasses.field(default_factory=dict)
 
     LINES = (
         ("nested_entities", "  {n} entities lie inside another entity (kept: the GlobalPointer head represents them)"),
@@ -58,11 +52,8 @@ class SpanFeatureReport(FeatureReport):
         ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
     )
 
-    def headline(self):
-        return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
 
-
-class SpanTagger(ScoreTemperature, Pipeline):
+class SpanTagger(ScoreTemperature, NerPipeline):
     """A trained GlobalPointer NER model: predict (possibly nested) entities
     with character offsets.
 
@@ -80,12 +71,8 @@ class SpanTagger(ScoreTemperature, Pipeline):
 
     settings_file = SETTINGS_FILE
     head_name = "global-pointer"
-    kind = "NER model"
-    task = "ner"
     labels_key = "types"
-    head_prefix = "ner_head_"
     model_module = "kerasbert_apps.ner.heads.global_pointer.model"
-    warmup_texts = WARMUP_TEXTS
     FeatureReport = SpanFeatureReport
     #: The scorer :meth:`kerasbert_apps.ner.train.NerTask.score` uses for this head.
     scorer = "exact spans"
@@ -179,15 +166,6 @@ class SpanTagger(ScoreTemperature, Pipeline):
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
         return span_entities(texts, windows, logits, self.types, self.temperature)
 
-    def result(self, text, row):
-        return {
-            "text": text,
-            "entities": [
-                {"start": s, "end": e, "type": t, "text": text[s:e], "score": round(float(p), 4)}
-                for s, e, t, p in zip(row["start"], row["end"], row["type"], row["score"])
-            ],
-        }
-
     def ids_endpoint(self):
         """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``logits``
         float32 [batch, len, len, types] (start, end inclusive, type: the
@@ -201,12 +179,6 @@ class SpanTagger(ScoreTemperature, Pipeline):
         return serve
 
     # --------------------------------------------------------------- training
-    @classmethod
-    def training_labels(cls, train_examples, dev_examples, settings):
-        from kerasbert_apps.ner.examples import entity_types
-
-        return entity_types(train_examples, dev_examples, settings.train)
-
     @classmethod
     def build_model(cls, encoder, types, settings):
         from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel

@@ -1,0 +1,64 @@
+"""What the NER heads' pipelines share: :class:`NerPipeline` (the task's
+names, warmup texts and result format) and :class:`NerFeatureReport` (the
+counts of labelling entities on training rows). A head's pipeline
+(:mod:`kerasbert_apps.ner.heads`) subclasses both."""
+
+import dataclasses
+
+from kerasbert_apps.base.pipeline import Pipeline
+from kerasbert_apps.base.report import FeatureReport
+
+WARMUP_TEXTS = (
+    "Alice Martin flew from Paris to New York for the United Nations summit.",
+    "李白是唐朝诗人。",
+    "",
+)
+
+
+@dataclasses.dataclass
+class NerFeatureReport(FeatureReport):
+    entities: int = 0
+    misaligned_entities: int = 0
+    entities_split_by_windows: int = 0
+    entities_without_tokens: int = 0
+    unknown_types: dict = dataclasses.field(default_factory=dict)
+
+    LINES = (
+        ("misaligned_entities", "  {n} entities start or end inside a WordPiece token (tagged on the tokens they overlap)"),
+        ("entities_split_by_windows", "  {n} entities cross a window boundary (long texts; tagged in part)"),
+        ("entities_without_tokens", "  {n} entities cover no token (only characters the tokenizer drops); skipped"),
+        ("unknown_types", "  {n} entities of type {key!r}, not in the training labels; skipped"),
+    )
+
+    def headline(self):
+        return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
+
+
+class NerPipeline(Pipeline):
+    """A trained NER model of any head: the results are ``{"text",
+    "entities": [{"start", "end", "type", "text", "score"}, ...]}``, from the
+    outputs ``start``, ``end``, ``type`` and ``score`` of the serving
+    signature."""
+
+    kind = "NER model"
+    task = "ner"
+    head_prefix = "ner_head_"
+    warmup_texts = WARMUP_TEXTS
+    FeatureReport = NerFeatureReport
+
+    def result(self, text, row):
+        return {
+            "text": text,
+            "entities": [
+                {"start": s, "end": e, "type": t, "text": text[s:e], "score": round(float(p), 4)}
+                for s, e, t, p in zip(row["start"], row["end"], row["type"], row["score"])
+            ],
+        }
+
+    @classmethod
+    def training_labels(cls, train_examples, dev_examples, settings):
+        """The entity types of the run (:func:`kerasbert_apps.ner.examples.entity_types`);
+        a BIO head makes its tags of them."""
+        from kerasbert_apps.ner.examples import entity_types
+
+        return entity_types(train_examples, dev_examples, settings.train)
