@@ -46,7 +46,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.evaluate import format_scores
     from kerasbert_apps.ner.evaluate import score
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+    from kerasbert_apps.ner.train import NER
     from kerasbert_apps.ner.train import train
     from kerasbert.export import next_version
     from kerasbert.export import unpad
@@ -61,7 +61,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     trained = time.perf_counter()
 
     print("\n== 2/4 evaluate the best model on the sample test split")
-    tagger = Tagger.load(model_dir)
+    tagger = NER.load(model_dir)
     test = read_ner_file(sample_path("test"))
     scores = score(test.examples, tagger.predict([e.text for e in test.examples]))
     print(format_scores(scores))
