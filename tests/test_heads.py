@@ -283,3 +283,24 @@ def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(trained, tmp_pat
     assert run.returncode == 0, run.stderr[-3000:]
     on_jax = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("ROWS "))[len("ROWS "):])
     _close(trained.pipeline.output_rows(TEXTS, batch_size=16), on_jax, 2e-3, f"{trained.name} on JAX")
+
+
+def test_the_registry_lists_heads_without_model_code_and_names_the_choices():
+    """Listing the heads (what ``--help`` does) imports no TensorFlow and no
+    head's model code; an unknown head is a one-line error with the choices;
+    a name is registered once per task."""
+    script = ("import sys; from kerasbert_apps.base import heads; "
+              "print(heads.names('ner'), heads.names('triples')); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras') "
+              "or m.endswith(('.model', '.pipeline', '.decode'))))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1] == "[]" and "'crf'" in out and "'casrel'" in out
+    assert heads.names("ner")[:3] == ("crf", "softmax", "global-pointer")  # the default first
+    assert heads.names("triples")[:2] == ("casrel", "gplinker")
+    from kerasbert.errors import KerasbertError
+
+    with pytest.raises(KerasbertError, match=r"^unknown ner head 'nope'; the heads are: crf, softmax, global-pointer"):
+        heads.get("ner", "nope")
+    with pytest.raises(KerasbertError, match="already registered"):
+        heads.register(dataclasses.replace(heads.get("ner", "crf"), help="another"))
+    assert heads.register(heads.get("ner", "crf")) is heads.get("ner", "crf")  # the same head again: a no-op
