@@ -117,6 +117,29 @@ def test_diversity_skips_near_duplicates_in_rank_order():
     assert sel.diverse_order(vectors, budget=5, threshold=1.0) == ([0, 1, 2, 3, 4], 0)  # 1: off
 
 
+def test_a_head_without_a_selection_measure_is_refused_in_one_line():
+    """The biaffine head declares no measure: select refuses it before reading the pool (which
+    must not be consumed), naming the heads it supports; random sampling needs no measure."""
+    from kerasbert.errors import KerasbertError
+    from kerasbert_apps.ner.heads.biaffine.pipeline import BiaffineTagger
+
+    tagger = BiaffineTagger.__new__(BiaffineTagger)  # the class's declarations; no model needed
+    consumed = []
+
+    def pool():
+        consumed.append(1)
+        yield "a text"
+
+    with pytest.raises(KerasbertError, match="does not support the biaffine head yet") as error:
+        sel.select_texts(tagger, pool(), budget=1, strategy="entropy")
+    assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "crf" in str(error.value)
+    assert not consumed
+    for head in ("crf", "softmax", "global-pointer"):
+        from kerasbert_apps.base.heads import get
+
+        assert get("ner", head).pipeline_class().selection_measure in sel.HEAD_MEASURES
+
+
 # --- ranking on the model's outputs ---------------------------------------------------------
 
 

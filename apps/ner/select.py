@@ -178,11 +178,33 @@ def diverse_order(vectors, budget, threshold):
 # =============================================================================
 
 
-def _is_span(tagger):
-    """Whether ``tagger``'s head scores spans (nested entities kept) rather than BIO tags."""
-    from kerasbert_apps.base.heads import get
+#: The measures :func:`analyse` computes, by what a head's pipeline declares in
+#: its ``selection_measure`` class attribute: ``"bio"`` (a per-token tagger
+#: with ``potentials`` and ``tags``: the CRF lattice, or the softmax head
+#: without transitions) or ``"spans"`` (per-type span logits read as
+#: independent sigmoids, the GlobalPointer head). A head that declares none is
+#: refused with a one-line error.
+HEAD_MEASURES = ("bio", "spans")
 
-    return get("ner", tagger.head_name).keep_overlaps
+
+def selection_measure(tagger):
+    """The measure ``tagger``'s head supports (one of :data:`HEAD_MEASURES`), or a
+    one-line :class:`~kerasbert.errors.KerasbertError` naming the heads that do."""
+    measure = getattr(tagger, "selection_measure", None)
+    if measure in HEAD_MEASURES:
+        return measure
+    from kerasbert.errors import KerasbertError
+    from kerasbert_apps.base.heads import heads
+
+    able = [head.name for head in heads("ner")
+            if getattr(head.pipeline_class(), "selection_measure", None) in HEAD_MEASURES]
+    raise KerasbertError(f"ner select does not support the {tagger.head_name or type(tagger).__name__} head yet "
+                         f"(it needs a selection measure of its outputs); heads it supports: {', '.join(able)}")
+
+
+def _is_span(tagger):
+    """Whether ``tagger``'s head scores spans (per-type span logits) rather than BIO tags."""
+    return selection_measure(tagger) == "spans"
 
 
 class _Scorer:
@@ -513,6 +535,8 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
     pipeline (:class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger` or
     :class:`~kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger`). Returns a :class:`Selection`."""
     check_options(budget, strategy, diversity, pool_factor)
+    if strategy != "random":
+        selection_measure(tagger)  # a head without a measure is refused before the pool is read
     budget = int(budget)
     summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))
 

@@ -44,6 +44,9 @@ class BiaffineTagger(SpanTagger):
             :mod:`kerasbert_apps.ner.heads.biaffine.decode`).
     """
 
+    #: Not the GlobalPointer's span sigmoids: ``kerasbert ner select`` refuses this head for now.
+    selection_measure = None
+
     settings_file = SETTINGS_FILE
     head_name = NAME
     model_module = "kerasbert_apps.ner.heads.biaffine.model"

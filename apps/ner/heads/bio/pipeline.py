@@ -50,6 +50,9 @@ class Tagger(ScoreTemperature, NerPipeline):
             :meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`).
     """
 
+    #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
+    selection_measure = "bio"
+
     settings_file = "tagger.json"
     labels_key = "tags"
     model_module = "kerasbert_apps.ner.heads.bio.model"

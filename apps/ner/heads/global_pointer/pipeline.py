@@ -69,6 +69,9 @@ class SpanTagger(ScoreTemperature, NerPipeline):
             (> 0; see :meth:`calibrate`).
     """
 
+    #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
+    selection_measure = "spans"
+
     settings_file = SETTINGS_FILE
     head_name = "global-pointer"
     labels_key = "types"
