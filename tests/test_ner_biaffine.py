@@ -5,7 +5,7 @@ kept, crossing dropped by probability, windows merged, the score
 temperature), its options, and the model with a BiLSTM and a max span
 length on the toy encoder. What every head must do (a training run, save and
 load, the SavedModel in a fresh process against predict, ids export, bf16,
-LoRA, JAX predict) is the contract test's (tests/test_heads.py)."""
+LoRA, JAX predict) is the contract test's (tests/test_heads_ner.py)."""
 
 import json
 import os
@@ -253,7 +253,7 @@ def test_registered_with_its_options():
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_lstm=-1).check()
 
 
-# --- the model on the toy encoder (training, export and the rest: tests/test_heads.py)
+# --- the model on the toy encoder (training, export and the rest: tests/test_heads_ner.py)
 
 
 def test_model_with_bilstm_and_max_span_trains_and_round_trips(tmp_path):

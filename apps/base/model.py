@@ -5,7 +5,7 @@ trains on TensorFlow and JAX) over a kerasbert encoder. A subclass builds its
 head layers and its functional graph, lists its constructor arguments in
 :meth:`TaskModel.head_config` and writes its loss in :meth:`TaskModel.task_loss`;
 this class adds the rest once: the regularization losses, the scaling for
-``tf.distribute`` (:func:`kerasbert.training.scale_loss_for_distribution`),
+``tf.distribute`` (:func:`kerasbert.distribution.scale_loss_for_distribution`),
 ``get_config``/``from_config`` (the encoder serialized inside), the
 frozen pooler (no task here trains it) and, with ``layer_mix=True``
 (``--freeze-encoder``), the head's input: a learned softmax-weighted mix of all
@@ -19,8 +19,8 @@ from keras import ops
 import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from kerasbert_apps.base.pipeline import ENCODER_INPUTS
 from kerasbert.layer_mix import LayerMix
-from kerasbert.training import logs_for_distribution
-from kerasbert.training import scale_loss_for_distribution
+from kerasbert.distribution import logs_for_distribution
+from kerasbert.distribution import scale_loss_for_distribution
 
 
 def encoder_inputs():
@@ -94,7 +94,7 @@ class TaskModel(keras.Model):
         # MultiWorkerMirroredStrategy cannot reduce a dict of inputs (it
         # fails), and with steps_per_epoch (multiworker) that batch would be
         # lost to training. Our models and their optimizers are built before
-        # fit (kerasbert.training.compile_for_training): nothing to build.
+        # fit (kerasbert.fit.compile_for_training): nothing to build.
         if self.built and (self.optimizer is None or self.optimizer.built):
             return None
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)

@@ -436,7 +436,7 @@ class Pipeline:
         """This (teacher) model's :attr:`soft_target` output for each of
         ``rows`` (training rows of :meth:`features`): a list of float32 arrays,
         one per row, cut to the row's length."""
-        from kerasbert.training import BucketedBatches
+        from kerasbert.batching import BucketedBatches
 
         inputs = {name: rows[name] for name in ENCODER_INPUTS}
         batches = BucketedBatches(inputs, batch_size, shuffle=False, max_width=self.max_length)

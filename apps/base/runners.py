@@ -9,7 +9,7 @@ groups' ``[rows, len, len, k]`` outputs stack (every span head uses it).
 
 import numpy as np
 
-from kerasbert.training import padded_length
+from kerasbert.batching import padded_length
 
 
 def _call(model, inputs):

@@ -6,7 +6,7 @@ written here and in :mod:`kerasbert_apps.base.cli` once for all apps:
 
 * :meth:`Task.train` -- a training run, start to end: read (and fail on) the
   data before anything is written, derive the labels, start the run
-  (:func:`kerasbert.training.start_run`), open the checkpoint once, build the
+  (:func:`kerasbert.fit.start_run`), open the checkpoint once, build the
   model and the training rows under the distribution strategy, turn the
   ``auto`` batch size, epochs and patience into numbers for the number of
   rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), with
@@ -15,7 +15,7 @@ written here and in :mod:`kerasbert_apps.base.cli` once for all apps:
   layers for the head, compile (``--layer-lr-decay``: per-layer learning
   rates), fit
   with dev evaluation after each epoch and the best pipeline kept
-  (:func:`kerasbert.training.fit_and_select`), then let the head finish the
+  (:func:`kerasbert.fit.fit_and_select`), then let the head finish the
   best pipeline (:meth:`~kerasbert_apps.base.pipeline.Pipeline.after_training`: the
   NER heads fit their score temperature on dev);
 * :meth:`Task.evaluate` -- a saved pipeline scored on a labelled file;
@@ -103,18 +103,19 @@ class Task:
         """Train, select on dev F1, save the best pipeline in ``OUTPUT/model``;
         returns the metrics written to ``OUTPUT/metrics.json``. ``callbacks``
         are extra Keras callbacks (e.g. for a notebook)."""
-        from kerasbert import training
+        from kerasbert import distribution
+        from kerasbert import fit
         from kerasbert.loader import load_encoder
 
         settings.check()
-        training.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
+        distribution.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
         train_examples, dev_examples = self.read_run_data(settings)
         head = self.pipeline_class(settings)
         labels = head.training_labels(train_examples, dev_examples, settings)
 
-        training.start_run(settings)
-        checkpoint, tokenizer = training.open_encoder_checkpoint(settings)
-        with training.distribution_scope(settings.strategy):
+        fit.start_run(settings)
+        checkpoint, tokenizer = fit.open_encoder_checkpoint(settings)
+        with distribution.distribution_scope(settings.strategy):
             if settings.freeze_encoder:  # fixed features: the encoder runs as at inference, without its dropout
                 encoder = load_encoder(checkpoint, trainable=False, output_hidden_states=True, dropout=0.0)
                 model = head.build_model(encoder, labels, settings)
@@ -126,12 +127,12 @@ class Task:
                 pipeline.lora = start_lora(model, checkpoint, settings)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
-            settings = training.resolve_auto(settings, len(rows["token_ids"]))
+            settings = fit.resolve_auto(settings, len(rows["token_ids"]))
             batches = pipeline.batches(rows, settings)
-            training.compile_for_training(model, len(batches), settings, head.head_prefix)
+            fit.compile_for_training(model, len(batches), settings, head.head_prefix)
 
         dev_texts = [e.text for e in dev_examples]
-        metrics = training.fit_and_select(
+        metrics = fit.fit_and_select(
             model, batches, settings,
             dev_scores=lambda: self.score(dev_examples, pipeline.predict(dev_texts, batch_size=settings.batch_size), settings),
             save_pipeline=pipeline.save,
@@ -139,13 +140,13 @@ class Task:
             callbacks=callbacks,
         )
         metrics.update(weight_counts(model))
-        if training.is_chief():
+        if distribution.is_chief():
             from pathlib import Path
 
             from kerasbert.saving import MODEL_DIR
 
             metrics.update(head.after_training(Path(settings.output) / MODEL_DIR, dev_examples, settings))
-        training.write_metrics(settings.output, metrics)  # the chief only
+        fit.write_metrics(settings.output, metrics)  # the chief only
         return metrics
 
     def read_run_data(self, settings):
@@ -169,12 +170,13 @@ class Task:
         select on dev F1 like :meth:`train`. The result in ``OUTPUT/model``
         is an ordinary model folder. Returns the metrics (with the teacher's
         dev scores under ``"teacher_dev"``)."""
-        from kerasbert import training
+        from kerasbert import distribution
+        from kerasbert import fit
         from kerasbert.distill import every_other_layer
         from kerasbert.distill import shares_layers
 
         settings.check()
-        training.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
+        distribution.make_strategy(settings.strategy)  # before TensorFlow runs anything (multiworker needs it)
         train_examples, dev_examples = self.read_run_data(settings)
         unlabeled = read_unlabeled(settings.unlabeled) if settings.unlabeled else []
         teacher = self.load(settings.teacher, verbose=True)
@@ -191,8 +193,8 @@ class Task:
         teacher_dev = self.score(dev_examples, teacher.predict(dev_texts, batch_size=64), settings)
         print("teacher on dev:\n" + self.format_scores(teacher_dev))
 
-        training.start_run(settings)
-        with training.distribution_scope(settings.strategy):
+        fit.start_run(settings)
+        with distribution.distribution_scope(settings.strategy):
             pipeline = teacher.student(layers)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
@@ -203,12 +205,12 @@ class Task:
                 more["gold"] = [np.zeros(len(ids), np.int32) for ids in more["token_ids"]]
                 rows = {name: rows[name] + more[name] for name in rows}
             rows["teacher"] = teacher.soft_targets(rows)
-            settings = training.resolve_auto(settings, len(rows["token_ids"]))
+            settings = fit.resolve_auto(settings, len(rows["token_ids"]))
             batches = pipeline.batches(rows, settings, targets=("teacher", "gold"))
             pipeline.model.soft_weight = settings.soft_weight
-            training.compile_for_training(pipeline.model, len(batches), settings, pipeline.head_prefix)
+            fit.compile_for_training(pipeline.model, len(batches), settings, pipeline.head_prefix)
 
-        metrics = training.fit_and_select(
+        metrics = fit.fit_and_select(
             pipeline.model, batches, settings,
             dev_scores=lambda: self.score(dev_examples, pipeline.predict(dev_texts, batch_size=settings.batch_size), settings),
             save_pipeline=pipeline.save,
@@ -217,14 +219,14 @@ class Task:
         )
         metrics["teacher_dev"] = teacher_dev
         metrics["teacher_layers"] = layers
-        if training.is_chief():
+        if distribution.is_chief():
             from pathlib import Path
 
             from kerasbert.saving import MODEL_DIR
 
             metrics.update(type(pipeline).after_training(Path(settings.output) / MODEL_DIR, dev_examples, settings))
-        training.write_metrics(settings.output, metrics)
-        if settings.save_encoder and training.is_chief():
+        fit.write_metrics(settings.output, metrics)
+        if settings.save_encoder and distribution.is_chief():
             from pathlib import Path
 
             from kerasbert.loader import save_encoder

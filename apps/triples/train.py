@@ -9,7 +9,7 @@ written to ``OUTPUT/settings.json``. :class:`TriplesReadSettings` (format,
 match mode) is shared with ``kerasbert triples evaluate``.
 
 The machinery is every app's (:meth:`kerasbert_apps.base.task.Task.train`,
-:mod:`kerasbert.training`): GroupedAdamW with a head learning rate for
+:mod:`kerasbert.optimizer`): GroupedAdamW with a head learning rate for
 ``triples_head_*``, warm-up + linear decay, length-bucketed batches (here
 with one random gold subject per row, redrawn every epoch:
 :class:`kerasbert_apps.triples.heads.casrel.batches.SubjectSampledBatches`, for the CasRel head;

@@ -12,7 +12,7 @@ real tokens (``[CLS]`` and ``[SEP]`` carry the tag ``O``; padding is outside
 the sequence length), or a padding-masked softmax cross-entropy without CRF.
 
 All head layers are named ``ner_head_*`` so the optimizer can give them their
-own learning rate (:class:`kerasbert.training.GroupedAdamW`).
+own learning rate (:class:`kerasbert.optimizer.GroupedAdamW`).
 """
 
 import keras

@@ -205,7 +205,7 @@ class Tagger(ScoreTemperature, NerPipeline):
                         layer_mix=settings.freeze_encoder)
 
     def batches(self, rows, settings, targets=()):
-        from kerasbert.training import BucketedBatches
+        from kerasbert.batching import BucketedBatches
 
         return BucketedBatches(rows, settings.batch_size, targets=("tags", *targets), seed=settings.seed,
                                max_width=self.max_length)

@@ -190,7 +190,7 @@ class SpanTagger(ScoreTemperature, NerPipeline):
                                      layer_mix=settings.freeze_encoder)
 
     def batches(self, rows, settings, targets=()):
-        from kerasbert.training import BucketedBatches
+        from kerasbert.batching import BucketedBatches
 
         if targets:
             raise KerasbertError("the GlobalPointer head cannot be distilled")

@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from kerasbert.training import BucketedBatches
+from kerasbert.batching import BucketedBatches
 
 
 class SubjectSampledBatches(BucketedBatches):
-    """Length-bucketed batches (:class:`kerasbert.training.BucketedBatches`:
+    """Length-bucketed batches (:class:`kerasbert.batching.BucketedBatches`:
     similar lengths together, padded to the batch's longest, reshuffled each
     epoch) where each row carries ONE of its gold subjects -- drawn at random,
     redrawn at every epoch end (CasRel samples one subject per sentence and

@@ -50,7 +50,7 @@ paper's prior-probability bias initialisation: every pointer starts at
 thousands of negatives down (it changes where training starts, not the loss).
 
 All head layers are named ``triples_head_*`` so the optimizer can give them
-their own learning rate (:class:`kerasbert.training.GroupedAdamW`); pointer
+their own learning rate (:class:`kerasbert.optimizer.GroupedAdamW`); pointer
 outputs are float32 under mixed precision.
 
 Decoding without a forward pass per subject: :meth:`TripleModel.decoders`

@@ -185,7 +185,7 @@ class GPLinkerExtractor(TriplePipeline):
                    thresholds={"entity": settings.threshold_entity, "link": settings.threshold_link})
 
     def batches(self, rows, settings, targets=()):
-        from kerasbert.training import BucketedBatches
+        from kerasbert.batching import BucketedBatches
 
         if targets:
             raise KerasbertError("the gplinker head cannot be distilled")

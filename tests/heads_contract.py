@@ -1,5 +1,10 @@
 """The contract every registered head keeps (spaCy / keras-hub style: one
-module parametrised over the registry, :mod:`kerasbert_apps.base.heads`).
+harness parametrised over the registry, :mod:`kerasbert_apps.base.heads`).
+
+This module holds the checks; ``tests/test_heads_ner.py`` and
+``tests/test_heads_triples.py`` run them over the heads of their task (two
+files, so that the two test workers share the work: ``--dist loadfile``
+gives a file to one worker).
 
 For each head of each task: a tiny training run on the tiny test checkpoint
 (the folder records its head), then, on that model with its head's weights
@@ -106,10 +111,20 @@ def _count(rows):
     return sum(len(next(iter(row.values()))) if row else 0 for row in rows)
 
 
-@pytest.fixture(scope="module", params=HEADS, ids=[f"{t}-{h}" for t, h in HEADS])
-def trained(request, tmp_path_factory):
-    """A tiny training run of the head, then its model shaken and saved."""
-    task_name, name = request.param
+def trained_fixture(task_name):
+    """The module-scoped ``trained`` fixture over every registered head of ``task_name``."""
+    params = [(t, h) for t, h in HEADS if t == task_name]
+
+    @pytest.fixture(scope="module", params=params, ids=[f"{t}-{h}" for t, h in params])
+    def trained(request, tmp_path_factory):
+        """A tiny training run of the head, then its model shaken and saved."""
+        return _trained(request.param, tmp_path_factory)
+
+    return trained
+
+
+def _trained(param, tmp_path_factory):
+    task_name, name = param
     task = TASKS[task_name]
     tmp = tmp_path_factory.mktemp(f"{task_name}_{name}")
     record = _ner_record if task_name == "ner" else _triples_record
