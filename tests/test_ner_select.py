@@ -34,7 +34,9 @@ def _encoder(tokenizer):
 
 @pytest.fixture(scope="module")
 def taggers(tokenizer):
-    """Tiny random models of the three heads (max_length 16: long texts are windowed)."""
+    """Tiny random models of the four heads (max_length 16: long texts are windowed)."""
+    from kerasbert_apps.ner.heads.biaffine.model import BiaffineNerModel
+    from kerasbert_apps.ner.heads.biaffine.pipeline import BiaffineTagger
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
@@ -52,6 +54,9 @@ def taggers(tokenizer):
                           max_length=16),
         "global-pointer": SpanTagger(GlobalPointerNerModel(_encoder(tokenizer), 2, head_size=8), tokenizer,
                                      ["LOC", "PER"], max_length=16),
+        # none_prior 0: the random model predicts some entities
+        "biaffine": BiaffineTagger(BiaffineNerModel(_encoder(tokenizer), 2, size=8, none_prior=0.0), tokenizer,
+                                   ["LOC", "PER"], max_length=16),
     }
 
 
@@ -117,33 +122,49 @@ def test_diversity_skips_near_duplicates_in_rank_order():
     assert sel.diverse_order(vectors, budget=5, threshold=1.0) == ([0, 1, 2, 3, 4], 0)  # 1: off
 
 
-def test_a_head_without_a_selection_measure_is_refused_in_one_line():
-    """The biaffine head declares no measure: select refuses it before reading the pool (which
-    must not be consumed), naming the heads it supports; random sampling needs no measure."""
-    from kerasbert.errors import KerasbertError
-    from kerasbert_apps.ner.heads.biaffine.pipeline import BiaffineTagger
+def test_span_class_measure_on_known_values():
+    """One softmax per span: log P(best) = sum over the text's spans of log max_c p_c."""
+    logits = np.zeros((1, 4, 4, 3))
+    logits[0, 1, 1] = [2.0, 0.0, 0.0]  # the span (1, 1): one class likely
+    logits[0, 1, 2] = [0.0, 0.0, 5.0]  # (1, 2): "no entity" likely
+    logits[0, 0, 0] = [9.0, 0.0, 0.0]  # [CLS]: not a span of the text
+    got = sel.span_class_log_best(logits, np.array([4]))  # text tokens 1..2: spans (1,1), (1,2), (2,2)
+    p = lambda z: np.exp(max(z)) / np.exp(z).sum()  # noqa: E731
+    want = np.log(p([2.0, 0, 0])) + np.log(p([0, 0, 5.0])) + np.log(1 / 3)
+    assert got[0] == pytest.approx(want)
+    assert sel.span_class_log_best(logits, np.array([4]), temperature=2.0)[0] < got[0]  # flatter: less sure
 
-    tagger = BiaffineTagger.__new__(BiaffineTagger)  # the class's declarations; no model needed
+
+def test_a_head_without_a_selection_measure_is_refused_in_one_line():
+    """A head whose pipeline declares no measure is refused before the pool is read (the pool
+    must not be consumed), naming the heads select supports; every built-in NER head has one."""
+    from kerasbert.errors import KerasbertError
+    from kerasbert_apps.base.heads import get
+    from kerasbert_apps.base.heads import heads
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
+
+    class NoMeasure(SpanTagger):
+        selection_measure = None
+        head_name = "my-head"
+
     consumed = []
 
     def pool():
         consumed.append(1)
         yield "a text"
 
-    with pytest.raises(KerasbertError, match="does not support the biaffine head yet") as error:
-        sel.select_texts(tagger, pool(), budget=1, strategy="entropy")
-    assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "crf" in str(error.value)
+    with pytest.raises(KerasbertError, match="does not support the my-head head yet") as error:
+        sel.select_texts(NoMeasure.__new__(NoMeasure), pool(), budget=1, strategy="entropy")
+    assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "biaffine" in str(error.value)
     assert not consumed
-    for head in ("crf", "softmax", "global-pointer"):
-        from kerasbert_apps.base.heads import get
-
-        assert get("ner", head).pipeline_class().selection_measure in sel.HEAD_MEASURES
+    for head in heads("ner"):
+        assert get("ner", head.name).pipeline_class().selection_measure in sel.HEAD_MEASURES, head.name
 
 
 # --- ranking on the model's outputs ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("head", ["crf", "softmax", "global-pointer"])
+@pytest.mark.parametrize("head", ["crf", "softmax", "global-pointer", "biaffine"])
 def test_every_head_gives_predicts_entities_and_a_probability(taggers, head):
     tagger = taggers[head]
     found = sel.analyse(tagger, TEXTS, batch_size=2)

@@ -27,7 +27,10 @@ entity scores:
   - GlobalPointer head: every (start, end, type) span of the text's tokens
     (``start <= end``, ``[CLS]``/``[SEP]`` excluded) is an independent yes/no
     with ``p = sigmoid(logit / T)``; the best labelling says yes where
-    ``p > 1/2``, so ``P(best) = prod max(p, 1 - p)`` (:func:`span_log_best`).
+    ``p > 1/2``, so ``P(best) = prod max(p, 1 - p)`` (:func:`span_log_best`);
+  - biaffine head: the same spans, each with one softmax over the types and
+    "no entity" (logits divided by ``T``): ``P(best)`` is the product of
+    each span's largest class probability (:func:`span_class_log_best`).
 
   A text longer than a window is cut into overlapping windows; its
   ``P(best)`` is the product over its windows (overlapping tokens count in
@@ -149,6 +152,23 @@ def span_log_best(logits, lengths, temperature=1.0):
     return np.where(valid[..., None], log_best, 0.0).sum(axis=(1, 2, 3))
 
 
+def span_class_log_best(logits, lengths, temperature=1.0):
+    """log prod over each row's spans of the largest class probability,
+    ``softmax(logits / temperature)`` over the types and "no entity":
+    ``logits`` [rows, len, len', types + 1], the same spans as
+    :func:`span_log_best` (a span's best class is "no entity" or a type)."""
+    logits = np.asarray(logits, np.float64) / float(temperature)
+    lengths = np.asarray(lengths, np.int64)
+    if logits.shape[0] == 0:
+        return np.zeros(0)
+    i = np.arange(logits.shape[1])[:, None]
+    j = np.arange(logits.shape[2])[None, :]
+    valid = (i[None] >= 1) & (i[None] <= j[None]) & (j[None] <= (lengths - 2)[:, None, None])
+    z = logits - logits.max(axis=-1, keepdims=True)
+    log_best = -np.log(np.exp(z).sum(axis=-1))  # log max softmax = z_max - logsumexp(z)
+    return np.where(valid, log_best, 0.0).sum(axis=(1, 2))
+
+
 def entity_entropy(scores):
     """Sum of the binary entropies (nats) of entity scores ``scores``."""
     p = np.clip(np.asarray(scores, np.float64), 1e-12, 1 - 1e-12)
@@ -181,10 +201,15 @@ def diverse_order(vectors, budget, threshold):
 #: The measures :func:`analyse` computes, by what a head's pipeline declares in
 #: its ``selection_measure`` class attribute: ``"bio"`` (a per-token tagger
 #: with ``potentials`` and ``tags``: the CRF lattice, or the softmax head
-#: without transitions) or ``"spans"`` (per-type span logits read as
-#: independent sigmoids, the GlobalPointer head). A head that declares none is
-#: refused with a one-line error.
-HEAD_MEASURES = ("bio", "spans")
+#: without transitions; :func:`crf_log_best`, :func:`softmax_log_best`),
+#: ``"spans"`` (per-type span logits read as independent sigmoids:
+#: :func:`span_log_best`) or ``"span-classes"`` (span logits over the types
+#: and "no entity", one softmax per span: :func:`span_class_log_best`). A
+#: span head's pipeline also gives the logits of its head on the encoder's
+#: output (``selection_logits(head_input, padding_mask)``) and its decoding
+#: (``selection_entities(texts, windows, logits)``). A head that declares no
+#: measure is refused with a one-line error.
+HEAD_MEASURES = ("bio", "spans", "span-classes")
 
 
 def selection_measure(tagger):
@@ -203,8 +228,8 @@ def selection_measure(tagger):
 
 
 def _is_span(tagger):
-    """Whether ``tagger``'s head scores spans (per-type span logits) rather than BIO tags."""
-    return selection_measure(tagger) == "spans"
+    """Whether ``tagger``'s head scores spans (span logits) rather than BIO tags."""
+    return selection_measure(tagger) != "bio"
 
 
 class _Scorer:
@@ -215,6 +240,7 @@ class _Scorer:
 
     def __init__(self, tagger, bilstm=None):
         self.model = tagger.model
+        self.tagger = tagger
         self.span = _is_span(tagger)
         self.length = tagger.max_length
         self.bilstm = bilstm
@@ -227,8 +253,7 @@ class _Scorer:
         out = {"sequence": ops.cast(encoded["sequence_output"], "float32")}
         head_in = model.encoded(encoded)
         if self.span:
-            x = model.head_dropout(head_in, training=False)
-            out["logits"] = ops.cast(model.pointer(ops.cast(x, "float32"), mask=rows["padding_mask"]), "float32")
+            out["logits"] = ops.cast(self.tagger.selection_logits(head_in, rows["padding_mask"]), "float32")
         else:
             potentials, tags = model.head(head_in, rows["padding_mask"], bilstm=self.bilstm, training=False)
             out["potentials"], out["tags"] = ops.cast(potentials, "float32"), ops.cast(tags, "int32")
@@ -285,10 +310,8 @@ def _infer(tagger, texts, windows, run):
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
     if _is_span(tagger):
-        from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
-
         logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
-        entities = span_entities(texts, windows, logits, tagger.types, tagger.temperature)
+        entities = tagger.selection_entities(texts, windows, logits)
         rows["logits"] = logits
     else:
         from kerasbert_apps.ner.decode import crf_parameters
@@ -340,7 +363,8 @@ def analyse(tagger, texts, batch_size=32):
         out = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in out.items()}
         lengths = out["row_length"]
         if span:
-            row_best = span_log_best(out["logits"], lengths, tagger.temperature)
+            measure = span_log_best if selection_measure(tagger) == "spans" else span_class_log_best
+            row_best = measure(out["logits"], lengths, tagger.temperature)
         elif lattice is None:
             row_best = softmax_log_best(out["potentials"] / tagger.temperature, lengths)
         else:

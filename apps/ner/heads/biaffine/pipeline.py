@@ -44,8 +44,9 @@ class BiaffineTagger(SpanTagger):
             :mod:`kerasbert_apps.ner.heads.biaffine.decode`).
     """
 
-    #: Not the GlobalPointer's span sigmoids: ``kerasbert ner select`` refuses this head for now.
-    selection_measure = None
+    #: What ``kerasbert ner select`` measures on this head's outputs
+    #: (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`): one softmax per span.
+    selection_measure = "span-classes"
 
     settings_file = SETTINGS_FILE
     head_name = NAME
@@ -56,6 +57,22 @@ class BiaffineTagger(SpanTagger):
         from kerasbert_apps.ner.heads.biaffine.decode import biaffine_entities
 
         return self.span_logits_then(texts, windows, run, biaffine_entities)
+
+    def selection_logits(self, head_input, padding_mask):
+        """``kerasbert ner select``: the span logits of the head on the encoder's output."""
+        from keras import ops
+
+        model = self.model
+        x = ops.cast(model.head_dropout(head_input, training=False), "float32")
+        if model.lstm is not None:
+            x = model.lstm_dropout(model.lstm(x, mask=ops.cast(padding_mask, "bool")), training=False)
+        return model.scorer(x, mask=padding_mask)
+
+    def selection_entities(self, texts, windows, logits):
+        """``kerasbert ner select``: the entities of ``logits`` (as :meth:`infer` decodes them)."""
+        from kerasbert_apps.ner.heads.biaffine.decode import biaffine_entities
+
+        return biaffine_entities(texts, windows, logits, self.types, self.temperature)
 
     def span_logits_then(self, texts, windows, run, decode):
         """The model's span logits of ``windows`` (``[rows, len, len, classes]``),

@@ -155,6 +155,19 @@ class SpanTagger(ScoreTemperature, NerPipeline):
         return rows, report
 
     # ---------------------------------------------------------------- inference
+    def selection_logits(self, head_input, padding_mask):
+        """``kerasbert ner select``: the span logits of the head on the encoder's output."""
+        from keras import ops
+
+        x = self.model.head_dropout(head_input, training=False)
+        return self.model.pointer(ops.cast(x, "float32"), mask=padding_mask)
+
+    def selection_entities(self, texts, windows, logits):
+        """``kerasbert ner select``: the entities of ``logits`` (as :meth:`infer` decodes them)."""
+        from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
+
+        return span_entities(texts, windows, logits, self.types, self.temperature)
+
     def infer(self, texts, windows, run):
         import tensorflow as tf
 
