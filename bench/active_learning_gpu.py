@@ -120,25 +120,13 @@ def fail(message):
 
 
 def ner_modules():
-    """``(Tagger, NerTrainSettings)``, wherever the apps keep the BIO tagger
-    (``kerasbert_apps.ner.heads.bio.pipeline``, formerly
-    ``kerasbert_apps.ner.tagger``: the old name is made to point to it, for
-    ``gpu_training.py``'s imports)."""
-    import importlib
-
-    module = None
-    for name in ("kerasbert_apps.ner.heads.bio.pipeline", "kerasbert_apps.ner.tagger"):
-        try:
-            module = importlib.import_module(name)
-            break
-        except ModuleNotFoundError:
-            continue
-    if module is None:
-        fail("no kerasbert_apps.ner tagger module: is kerasbert installed (pip install -e . or its wheel)?")
-    sys.modules.setdefault("kerasbert_apps.ner.tagger", module)
-    from kerasbert_apps.ner.train import NerTrainSettings
-
-    return module.Tagger, NerTrainSettings
+    """``(Tagger, NerTrainSettings)``: the BIO tagger of the CRF head's folder and the NER settings."""
+    try:
+        from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+        from kerasbert_apps.ner.train import NerTrainSettings
+    except ModuleNotFoundError as e:
+        fail(f"no kerasbert_apps.ner ({e}): is kerasbert installed (pip install -e . or its wheel)?")
+    return Tagger, NerTrainSettings
 
 
 # =============================================================================

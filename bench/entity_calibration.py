@@ -42,7 +42,7 @@ def main(argv=None):
     from kerasbert_apps.ner.calibration import reliability_figure
     from kerasbert_apps.ner.readers import detect_format
     from kerasbert_apps.ner.readers import read_ner_file
-    from kerasbert_apps.ner.span_tagger import SpanTagger
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
     from kerasbert_apps.ner.train import NER
     from kerasbert.files import atomic_write_text
 

@@ -5,7 +5,7 @@ the library's tokenizer, decoding and export are TensorFlow; so the work is
 split, as in ``bench/triples_gpu_sweep.py``:
 
 1. ``prepare`` (here, TensorFlow): the CoNLL-2003 training rows exactly as
-   ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.tagger.Tagger.features`
+   ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.features`
    of eng.train; eng.testa's rows for the dev score there), the tag list and
    the run's settings (the CPU bench's: MiniLM, batch 32, 3 epochs, max length
    128, float32, BiLSTM-CRF) go to BUNDLE, with the MiniLM checkpoint written
@@ -199,7 +199,7 @@ def conll_settings(args, output="(gpu run)"):
 
 def prepare(args):
     quiet_tf_logs()
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NER
     from kerasbert.checkpoint import is_training_state
     from kerasbert.checkpoint import official_name_from_hf
@@ -590,8 +590,8 @@ def run_speed(config):
     import jax
     import keras
 
-    from kerasbert_apps.ner.span_tagger import SpanTagger
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert.config import EncoderConfig
@@ -818,7 +818,7 @@ def train(args):
     import jax
     import keras
 
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert.batching import BucketedBatches
     from kerasbert.distribution import distribution_scope
@@ -936,7 +936,7 @@ def check(args):
     import keras
     import tensorflow as tf
 
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NER
     from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert.export import unpad

@@ -67,7 +67,7 @@ def main():
     import numpy as np
     import tensorflow as tf
 
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
     print(flags_line())
     texts = conll_sentences(args.sentences)

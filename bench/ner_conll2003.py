@@ -58,7 +58,7 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
     sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.evaluate import score
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NerTrainSettings
     from kerasbert_apps.ner.train import train
 

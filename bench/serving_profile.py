@@ -73,8 +73,8 @@ def stages(tagger, jit_compile):
     from kerasbert_apps.ner.decode import crf_parameters
     from kerasbert_apps.ner.decode import entities
     from kerasbert_apps.ner.decode import tag_tables
-    from kerasbert_apps.ner.fused_bilstm import fused_bilstm
-    from kerasbert_apps.ner.fused_bilstm import graph_scorer
+    from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
+    from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
     from kerasbert.export import by_length
     from kerasbert.export import jit_buckets
     from kerasbert.export import nonempty_encoder_inputs
@@ -270,8 +270,8 @@ def print_op_table(result, ops=12, width=30):
 def untrained_extractor():
     """MiniLM with an untrained CasRel head (the same shapes, so the same speed)."""
     import kerasbert
-    from kerasbert_apps.triples.extractor import Extractor
-    from kerasbert_apps.triples.model import TripleModel
+    from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
+    from kerasbert_apps.triples.heads.casrel.model import TripleModel
 
     folder = starter_folder()
     predicates = ["born_in", "works_for", "located_in", "capital_of"]

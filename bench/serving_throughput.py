@@ -122,7 +122,7 @@ def load_tagger(model, student_layers=None):
     untrained BiLSTM-CRF head (the same shapes, so the same speed); with
     ``student_layers``, its student with that many encoder layers (every
     other layer kept: the shape of ``kerasbert ner distill``'s students)."""
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
     if student_layers:
         teacher, what = load_tagger(model)
@@ -132,7 +132,7 @@ def load_tagger(model, student_layers=None):
     if model:
         return Tagger.load(model), f"trained tagger {model}"
     import kerasbert
-    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.tags import bio_tags
 
     folder = starter_folder()

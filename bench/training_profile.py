@@ -1,7 +1,7 @@
 """Where one NER training step spends its time, float32 against mixed_bfloat16.
 
 Figures, not a test. The training step that ``kerasbert ner train`` runs (a
-:class:`~kerasbert_apps.ner.model.NerModel`: the MiniLM starter encoder, BiLSTM, CRF;
+:class:`~kerasbert_apps.ner.heads.bio.model.NerModel`: the MiniLM starter encoder, BiLSTM, CRF;
 compiled by :func:`kerasbert.fit.compile_for_training` with the default
 settings) on one batch of ``--batch`` x ``--length`` tokens, under
 TensorFlow's profiler. Every kernel of the step is read back from the trace
@@ -62,8 +62,8 @@ def one_precision(args):
     import tensorflow as tf
 
     import kerasbert
-    from kerasbert_apps.ner.model import HEAD_PREFIX
-    from kerasbert_apps.ner.model import NerModel
+    from kerasbert_apps.ner.heads.bio.model import HEAD_PREFIX
+    from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.train import NerTrainSettings
     from bench.serving_profile import op_table
     from bench.serving_profile import trace_ops

@@ -79,7 +79,7 @@ def prepare(args):
 
     from kerasbert_apps.triples.data import predicates_of
     from kerasbert_apps.triples.data import read_triples_file
-    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
+    from kerasbert_apps.triples.heads.gplinker.pipeline import GPLinkerExtractor
     from kerasbert.loader import load_tokenizer
     from kerasbert.loader import open_checkpoint
     from kerasbert.loader import resolve_checkpoint
@@ -197,7 +197,7 @@ def _forward(model):
 def decode_rows(model, windows, examples, predicates):
     """The extractor's output dicts for ``examples`` (their ``windows``) at the
     default thresholds (every logit above 0), by the rule of
-    :mod:`kerasbert_apps.triples.gplinker_decode` (spans ``i <= j`` of real tokens;
+    :mod:`kerasbert_apps.triples.heads.gplinker.decode` (spans ``i <= j`` of real tokens;
     a subject and an object linked by predicate ``p`` when both their head
     and their tail links are; a triple found in several windows once), in
     numpy; ``score`` is not computed (1.0). ``bench/triples_gpu_sweep.py
@@ -261,9 +261,9 @@ def check(args):
 
 def run_settings(settings_dict, bundle, out, data):
     from kerasbert_apps.triples.evaluate import score
-    from kerasbert_apps.triples.gplinker import GPLinkerExtractor
-    from kerasbert_apps.triples.gplinker_model import CODES
-    from kerasbert_apps.triples.gplinker_model import OUTPUTS
+    from kerasbert_apps.triples.heads.gplinker.pipeline import GPLinkerExtractor
+    from kerasbert_apps.triples.heads.gplinker.model import CODES
+    from kerasbert_apps.triples.heads.gplinker.model import OUTPUTS
     from kerasbert_apps.triples.train import TriplesTrainSettings
     from kerasbert.batching import BucketedBatches
     from kerasbert.fit import compile_for_training

@@ -111,7 +111,7 @@ def test_data_parallel_on_two_devices_agrees_with_one(runs):
 def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path):
     import tensorflow as tf
 
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
     folder = runs[0] / "ner2" / "model"
     texts = ["EU rejects German call to boycott British lamb .", "Peter Blackburn", "BRUSSELS 1996-08-22", ""]

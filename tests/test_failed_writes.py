@@ -34,8 +34,8 @@ def toy_checkpoint():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A small NER model folder (untrained, the toy encoder), CoNLL slices and a text file."""
-    from kerasbert_apps.ner.model import NerModel
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_tokenizer

@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 import kerasbert
-from kerasbert_apps.ner.model import NerModel
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.model import NerModel
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from conftest import require_shared
 

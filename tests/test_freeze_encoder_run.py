@@ -5,7 +5,7 @@ tests/test_freeze_encoder_export.py.)"""
 
 import numpy as np
 
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import conll_slice

@@ -30,8 +30,8 @@ def toy_checkpoint():
 def models(tmp_path_factory):
     """An NER model folder (untrained tagger on the toy encoder) and a
     triples model folder (one epoch on four sentences)."""
-    from kerasbert_apps.ner.model import NerModel
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert.loader import load_encoder
     from kerasbert.loader import load_tokenizer

@@ -317,12 +317,12 @@ def serving_folders(tmp_path_factory):
     import kerasbert
     from kerasbert_apps.ner.tags import bio_tags
 
-    NerModel = _first_found("kerasbert_apps.ner.heads.bio.model:NerModel", "kerasbert_apps.ner.model:NerModel")
-    Tagger = _first_found("kerasbert_apps.ner.heads.bio.pipeline:Tagger", "kerasbert_apps.ner.tagger:Tagger")
+    NerModel = _first_found("kerasbert_apps.ner.heads.bio.model:NerModel", "kerasbert_apps.ner.heads.bio.model:NerModel")
+    Tagger = _first_found("kerasbert_apps.ner.heads.bio.pipeline:Tagger", "kerasbert_apps.ner.heads.bio.pipeline:Tagger")
     TripleModel = _first_found("kerasbert_apps.triples.heads.casrel.model:TripleModel",
-                               "kerasbert_apps.triples.model:TripleModel")
+                               "kerasbert_apps.triples.heads.casrel.model:TripleModel")
     Extractor = _first_found("kerasbert_apps.triples.heads.casrel.pipeline:Extractor",
-                             "kerasbert_apps.triples.extractor:Extractor")
+                             "kerasbert_apps.triples.heads.casrel.pipeline:Extractor")
     checkpoint = require_shared("data", "models", "keras_bert_test_checkpoint")
     tokenizer = kerasbert.load_tokenizer(checkpoint)
     root = tmp_path_factory.mktemp("serving")

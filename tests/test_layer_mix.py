@@ -11,9 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from kerasbert_apps.ner.model import NerModel
+from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.train import NerTrainSettings
-from kerasbert_apps.triples.model import TripleModel
+from kerasbert_apps.triples.heads.casrel.model import TripleModel
 from kerasbert.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
 from kerasbert.fit import compile_for_training
@@ -101,7 +101,7 @@ def test_frozen_mixed_gplinker_model_saves_and_loads_with_only_the_head_trainabl
     """``triples train --head gplinker --freeze-encoder``: the GPLinker model
     with the layer mix saves and loads back (mix weights, outputs) and only
     the head and the mix train."""
-    from kerasbert_apps.triples.gplinker_model import GPLinkerModel
+    from kerasbert_apps.triples.heads.gplinker.model import GPLinkerModel
 
     encoder = _tiny_encoder(output_hidden_states=True)
     encoder.trainable = False
@@ -183,7 +183,7 @@ def test_settings_are_checked():
 
 def test_a_mixed_tagger_is_rebuilt_with_all_layers_but_not_distilled():
     import kerasbert
-    from kerasbert_apps.ner.tagger import Tagger
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from conftest import require_shared
 

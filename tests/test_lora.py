@@ -9,8 +9,8 @@ import keras
 import numpy as np
 import pytest
 
-from kerasbert_apps.ner.model import NerModel
-from kerasbert_apps.ner.tagger import Tagger
+from kerasbert_apps.ner.heads.bio.model import NerModel
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train

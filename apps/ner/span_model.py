@@ -1,4 +1,0 @@
-"""Moved to :mod:`kerasbert_apps.ner.heads.global_pointer.model`
-(one folder per head); this name is kept so that imports written before keep working."""
-
-from kerasbert_apps.ner.heads.global_pointer.model import *  # noqa: F401,F403
