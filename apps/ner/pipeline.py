@@ -5,6 +5,8 @@ counts of labelling entities on training rows). A head's pipeline
 
 import dataclasses
 
+import numpy as np
+
 from kerasbert_apps.base.pipeline import Pipeline
 from kerasbert_apps.base.report import FeatureReport
 
@@ -32,6 +34,20 @@ class NerFeatureReport(FeatureReport):
 
     def headline(self):
         return f"{self.examples} examples -> {self.windows} sequences, {self.entities} entities"
+
+
+def entity_tokens(entity, starts, ends, report):
+    """The indices of the tokens (character ``starts`` / ``ends``) that
+    ``entity`` covers, or None when it covers none; counted in ``report``
+    (``entities_without_tokens``, ``misaligned_entities`` when its edges fall
+    inside a token). What every NER head's training labels start from."""
+    inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
+    if len(inside) == 0:
+        report.entities_without_tokens += 1
+        return None
+    if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
+        report.misaligned_entities += 1
+    return inside
 
 
 class NerPipeline(Pipeline):

@@ -32,6 +32,7 @@ from kerasbert_apps.ner.calibration import ScoreTemperature
 from kerasbert_apps.ner.pipeline import WARMUP_TEXTS  # noqa: F401 (its name before the NER pipelines shared it)
 from kerasbert_apps.ner.pipeline import NerFeatureReport  # noqa: F401 (idem)
 from kerasbert_apps.ner.pipeline import NerPipeline
+from kerasbert_apps.ner.pipeline import entity_tokens
 from kerasbert_apps.ner.tags import bio_tags
 
 class Tagger(ScoreTemperature, NerPipeline):
@@ -81,12 +82,9 @@ class Tagger(ScoreTemperature, NerPipeline):
                 report.count("unknown_types", entity.type)
                 continue
             report.entities += 1
-            inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
-            if len(inside) == 0:
-                report.entities_without_tokens += 1
+            inside = entity_tokens(entity, starts, ends, report)
+            if inside is None:
                 continue
-            if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
-                report.misaligned_entities += 1
             tags[inside] = self.tag_ids[f"I-{entity.type}"]
             tags[inside[0]] = self.tag_ids[f"B-{entity.type}"]
         return tags

@@ -31,6 +31,7 @@ from kerasbert_apps.base.runners import EndsPadded
 from kerasbert_apps.ner.calibration import ScoreTemperature
 from kerasbert_apps.ner.pipeline import NerFeatureReport
 from kerasbert_apps.ner.pipeline import NerPipeline
+from kerasbert_apps.ner.pipeline import entity_tokens
 from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
@@ -114,12 +115,9 @@ class SpanTagger(ScoreTemperature, NerPipeline):
             if any(o is not entity and o.start <= entity.start and entity.end <= o.end
                    and (o.start, o.end) != (entity.start, entity.end) for o in example.entities):
                 report.nested_entities += 1
-            inside = np.nonzero((ends > entity.start) & (starts < entity.end))[0]
-            if len(inside) == 0:
-                report.entities_without_tokens += 1
+            inside = entity_tokens(entity, starts, ends, report)
+            if inside is None:
                 continue
-            if starts[inside[0]] != entity.start or ends[inside[-1]] != entity.end:
-                report.misaligned_entities += 1
             spans.append((int(inside[0]), int(inside[-1]), self.type_ids[entity.type]))
         return {"spans": spans, "placed": set()}
 
