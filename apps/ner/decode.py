@@ -6,7 +6,8 @@ SavedModel all run. Following a batch:
 
 1. **merge windows**: each token of a text takes its tag (and score) from the
    window where it sits furthest from a cut edge; the text's own first and
-   last tokens are not cuts; on a tie the earlier window wins;
+   last tokens are not cuts; on a tie the earlier window wins (the rule of
+   every head, :mod:`kerasbert_apps.ner.window_merge`);
 2. **BIO decoding** over each text's tokens: an entity starts at ``B-X``, or
    at an ``I-X`` that does not continue an ``X`` entity (the usual lenient
    repair), and runs over the following ``I-X``;
@@ -40,8 +41,7 @@ Outputs, padded per batch (the ``text`` signature's)::
 
 import numpy as np
 
-_BIG = 1 << 20  # margin of a window edge that is the text's own edge (not a cut)
-_WINDOW_SLOTS = 1 << 32  # key = margin * _WINDOW_SLOTS - window index (int64)
+from kerasbert_apps.ner.window_merge import merge_windows
 
 
 def tag_tables(tags):
@@ -72,129 +72,35 @@ def crf_parameters(model):
     return tf.cast(transitions, tf.float32), allowed, allowed_start
 
 
-def _constrained(num_tags, crf):
-    """Transitions and first-tag penalties as Viterbi sees them
-    (:func:`kerasbert.crf.crf_decode`); zeros for the softmax head."""
-    import tensorflow as tf
-
-    from kerasbert.crf import FORBIDDEN_SCORE
-
-    if crf is None:
-        return tf.zeros([num_tags, num_tags]), tf.zeros([num_tags])
-    transitions, allowed, allowed_start = crf
-    if allowed is not None:
-        transitions = tf.where(allowed, transitions, transitions + FORBIDDEN_SCORE)
-    start = tf.zeros([num_tags])
-    if allowed_start is not None:
-        start = tf.where(allowed_start, start, start + FORBIDDEN_SCORE)
-    return transitions, start
-
-
 def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags, inside_tags, closed, crf=None):
     """Log-probability, per entity, that row ``rows`` of ``potentials``
     [rows, len, tags] reads one entity exactly on positions ``starts..ends``
     (inclusive): step 4 of the module docstring. ``lengths`` [rows] are the
     rows' sequence lengths; per entity [n]: its ``B-X`` and ``I-X`` tag ids
     and ``closed`` (False: the entity may continue past ``ends``). ``crf``
-    from :func:`crf_parameters` (None: independent softmaxes). The
-    TensorFlow twin of :func:`kerasbert.crf.crf_segment_log_probability`
-    (which is in ``keras.ops`` for training-side use on any backend); tests
-    hold them equal."""
+    from :func:`crf_parameters` (None: independent softmaxes, i.e. zero
+    transitions).
+
+    The computation is :func:`kerasbert.crf.crf_segment_log_probability`
+    (``keras.ops``, written once): on the TensorFlow backend it is traced
+    into the serving graph; on another backend, where this decoding runs
+    eagerly in TensorFlow, it runs on the values and comes back as a
+    TensorFlow tensor."""
+    import keras
     import tensorflow as tf
 
-    excluded = -1e30
-    potentials = tf.cast(potentials, tf.float32)
-    num_tags = tf.shape(potentials)[2]
-    time = tf.shape(potentials)[1]
-    transitions, start = _constrained(num_tags, crf)
-    time_major = tf.transpose(potentials, [1, 0, 2])
-    steps = tf.range(time)
-    rows_first = tf.zeros_like(potentials[:, 0])
+    from kerasbert.crf import crf_segment_log_probability
 
-    # Forward (step t) and backward (step time - 1 - t) in one loop: alpha[t]
-    # sums the prefixes ending at t (its potential included), beta[t] the
-    # suffixes after t (0 at a row's last step and beyond).
-    def step(t, alpha, beta, alphas, betas):
-        unary = time_major[t]
-        moved = tf.reduce_logsumexp(alpha[:, :, None] + transitions[None], axis=1) + unary
-        alpha = tf.where((t < lengths)[:, None], tf.where(t == 0, unary + start[None], moved), alpha)
-        back = time - 1 - t
-        after = time_major[tf.minimum(back + 1, time - 1)] + beta
-        moved = tf.reduce_logsumexp(transitions[None] + after[:, None, :], axis=2)
-        beta = tf.where((back + 1 < lengths)[:, None], moved, tf.zeros_like(moved))
-        return t + 1, alpha, beta, alphas.write(t, alpha), betas.write(back, beta)
-
-    arrays = [tf.TensorArray(tf.float32, size=time, element_shape=rows_first.shape) for _ in range(2)]
-    _, _, _, alphas, betas = tf.while_loop(
-        lambda t, *_: t < time, step, (0, rows_first, rows_first, *arrays), maximum_iterations=time)
-    alpha, beta = tf.transpose(alphas.stack(), [1, 0, 2]), tf.transpose(betas.stack(), [1, 0, 2])
-    last = tf.gather(alpha, tf.maximum(lengths - 1, 0), batch_dims=1)
-    log_norm = tf.reduce_logsumexp(last, axis=1)
-
-    b, c = begin_tags, inside_tags
-    tags = tf.range(num_tags)[None, :]
-
-    def at(values, position, tag=None):  # values[rows, position] ([n, tags]), or at one tag ([n])
-        got = tf.gather_nd(values, tf.stack([rows, tf.clip_by_value(position, 0, time - 1)], 1))
-        return got if tag is None else tf.gather(got, tag, batch_dims=1)
-
-    def logsumexp_without(values, drop):
-        return tf.reduce_logsumexp(tf.where(drop, excluded, values), axis=1)
-
-    pair = lambda i, j: tf.gather_nd(transitions, tf.stack([i, j], 1))  # noqa: E731
-    # Prefixes ending at s with y_s = B-X, or y_s = I-X after neither B-X nor I-X.
-    head_b = at(alpha, starts, b)
-    into_c = tf.transpose(tf.gather(transitions, c, axis=1))  # [n, tags]: transitions[i, c]
-    dangling = logsumexp_without(at(alpha, starts - 1) + into_c, (tags == b[:, None]) | (tags == c[:, None]))
-    head_c = tf.where(starts > 0, dangling, tf.gather(start, c)) + at(potentials, starts, c)
-    # Positions s+1..e all I-X.
-    row_inside = tf.gather(tf.gather(potentials, rows), c, axis=2, batch_dims=1)  # [n, time]
-    body_mask = (steps[None, :] > starts[:, None]) & (steps[None, :] <= ends[:, None])
-    body = tf.reduce_sum(tf.where(body_mask, row_inside, 0.0), axis=1)
-    body += tf.cast(ends - starts - 1, tf.float32) * pair(c, c)
-    # Suffixes after e given y_e, with y_{e+1} != I-X when closed.
-    after = at(potentials + beta, ends + 1)
-    has_next = closed & (ends + 1 < tf.gather(lengths, rows))
-
-    def tail(j):
-        stop = logsumexp_without(tf.gather(transitions, j) + after, tags == c[:, None])
-        return tf.where(has_next, stop, at(beta, ends, j))
-
-    single = tf.experimental.numpy.logaddexp(head_b + tail(b), head_c + tail(c))
-    longer = tf.experimental.numpy.logaddexp(head_b + pair(b, c), head_c + pair(c, c)) + body + tail(c)
-    return tf.where(ends > starts, longer, single) - tf.gather(log_norm, rows)
-
-
-def merge_windows(windows, values):
-    """Per-window values [rows, len] -> one value per text token, flat over
-    the batch's texts (text 0's tokens first), by the rule of step 1."""
-    import tensorflow as tf
-
-    text_index, token_start, token_end = windows["text_index"], windows["token_start"], windows["token_end"]
-    num_tokens = windows["num_tokens"]
-    n_rows = tf.size(text_index)
-    positions = tf.range(tf.maximum(tf.shape(windows["token_ids"])[1] - 2, 0))
-    n = token_end - token_start  # tokens per row
-    valid = positions[None, :] < n[:, None]
-    cut_left = (token_start > 0)[:, None]
-    cut_right = (token_end < tf.gather(num_tokens, text_index))[:, None]
-    left = tf.where(cut_left, positions[None, :], _BIG)
-    right = tf.where(cut_right, n[:, None] - 1 - positions[None, :], _BIG)
-    margin = tf.cast(tf.minimum(left, right), tf.int64)
-    first_row = tf.cumsum(tf.math.bincount(text_index, minlength=tf.size(num_tokens), dtype=tf.int32), exclusive=True)
-    window_k = tf.range(n_rows) - tf.gather(first_row, text_index)
-    key = margin * _WINDOW_SLOTS - tf.cast(window_k, tf.int64)[:, None]  # margin first, then the earlier window
-    token_first = tf.cumsum(num_tokens, exclusive=True)
-    total = tf.reduce_sum(num_tokens)
-    flat = tf.gather(token_first, text_index)[:, None] + token_start[:, None] + positions[None, :]
-    cells = tf.where(valid)
-    flat_valid = tf.gather_nd(flat, cells)
-    key_valid = tf.gather_nd(key, cells)
-    best = tf.math.unsorted_segment_max(key_valid, flat_valid, total)
-    chosen = key_valid == tf.gather(best, flat_valid)
-    where = tf.boolean_mask(flat_valid, chosen)[:, None]
-    at = tf.boolean_mask(cells, chosen) + tf.constant([0, 1], tf.int64)  # row position = token position + 1 ([CLS])
-    return {name: tf.scatter_nd(where, tf.gather_nd(value, at), tf.reshape(total, [1])) for name, value in values.items()}
+    if crf is None:
+        num_tags = potentials.shape[-1] if potentials.shape[-1] is not None else tf.shape(potentials)[-1]
+        crf = (tf.zeros(tf.stack([num_tags, num_tags])), None, None)
+    transitions, allowed, allowed_start = crf
+    args = (potentials, lengths, transitions, rows, starts, ends, begin_tags, inside_tags, closed, allowed,
+            allowed_start)
+    if keras.backend.backend() == "tensorflow":
+        return crf_segment_log_probability(*args)
+    values = [None if x is None else np.asarray(x) for x in args]
+    return tf.constant(keras.ops.convert_to_numpy(crf_segment_log_probability(*values)), tf.float32)
 
 
 def entity_spans(windows, row_tags, tables):

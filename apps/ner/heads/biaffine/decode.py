@@ -10,11 +10,8 @@ Following a batch (Yu, Bohnet and Poesio 2020, section 3):
    highest logit is a type's (a tie with "no entity" is no entity). Its
    probability ``p`` is the softmax probability of that type;
 2. **merge windows**: a span seen by several overlapping windows takes its
-   class and ``p`` from the window where it sits furthest from a cut edge
-   -- the GlobalPointer head's rule, by running its decoder
-   (:func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities`) on the candidates'
-   log-odds ``log(p / (1 - p))`` (twice: for ``p`` above and not above
-   one half, as it keeps logits above 0);
+   class and ``p`` from the window where it sits furthest from a cut edge,
+   the rule of every head (:func:`kerasbert_apps.ner.window_merge.merged_spans`);
 3. **clashes**: the candidates of a text, by ``p`` from the highest, are
    kept unless they *cross* an entity kept before them (one starts inside
    the other and ends after it); an entity inside another (nested) is kept.
@@ -25,19 +22,16 @@ the score temperature ``T = 1`` (the default; fitted on dev by
 same mechanism as the GlobalPointer head's ``sigmoid(logit / T)``). ``T``
 changes no entity: step 3 orders by ``p``, whose order ``T`` keeps.
 Entities of a text are sorted by start, then end. Outputs are those of
-:func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`.
+every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`).
 """
 
-from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
-
-#: The log-odds given to a candidate whose ``p`` is exactly one half (the
-#: GlobalPointer decoder keeps logits above 0 only).
-_TINY = 1e-7
+from kerasbert_apps.ner.window_merge import merged_spans
+from kerasbert_apps.ner.window_merge import span_outputs
 
 
 def candidate_log_odds(row_logits):
-    """Step 1 of the module docstring: ``row_logits`` float32 ``[rows, len,
-    len, types + 1]`` -> ``(log_odds, candidate)``, both ``[rows, len, len,
+    """Step 1 of the module docstring: span logits ``row_logits`` float32
+    ``[..., types + 1]`` -> ``(log_odds, candidate)``, both ``[...,
     types]``: ``log(p / (1 - p))`` of each span's best type, at that type
     only, and whether it is a candidate (the best type's logit is above "no
     entity"'s), at that type only."""
@@ -60,22 +54,21 @@ def biaffine_entities(texts, windows, row_logits, types, temperature=1.0):
     """Steps 1-3 of the module docstring: ``row_logits`` float32 ``[rows,
     len, len, types + 1]`` (start, end inclusive, class; one row per window
     of ``windows``, :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`,
-    ``len`` its width with ``[CLS]``) -> the padded outputs of
-    :func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`; scores are
+    ``len`` its width with ``[CLS]``) -> the padded outputs; scores are
     ``sigmoid(log-odds / temperature)`` (a Python float > 0)."""
     import tensorflow as tf
 
-    log_odds, candidate = candidate_log_odds(row_logits)
-    high = span_entities(texts, windows, tf.where(candidate & (log_odds > 0), log_odds, -1.0), types, temperature)
-    low = span_entities(texts, windows, tf.where(candidate & (log_odds <= 0), tf.maximum(-log_odds, _TINY), -1.0),
-                        types, temperature)
-    low["score"] = 1.0 - low["score"]  # sigmoid(-x / T) = 1 - sigmoid(x / T)
-    return without_clashes(high, low)
+    spans = merged_spans(windows)
+    logits = tf.gather_nd(tf.cast(row_logits, tf.float32), spans["cells"] + tf.constant([0, 1, 1], tf.int64))
+    log_odds, candidate = candidate_log_odds(logits)  # [spans, types]
+    hits = tf.where(candidate)  # [E, 2]: span, type
+    score = tf.sigmoid(tf.gather_nd(log_odds, hits) / float(temperature))
+    return without_clashes(span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types))
 
 
 def without_clashes(*parts):
     """Step 3 of the module docstring on the padded outputs ``parts`` (each
-    as :func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities` returns them,
+    as :func:`~kerasbert_apps.ner.window_merge.span_outputs` returns them,
     for the same texts; a span is in one part at most): their entities
     together, crossing ones dropped, sorted by start then end."""
     import tensorflow as tf
