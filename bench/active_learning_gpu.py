@@ -301,7 +301,7 @@ class Scorer:
         self.segments = jax.jit(segments)
 
     def lattice(self, transitions):
-        """``(transitions, start)`` as the decoder sees them, temperature 1 (``select._crf_lattice``)."""
+        """``(transitions, start)`` as the decoder sees them, temperature 1 (the BIO pipeline's ``selection_log_best``)."""
         from kerasbert.crf import FORBIDDEN_SCORE
 
         crf = self.model.crf

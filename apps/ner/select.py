@@ -204,11 +204,15 @@ def diverse_order(vectors, budget, threshold):
 #: without transitions; :func:`crf_log_best`, :func:`softmax_log_best`),
 #: ``"spans"`` (per-type span logits read as independent sigmoids:
 #: :func:`span_log_best`) or ``"span-classes"`` (span logits over the types
-#: and "no entity", one softmax per span: :func:`span_class_log_best`). A
-#: span head's pipeline also gives the logits of its head on the encoder's
-#: output (``selection_logits(head_input, padding_mask)``) and its decoding
-#: (``selection_entities(texts, windows, logits)``). A head that declares no
-#: measure is refused with a one-line error.
+#: and "no entity", one softmax per span: :func:`span_class_log_best`). The
+#: pipeline computes them through three hooks, so that this module names no
+#: head: ``selection_outputs(head_input, padding_mask, fused)`` (the head's
+#: outputs on the encoder's output, in ``keras.ops``),
+#: ``selection_decode(texts, windows, outputs)`` (the entities, as ``infer``
+#: decodes them, and the outputs the measure needs) and
+#: ``selection_log_best(outputs, lengths)`` (numpy: log P(best) per window
+#: row, by one of the functions above). A head that declares no measure is
+#: refused with a one-line error.
 HEAD_MEASURES = ("bio", "spans", "span-classes")
 
 
@@ -227,23 +231,17 @@ def selection_measure(tagger):
                          f"(it needs a selection measure of its outputs); heads it supports: {', '.join(able)}")
 
 
-def _is_span(tagger):
-    """Whether ``tagger``'s head scores spans (span logits) rather than BIO tags."""
-    return selection_measure(tagger) != "bio"
-
-
 class _Scorer:
     """The NER model run once on rows of encoder inputs, with its encoder's
     ``sequence_output`` kept: ``sequence`` [rows, len, hidden] and the
-    head's outputs (``potentials``, ``tags``; or ``logits`` with the end axis
-    padded to ``max_length``, as the span tagger's serving path does)."""
+    outputs of the head's :meth:`selection_outputs` (span logits padded on
+    their end axis to the window length, as the model's own outputs are)."""
 
-    def __init__(self, tagger, bilstm=None):
+    def __init__(self, tagger, fused=False):
         self.model = tagger.model
         self.tagger = tagger
-        self.span = _is_span(tagger)
         self.length = tagger.max_length
-        self.bilstm = bilstm
+        self.fused = fused
 
     def _outputs(self, rows):
         from keras import ops
@@ -251,32 +249,27 @@ class _Scorer:
         model = self.model
         encoded = model.encoder(rows, training=False)
         out = {"sequence": ops.cast(encoded["sequence_output"], "float32")}
-        head_in = model.encoded(encoded)
-        if self.span:
-            out["logits"] = ops.cast(self.tagger.selection_logits(head_in, rows["padding_mask"]), "float32")
-        else:
-            potentials, tags = model.head(head_in, rows["padding_mask"], bilstm=self.bilstm, training=False)
-            out["potentials"], out["tags"] = ops.cast(potentials, "float32"), ops.cast(tags, "int32")
+        out.update(self.tagger.selection_outputs(model.encoded(encoded), rows["padding_mask"], fused=self.fused))
         return out
 
     def __call__(self, rows):  # in a TensorFlow graph (GraphRunner)
         import tensorflow as tf
 
         out = self._outputs(rows)
-        if self.span:
-            logits = out["logits"]
-            pad = tf.maximum(self.length - tf.shape(logits)[2], 0)
-            out["logits"] = tf.pad(logits, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]
+        for key, value in out.items():
+            if len(value.shape) == 4:  # [rows, len, len, classes]: the end axis padded to the window length
+                pad = tf.maximum(self.length - tf.shape(value)[2], 0)
+                out[key] = tf.pad(value, [[0, 0], [0, 0], [0, pad], [0, 0]])[:, :, : self.length]
         return out
 
     def predict_on_batch(self, rows):  # on the host, other backends (HostRunner)
         import keras
 
         out = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in self._outputs(rows).items()}
-        if self.span:
-            logits = out["logits"]
-            pad = max(self.length - logits.shape[2], 0)
-            out["logits"] = np.pad(logits, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]
+        for key, value in out.items():
+            if value.ndim == 4:
+                pad = max(self.length - value.shape[2], 0)
+                out[key] = np.pad(value, [(0, 0), (0, 0), (0, pad), (0, 0)])[:, :, : self.length]
         return out
 
 
@@ -294,12 +287,8 @@ def _infer(tagger, texts, windows, run):
     n_rows = tf.shape(windows["token_ids"])[0]
     width = tf.shape(windows["token_ids"])[1]
     inputs = nonempty_encoder_inputs(windows, tagger.tokenizer.cls_id, tagger.tokenizer.sep_id)
-    bilstm = None
-    if run.in_graph and not run.jit_compile and getattr(tagger.model, "lstm", None) is not None:
-        from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
-
-        bilstm = fused_bilstm(tagger.model.lstm)
-    out = run.rows(_Scorer(tagger, bilstm), inputs)
+    # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
+    out = run.rows(_Scorer(tagger, fused=run.in_graph and not run.jit_compile), inputs)
     lengths = tf.reduce_sum(tf.cast(windows["padding_mask"] > 0, tf.int32), axis=1)
     positions = tf.range(width)[None, :]
     text_tokens = tf.cast((positions >= 1) & (positions <= lengths[:, None] - 2), tf.float32)
@@ -309,42 +298,9 @@ def _infer(tagger, texts, windows, run):
         "row_vector": tf.reduce_sum(sequence * text_tokens[:, :, None], axis=1),
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
-    if _is_span(tagger):
-        logits = tf.cast(out["logits"], tf.float32)[:n_rows, :width, :width]
-        entities = tagger.selection_entities(texts, windows, logits)
-        rows["logits"] = logits
-    else:
-        from kerasbert_apps.ner.decode import crf_parameters
-        from kerasbert_apps.ner.decode import entities as bio_entities
-        from kerasbert_apps.ner.decode import tag_tables
-
-        tags = tf.cast(out["tags"][:n_rows], tf.int32)
-        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
-        entities = bio_entities(texts, windows, tags, potentials, tag_tables(tagger.tags),
-                                crf_parameters(tagger.model), tagger.temperature)
-        rows["tags"], rows["potentials"] = tags, potentials
+    entities, head = tagger.selection_decode(texts, windows, {k: v for k, v in out.items() if k != "sequence"})
+    rows.update(head)
     return {**entities, **rows}
-
-
-def _crf_lattice(tagger):
-    """``(transitions, start)`` as numpy, as the decoder sees them (the BIO
-    constraints as its forbidden score), divided by the temperature; None
-    for the softmax head."""
-    import keras
-
-    from kerasbert.crf import FORBIDDEN_SCORE
-
-    layer = getattr(tagger.model, "crf", None)
-    if layer is None:
-        return None
-    transitions = np.asarray(keras.ops.convert_to_numpy(layer.transitions), np.float64) / tagger.temperature
-    n = transitions.shape[0]
-    if layer.allowed is not None:
-        transitions = np.where(np.asarray(layer.allowed, bool), transitions, transitions + FORBIDDEN_SCORE)
-    start = np.zeros(n)
-    if layer.allowed_start is not None:
-        start = np.where(np.asarray(layer.allowed_start, bool), start, start + FORBIDDEN_SCORE)
-    return transitions, start
 
 
 def analyse(tagger, texts, batch_size=32):
@@ -355,20 +311,13 @@ def analyse(tagger, texts, batch_size=32):
     from kerasbert.export import unpad
 
     texts = list(texts)
-    span = _is_span(tagger)
-    lattice = None if span else _crf_lattice(tagger)
+    selection_measure(tagger)
     traced = tagger._text_function("select", lambda t: _infer(tagger, t, tagger.windows(t), _graph_runner()))
     found = [None] * len(texts)
     for chunk, out in tagger.in_batches(texts, batch_size, lambda t, w, run: _infer(tagger, t, w, run), traced):
         out = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in out.items()}
         lengths = out["row_length"]
-        if span:
-            measure = span_log_best if selection_measure(tagger) == "spans" else span_class_log_best
-            row_best = measure(out["logits"], lengths, tagger.temperature)
-        elif lattice is None:
-            row_best = softmax_log_best(out["potentials"] / tagger.temperature, lengths)
-        else:
-            row_best = crf_log_best(out["potentials"] / tagger.temperature, lengths, out["tags"], *lattice)
+        row_best = tagger.selection_log_best(out, lengths)
         n = len(chunk)
         text_of = out["row_text"].astype(np.int64)
         log_best = np.bincount(text_of, weights=row_best, minlength=n)

@@ -123,6 +123,63 @@ class Tagger(ScoreTemperature, NerPipeline):
         return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model),
                         self.temperature)
 
+    # ``kerasbert ner select`` (:mod:`kerasbert_apps.ner.select`): the head's
+    # outputs beside the encoder's, their entities, and P(best labelling) per row.
+    def selection_outputs(self, head_input, padding_mask, fused=False):
+        """The emission scores ``potentials`` and Viterbi ``tags`` of the
+        head on the encoder's output (``fused``: in a plain graph, with the
+        fused BiLSTM kernel)."""
+        from keras import ops
+
+        bilstm = None
+        if fused and getattr(self.model, "lstm", None) is not None:
+            from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
+
+            bilstm = fused_bilstm(self.model.lstm)
+        potentials, tags = self.model.head(head_input, padding_mask, bilstm=bilstm, training=False)
+        return {"potentials": ops.cast(potentials, "float32"), "tags": ops.cast(tags, "int32")}
+
+    def selection_decode(self, texts, windows, out):
+        """``(entities, kept)``: the entities of the window rows' outputs
+        ``out`` (as :meth:`infer` decodes them) and the rows' ``tags`` and
+        ``potentials`` for :meth:`selection_log_best`."""
+        import tensorflow as tf
+
+        from kerasbert_apps.ner.decode import crf_parameters
+        from kerasbert_apps.ner.decode import entities
+        from kerasbert_apps.ner.decode import tag_tables
+
+        n_rows = tf.shape(windows["token_ids"])[0]
+        tags = tf.cast(out["tags"][:n_rows], tf.int32)
+        potentials = tf.cast(out["potentials"][:n_rows], tf.float32)
+        found = entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model),
+                         self.temperature)
+        return found, {"tags": tags, "potentials": potentials}
+
+    def selection_log_best(self, out, lengths):
+        """log P(best labelling) per window row (numpy): the CRF's probability
+        of its Viterbi path under the decoder's constraints
+        (:func:`kerasbert_apps.ner.select.crf_log_best`), or the product of
+        the per-token softmax maxima for the softmax head; at the score
+        temperature."""
+        import keras
+
+        from kerasbert.crf import FORBIDDEN_SCORE
+        from kerasbert_apps.ner.select import crf_log_best
+        from kerasbert_apps.ner.select import softmax_log_best
+
+        potentials = out["potentials"] / self.temperature
+        layer = getattr(self.model, "crf", None)
+        if layer is None:
+            return softmax_log_best(potentials, lengths)
+        transitions = np.asarray(keras.ops.convert_to_numpy(layer.transitions), np.float64) / self.temperature
+        start = np.zeros(transitions.shape[0])
+        if layer.allowed is not None:
+            transitions = np.where(np.asarray(layer.allowed, bool), transitions, transitions + FORBIDDEN_SCORE)
+        if layer.allowed_start is not None:
+            start = np.where(np.asarray(layer.allowed_start, bool), start, start + FORBIDDEN_SCORE)
+        return crf_log_best(potentials, lengths, out["tags"], transitions, start)
+
     # ------------------------------------------------------------ calibration
     def _spans_and_potentials(self, texts, windows, run):
         from kerasbert_apps.ner.decode import entity_spans
