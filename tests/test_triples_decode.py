@@ -15,7 +15,7 @@ from kerasbert_apps.triples.data import Span
 from kerasbert_apps.triples.data import Triple
 from kerasbert_apps.triples.data import TripleExample
 from kerasbert_apps.base.model import encoder_inputs
-from kerasbert_apps.triples.decode import spans
+from kerasbert_apps.triples.heads.casrel.decode import spans
 from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from kerasbert_apps.triples.heads.casrel.pipeline import pointer_thresholds
 from kerasbert.errors import KerasbertError
@@ -25,7 +25,7 @@ from kerasbert.tokenizer import BertTokenizer
 
 
 def decode_spans(start, end, threshold_start=0.5, threshold_end=0.5, mask=None):
-    """:func:`kerasbert_apps.triples.decode.spans` on one ``[len]`` row -> ``[(start, end,
+    """:func:`kerasbert_apps.triples.heads.casrel.decode.spans` on one ``[len]`` row -> ``[(start, end,
     score)]``, or on ``[len, P]`` columns (one row per predicate) -> ``[(start,
     end, predicate, score)]``."""
     start, end = np.asarray(start, np.float32), np.asarray(end, np.float32)

@@ -12,8 +12,8 @@ decoding thresholds. Following one sentence (the same path for ``predict``,
    sequence vectors and the subject start/end probabilities;
 3. **subjects**, then one **object** row per subject for the whole batch (the
    ``objects`` sub-model), then the objects per predicate, merged over
-   windows: :func:`kerasbert_apps.triples.decode.triples` (the decoding rule is in
-   :mod:`kerasbert_apps.triples.decode`). A triple whose subject and object never share
+   windows: :func:`kerasbert_apps.triples.heads.casrel.decode.triples` (the decoding rule is in
+   :mod:`kerasbert_apps.triples.heads.casrel.decode`). A triple whose subject and object never share
    a window cannot be found.
 
 Training rows (:meth:`Extractor.text_labels`, :meth:`Extractor.window_labels`)
@@ -120,7 +120,7 @@ class Extractor(TriplePipeline):
         """The head's in-graph decoding of window rows: the flat triple fields
         of :func:`kerasbert_apps.triples.decode.unique_triples` (what ``infer`` and the
         ``ids`` endpoint share; a head overrides only this)."""
-        from kerasbert_apps.triples.decode import triples
+        from kerasbert_apps.triples.heads.casrel.decode import triples
 
         return triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, row_text, offsets,
                        allowed, run)
