@@ -204,10 +204,13 @@ def by_length(fn, inputs, rows_per_call=8):
     full = tf.shape(inputs["padding_mask"])[1]
     order = tf.argsort(lengths, stable=True)
     n_calls = (n_rows + rows_per_call - 1) // rows_per_call
-    # The output structure, from a trace of ``fn`` in a graph of its own (a
-    # call here would run the model once more on every request).
+    # ``fn`` traced once, as a function of its own that both paths below call:
+    # the graph holds the model once (its weights too, when they are
+    # constants: kerasbert.fused_encoder.constant_weights), and its output
+    # structure is known without running the model once more on every request.
     input_specs = {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()}
-    traced = tf.function(fn).get_concrete_function(input_specs).structured_outputs
+    fn = tf.function(fn, input_signature=[input_specs])
+    traced = fn.get_concrete_function().structured_outputs
     specs = {k: (v.dtype, v.shape) for k, v in traced.items()}
     arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}
 

@@ -31,6 +31,17 @@ every SavedModel, and the ``ids`` exports), an encoder called in inference
 mode while a TensorFlow function is traced runs this instead -- whatever head
 model it sits in. Tests hold the two to the same numbers
 (``tests/test_fused_encoder.py``). Core TensorFlow ops only.
+
+**Weights as constants** (:func:`constant_weights`, what every export
+traces under): the projection kernels are written into the graph as
+constants rather than read from variables. oneDNN then knows a kernel cannot
+change between calls: it repacks it once into the blocked layout of its
+fastest kernel (AMX / AVX512 ``brgemm``) and keeps it, where a kernel read
+from a variable is used in its plain layout by a slower GEMM that repacks it
+on every call -- which, for one short sentence, costs more than the
+arithmetic (``bench/encoder_floor.py``: ``tf-fused-const``). Only for graphs
+that outlive no weight update: a SavedModel, never ``predict`` in a process
+that may train on.
 """
 
 import contextlib
@@ -60,6 +71,19 @@ ACTIVATIONS = {
 
 
 _state = threading.local()
+
+
+@contextlib.contextmanager
+def constant_weights():
+    """While active, :func:`fused_encoder` traces the projection kernels as
+    constants (module docstring). For exports only: a graph traced under it
+    keeps the values the kernels had when it was traced."""
+    before = getattr(_state, "constant", False)
+    _state.constant = True
+    try:
+        yield
+    finally:
+        _state.constant = before
 
 
 @contextlib.contextmanager
@@ -135,7 +159,13 @@ def _projection(x, dense, width):
     """``x`` [tokens, in] through an ``EinsumDense``/``Dense`` ``dense`` as one ``MatMul`` + ``BiasAdd``."""
     tf = _tf()
     kernel = dense.kernel
-    return tf.nn.bias_add(tf.matmul(x, tf.reshape(kernel, [-1, width])), tf.reshape(dense.bias, [width]))
+    if getattr(_state, "constant", False) and tf.inside_function():
+        with tf.init_scope():  # the value now, outside the function being traced
+            value = tf.reshape(tf.convert_to_tensor(kernel.value), [-1, width]).numpy()
+        matrix = tf.constant(value)
+    else:
+        matrix = tf.reshape(kernel, [-1, width])
+    return tf.nn.bias_add(tf.matmul(x, matrix), tf.reshape(dense.bias, [width]))
 
 
 def _transformer_layer(x, layer, bias, batch, length, activation):

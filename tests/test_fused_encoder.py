@@ -97,3 +97,39 @@ def test_unsupported_encoders_fall_back_to_the_keras_layers():
     encoder = ENCODERS["bert_gelu_erf"]("float32")
     encoder.transformer_layers[0].normalize_first = True  # a pre-norm layer: not what the fused graph writes
     assert fused_encoder(encoder) is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_constant_weights_put_the_kernels_in_the_graph_and_keep_the_outputs(dtype):
+    """Under constant_weights() (what exports trace under) every projection
+    kernel is a constant of the graph, its value when traced, and no matmul
+    reads a variable; outside it they are read from the variables."""
+    from kerasbert.fused_encoder import constant_weights
+
+    encoder = _randomized(ENCODERS["bert_gelu_erf"](dtype))
+    x = _inputs()
+    fused = fused_encoder(encoder)
+    plain = tf.function(lambda inputs: fused(inputs)["sequence_output"]).get_concrete_function(x)
+    with constant_weights():
+        frozen = tf.function(lambda inputs: fused(inputs)["sequence_output"]).get_concrete_function(x)
+
+    def matmul_weights(graph):  # what feeds each MatMul's kernel input (through reshapes)
+        out = []
+        for op in graph.get_operations():
+            if op.type == "MatMul":
+                source = op.inputs[1].op
+                while source.type in ("Reshape", "Identity"):
+                    source = source.inputs[0].op
+                out.append(source.type)
+        return out
+
+    # 2 layers x 6 projections, and the pooler's Keras Dense (pruned when nothing reads it)
+    assert sorted(matmul_weights(plain.graph)) == ["ReadVariableOp"] * 13
+    assert sorted(matmul_weights(frozen.graph)) == ["Const"] * 12 + ["ReadVariableOp"]
+    mask = x["padding_mask"].numpy().astype(bool)
+    before = _real(frozen(x), mask)
+    # the same function; oneDNN may pick another kernel for a constant (a few units in the last place)
+    np.testing.assert_allclose(before, _real(plain(x), mask), atol=TOLERANCE[dtype])
+    kernel = encoder.transformer_layers[0]._feedforward_intermediate_dense.kernel
+    kernel.assign(kernel * 2)  # a graph traced with constants keeps the values it was traced with
+    assert np.array_equal(_real(frozen(x), mask), before) and not np.array_equal(_real(plain(x), mask), before)

@@ -7,6 +7,24 @@ from kerasbert_apps.base.runners import keras_dtype
 from kerasbert.errors import KerasbertError
 
 
+def _constant_weights(endpoint):
+    """``endpoint`` traced with the encoder's projection kernels as constants
+    (:func:`kerasbert.fused_encoder.constant_weights`: oneDNN packs them once,
+    at the first request, instead of on every call), its argument names kept."""
+    import functools
+    import inspect
+
+    from kerasbert.fused_encoder import constant_weights
+
+    @functools.wraps(endpoint)
+    def traced(*args, **kwargs):
+        with constant_weights():
+            return endpoint(*args, **kwargs)
+
+    traced.__signature__ = inspect.signature(endpoint)
+    return traced
+
+
 def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=None, model_name=None,
                     jit_compile=False):
     """:meth:`~kerasbert_apps.base.pipeline.Pipeline.export` of ``pipeline``
@@ -21,11 +39,9 @@ def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=Non
     if input == "ids":
         if jit_compile:
             raise KerasbertError("jit_compile applies to text exports only (--input text)")
-        endpoint, trackables = in_serving_graph(pipeline.ids_endpoint()), [pipeline.model]
+        endpoint, trackables = _constant_weights(in_serving_graph(pipeline.ids_endpoint())), [pipeline.model]
     else:
-        def endpoint(text):
-            return pipeline.serve(text, jit_compile=jit_compile)
-
+        endpoint = _constant_weights(lambda text: pipeline.serve(text, jit_compile=jit_compile))
         trackables = [pipeline.model, pipeline.graph_tokenizer]
     signature, warmup = signature_and_warmup(pipeline.tokenizer, pipeline.max_length, input, warmup_texts)
     if jit_compile:
