@@ -10,7 +10,11 @@ layers, H=384, the same weights in every runtime) on batch 1 x 20 tokens
 * ``tf-fused``: the same encoder through :func:`kerasbert.fused_encoder.fused_encoder`
   (what serving graphs run now);
 * ``tf-fused-bf16``: the same with the encoder rebuilt under the ``bfloat16``
-  policy (``export --precision bfloat16``);
+  policy (``export --precision bfloat16``), kernels read from variables (what
+  ``predict`` runs in-process);
+* ``tf-fused-const``, ``tf-fused-bf16-const``: the same two with the kernels
+  traced as constants (:func:`kerasbert.fused_encoder.constant_weights`):
+  what every export runs;
 * ``tf-keras-bf16``: the Keras layers under the ``bfloat16`` policy (what
   ``--precision bfloat16`` ran before);
 * ``tf-keras-xla``: the Keras layers compiled by XLA (``jit_compile=True``);
@@ -84,6 +88,7 @@ def tensorflow_systems(folder, args):
     import kerasbert
     from kerasbert.distill import copy_layer_weights
     from kerasbert.distill import student_encoder
+    from kerasbert.fused_encoder import constant_weights
     from kerasbert.fused_encoder import fused_encoder
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
@@ -96,13 +101,18 @@ def tensorflow_systems(folder, args):
         fn = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
         return lambda x: fn({k: tf.constant(v) for k, v in x.items()}).numpy()
 
-    def fused_fn(model):
+    def fused_fn(model, constant=False):
         fused = fused_encoder(model)
         fn = tf.function(lambda x: fused(x)["sequence_output"])
+        if constant:  # traced now, under constant_weights(), on the shapes' signature
+            spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")}
+            with constant_weights():
+                fn = fn.get_concrete_function(spec)
         return lambda x: fn({k: tf.constant(v) for k, v in x.items()}).numpy()
 
     del keras
     return {"tf-keras": keras_fn(encoder), "tf-fused": fused_fn(encoder), "tf-fused-bf16": fused_fn(bf16),
+            "tf-fused-const": fused_fn(encoder, True), "tf-fused-bf16-const": fused_fn(bf16, True),
             "tf-keras-bf16": keras_fn(bf16), "tf-keras-xla": keras_fn(encoder, jit=True)}
 
 
@@ -161,7 +171,8 @@ def main():
     parser.add_argument("--calls", type=int, default=200, help="batch-1 calls timed")
     parser.add_argument("--runs", type=int, default=10, help="batch-64 calls timed")
     parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
-    parser.add_argument("--systems", default="tf-keras,tf-fused,tf-fused-bf16,tf-keras-bf16,tf-keras-xla,"
+    parser.add_argument("--systems", default="tf-keras,tf-fused,tf-fused-bf16,tf-fused-const,tf-fused-bf16-const,"
+                        "tf-keras-bf16,tf-keras-xla,"
                         "torch,torch-bf16,ort,torch-1t,torch-bf16-1t,ort-1t")
     args = parser.parse_args()
     from kerasbert.loader import resolve_checkpoint

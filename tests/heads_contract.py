@@ -9,14 +9,16 @@ gives a file to one worker).
 For each head of each task: a tiny training run on the tiny test checkpoint
 (the folder records its head), then, on that model with its head's weights
 shaken so that it predicts many entities / triples (a stricter comparison
-than a 1-epoch model that predicts little): the save / load round trip;
+than a 1-epoch model that predicts little) and its decoding settings away
+from their defaults (score temperature, thresholds): the save / load round trip;
 the text SavedModel in a fresh process that imports only TensorFlow and
 TF-Text gives ``predict``'s outputs (offsets, labels, scores within 2e-4)
 with core ops plus the allowed TF-Text op only; the ``--input ids`` export
 gives what the head's ``ids_endpoint`` gives, with core ops only; the
 bfloat16 export gives what the bfloat16 pipeline predicts; a LoRA folder
 (adapters and head only) loads back to the same outputs and merges; and
-``predict`` on the JAX backend gives what TensorFlow gives.
+``predict`` on the JAX backend gives what TensorFlow gives (and, for a head
+with a score temperature, the scores calibration fits it on).
 
 A new head gets all of this by registering. Head-specific behaviour (the
 decoding rules, training rows, thresholds, calibration) stays in each head's
@@ -137,7 +139,7 @@ def _trained(param, tmp_path_factory):
         epochs=1, batch_size=8, max_length=MAX_LENGTH, seed=7, head=name,
         **{k: v for k, v in SMALL.items() if k in fields})
     metrics = task.train(settings)
-    pipeline = task.load(tmp / "run")
+    pipeline = _non_default(task.load(tmp / "run"))
     for seed in range(4):  # shaken again while it predicts little
         _shake(pipeline, seed)
         rows = pipeline.output_rows(TEXTS)
@@ -147,6 +149,17 @@ def _trained(param, tmp_path_factory):
     assert _count(rows) > 20, f"{name}: the shaken model predicts too little to compare"
     return SimpleNamespace(task=task, name=name, head=heads.get(task_name, name), tmp=tmp, settings=settings,
                            metrics=metrics, pipeline=pipeline, rows=rows, folder=tmp / "shaken")
+
+
+def _non_default(pipeline):
+    """The pipeline with its decoding settings away from their defaults, so
+    that every check below also shows that they travel (into the saved
+    folder, the exports, the JAX predict): a score temperature of 1.7 (NER
+    heads), every triple threshold lowered to 0.4 (triple heads)."""
+    if hasattr(pipeline, "set_temperature"):
+        pipeline.set_temperature(1.7)
+        return pipeline
+    return pipeline.with_thresholds({key: 0.4 for key in pipeline.thresholds})
 
 
 def _close(ours, theirs, atol, where=""):
@@ -285,6 +298,10 @@ from kerasbert_apps.{task}.train import {TASK}
 pipeline = {TASK}.load(sys.argv[1])
 texts = json.load(open(sys.argv[2], encoding="utf-8"))
 print("ROWS " + json.dumps(pipeline.output_rows(texts, batch_size=16), ensure_ascii=False))
+if hasattr(pipeline, "score_outcomes"):  # calibration's pass, on the host
+    from kerasbert_apps.ner.examples import Example
+    scores_at, _ = pipeline.score_outcomes([Example(t, [], "jax") for t in texts], batch_size=16)
+    print("OUTCOMES " + json.dumps(scores_at(1.3).tolist()))
 """
 
 
@@ -296,8 +313,15 @@ def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(trained, tmp_pat
                          capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
                          cwd=Path(__file__).resolve().parents[1])
     assert run.returncode == 0, run.stderr[-3000:]
-    on_jax = json.loads(next(l for l in run.stdout.splitlines() if l.startswith("ROWS "))[len("ROWS "):])
-    _close(trained.pipeline.output_rows(TEXTS, batch_size=16), on_jax, 2e-3, f"{trained.name} on JAX")
+    lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in run.stdout.splitlines()
+             if line.startswith(("ROWS ", "OUTCOMES "))}
+    _close(trained.pipeline.output_rows(TEXTS, batch_size=16), lines["ROWS"], 2e-3, f"{trained.name} on JAX")
+    if hasattr(trained.pipeline, "score_outcomes"):  # the scores calibration fits a temperature on, as on TensorFlow
+        from kerasbert_apps.ner.examples import Example
+
+        scores_at, _ = trained.pipeline.score_outcomes([Example(t, [], "tf") for t in TEXTS], batch_size=16)
+        assert len(lines["OUTCOMES"]) > 20
+        np.testing.assert_allclose(lines["OUTCOMES"], scores_at(1.3), atol=2e-3)
 
 
 def test_the_registry_lists_heads_without_model_code_and_names_the_choices():

@@ -23,9 +23,6 @@ from kerasbert_apps.ner.train import train
 from conftest import require_shared
 from kerasbert.cli import main as cli_main
 from kerasbert.errors import KerasbertError
-from kerasbert.graph_tokenizer import disallowed_ops
-from kerasbert.graph_tokenizer import list_ops
-from kerasbert.graph_tokenizer import non_core_ops
 
 WORDS = "all work and no play makes jack a dull boy".split()
 
@@ -247,56 +244,3 @@ def test_head_settings():
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", crf=False, head="global-pointer").check()
     with pytest.raises(KerasbertError, match="head must be one of"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="pointer").check()
-
-
-# --- export
-
-
-def test_text_export_in_a_fresh_process_gives_what_predict_gives(run, tmp_path):
-    from test_ner_export import _run_fresh
-
-    tmp, _ = run
-    tagger = SpanTagger.load(tmp / "run" / "model")
-    tagger.temperature = 1.7  # the export carries the score temperature
-    bias = tagger.model.pointer.q_dense.bias
-    bias.assign(bias.numpy() + 2.0)  # many entities, nested and crossing, to compare
-    long_text = " ".join(random.Random(5).choice(WORDS) for _ in range(300))
-    texts = [r["text"] for r in _records(30, 9)] + [long_text, "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
-    predicted = tagger.predict(texts)
-    path = tagger.export(tmp_path / "export")
-    ops = list_ops(path)
-    assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
-    served = _run_fresh(path, texts, tmp_path)
-    total = nested = 0
-    for text, ours, theirs in zip(texts, predicted, served):
-        assert [(e["start"], e["end"], e["type"], e["text"]) for e in ours["entities"]] == [
-            (e["start"], e["end"], e["type"], e["text"]) for e in theirs], text[:80]
-        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
-        spans = {(e["start"], e["end"]) for e in theirs}
-        nested += sum(any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans) for s, e in spans)
-        total += len(theirs)
-    assert total > 300 and nested > 100
-    assert len(served[texts.index(long_text)]) > 100  # decoded across many windows
-
-    # --input ids (core ops only): the span logits of each window; for the texts
-    # that fit one window, every (start, end, type) cell above 0 between [CLS]
-    # and [SEP] maps through the tokenizer's offsets to an entity predict gave,
-    # with sigmoid(logit / temperature) as the score
-    ids_path = tagger.export(tmp_path / "ids", input="ids")
-    assert non_core_ops(list_ops(ids_path)) == []
-    whole = tagger.tokenizer(texts, max_length=tagger.max_length)
-    short = [text for text, cut in zip(texts, whole.truncated) if not cut]
-    batch = tagger.tokenizer(short, max_length=tagger.max_length)
-    logits = tf.saved_model.load(str(ids_path)).signatures["serving_default"](
-        **{k: tf.constant(v) for k, v in batch.inputs.items()})["logits"].numpy()
-    found = 0
-    for i, text in enumerate(short):
-        n = int(batch.inputs["padding_mask"][i].sum())
-        cells = sorted((int(batch.offsets[i][s][0]), int(batch.offsets[i][e][1]), tagger.types[t], logits[i, s, e, t])
-                       for s, e, t in zip(*np.nonzero(logits[i] > 0)) if 0 < s <= e < n - 1)
-        ours = predicted[texts.index(text)]["entities"]
-        assert [c[:3] for c in cells] == [(e["start"], e["end"], e["type"]) for e in ours], text[:80]
-        np.testing.assert_allclose([1 / (1 + np.exp(-c[3] / 1.7)) for c in cells], [e["score"] for e in ours],
-                                   atol=2e-4)
-        found += len(cells)
-    assert len(short) >= 15 and found > 50

@@ -83,9 +83,9 @@ def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags
 
     The computation is :func:`kerasbert.crf.crf_segment_log_probability`
     (``keras.ops``, written once): on the TensorFlow backend it is traced
-    into the serving graph; on another backend, where this decoding runs
-    eagerly in TensorFlow, it runs on the values and comes back as a
-    TensorFlow tensor."""
+    into the serving graph; on another backend (where this TensorFlow
+    decoding runs around a model run on the host) it runs on the values,
+    through ``tf.numpy_function``."""
     import keras
     import tensorflow as tf
 
@@ -99,8 +99,15 @@ def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags
             allowed_start)
     if keras.backend.backend() == "tensorflow":
         return crf_segment_log_probability(*args)
-    values = [None if x is None else np.asarray(x) for x in args]
-    return tf.constant(keras.ops.convert_to_numpy(crf_segment_log_probability(*values)), tf.float32)
+    given = [i for i, x in enumerate(args) if x is not None]
+
+    def on_values(*values):
+        full = [None] * len(args)
+        for i, value in zip(given, values):
+            full[i] = value
+        return np.asarray(keras.ops.convert_to_numpy(crf_segment_log_probability(*full)), np.float32)
+
+    return tf.reshape(tf.numpy_function(on_values, [args[i] for i in given], tf.float32, stateful=False), [-1])
 
 
 def entity_spans(windows, row_tags, tables):
