@@ -20,7 +20,10 @@ bfloat16 export gives what the bfloat16 pipeline predicts; a LoRA folder
 ``predict`` on the JAX backend gives what TensorFlow gives (and, for a head
 with a score temperature, the scores calibration fits it on).
 
-A new head gets all of this by registering. Head-specific behaviour (the
+The text-export and JAX checks run once per task over all of its heads (one
+fresh process serves every export; one JAX process loads every folder: their
+imports are most of their cost); the trained heads are shared through
+:data:`_TRAINED`. A new head gets all of this by registering. Head-specific behaviour (the
 decoding rules, training rows, thresholds, calibration) stays in each head's
 own test file.
 """
@@ -125,7 +128,18 @@ def trained_fixture(task_name):
     return trained
 
 
+#: The trained heads of this session, by ``(task, head)``: the module-scoped
+#: ``trained`` fixture and the one JAX run per task share them.
+_TRAINED = {}
+
+
 def _trained(param, tmp_path_factory):
+    if param not in _TRAINED:
+        _TRAINED[param] = _train(param, tmp_path_factory)
+    return _TRAINED[param]
+
+
+def _train(param, tmp_path_factory):
     task_name, name = param
     task = TASKS[task_name]
     tmp = tmp_path_factory.mktemp(f"{task_name}_{name}")
@@ -222,24 +236,37 @@ def test_save_load_round_trip(trained):
     assert back.predict(TEXTS) == trained.pipeline.predict(TEXTS)
 
 
-def test_text_exports_in_a_fresh_process_give_what_predict_gives(trained, tmp_path):
-    """float32 and bfloat16 (the encoder's weights and matmuls; the head and
-    decoding stay float32): each export gives what the pipeline of its
-    precision predicts, with core ops plus the allowed TF-Text op only."""
-    half = trained.pipeline.with_precision("bfloat16")
-    assert trained.pipeline.with_precision("float32") is trained.pipeline
-    assert {v.dtype for v in half.model.encoder.weights} == {"bfloat16"}
-    head = [v for v in half.model.weights if v.path.startswith(half.head_prefix)]
-    assert head and {v.dtype for v in head} == {"float32"}
-    paths = [trained.pipeline.export(tmp_path / "export"), half.export(tmp_path / "bf16")]
-    for path in paths:
-        ops = list_ops(path)
-        assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
-    float32, bfloat16 = _served(paths, tmp_path)
-    _close(trained.rows, float32, 2e-4, trained.name)
-    _close(half.output_rows(TEXTS), bfloat16, 1e-3, f"{trained.name} bfloat16")
-    windowed = [row for text, row in zip(TEXTS, trained.rows) if len(text.split()) > MAX_LENGTH]
-    assert _count(windowed) > 0  # decoded across windows
+def text_exports_test_for(task_name):
+    """The contract's text-export check, once per task for all its heads
+    (one fresh process serves every head's exports)."""
+
+    def test_text_exports_in_a_fresh_process_give_what_predict_gives(tmp_path_factory, tmp_path):
+        """float32 and bfloat16 (the encoder's weights and matmuls; the head and
+        decoding stay float32) exports of every head: each gives what the
+        pipeline of its precision predicts, with core ops plus the allowed
+        TF-Text op only, served by one process that imports only TensorFlow
+        and TF-Text."""
+        every = [_trained(param, tmp_path_factory) for param in HEADS if param[0] == task_name]
+        paths, expected = [], []
+        for trained in every:
+            half = trained.pipeline.with_precision("bfloat16")
+            assert trained.pipeline.with_precision("float32") is trained.pipeline
+            assert {v.dtype for v in half.model.encoder.weights} == {"bfloat16"}
+            head = [v for v in half.model.weights if v.path.startswith(half.head_prefix)]
+            assert head and {v.dtype for v in head} == {"float32"}
+            for pipeline, precision, atol in ((trained.pipeline, "float32", 2e-4), (half, "bfloat16", 1e-3)):
+                path = pipeline.export(tmp_path / f"{trained.name}-{precision}")
+                ops = list_ops(path)
+                assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"]
+                paths.append(path)
+                rows = trained.rows if pipeline is trained.pipeline else pipeline.output_rows(TEXTS)
+                expected.append((rows, atol, f"{trained.name} {precision}"))
+            windowed = [row for text, row in zip(TEXTS, trained.rows) if len(text.split()) > MAX_LENGTH]
+            assert _count(windowed) > 0, trained.name  # decoded across windows
+        for served, (rows, atol, where) in zip(_served(paths, tmp_path), expected):
+            _close(rows, served, atol, where)
+
+    return test_text_exports_in_a_fresh_process_give_what_predict_gives
 
 
 def test_ids_export_gives_the_ids_endpoint(trained, tmp_path):
@@ -295,33 +322,47 @@ os.environ["KERAS_BACKEND"] = "jax"
 import keras
 assert keras.backend.backend() == "jax"
 from kerasbert_apps.{task}.train import {TASK}
-pipeline = {TASK}.load(sys.argv[1])
-texts = json.load(open(sys.argv[2], encoding="utf-8"))
-print("ROWS " + json.dumps(pipeline.output_rows(texts, batch_size=16), ensure_ascii=False))
-if hasattr(pipeline, "score_outcomes"):  # calibration's pass, on the host
-    from kerasbert_apps.ner.examples import Example
-    scores_at, _ = pipeline.score_outcomes([Example(t, [], "jax") for t in texts], batch_size=16)
-    print("OUTCOMES " + json.dumps(scores_at(1.3).tolist()))
+from kerasbert_apps.ner.examples import Example
+texts = json.load(open(sys.argv[1], encoding="utf-8"))
+for folder in sys.argv[2:]:
+    pipeline = {TASK}.load(folder)
+    out = {"rows": pipeline.output_rows(texts, batch_size=16)}
+    if hasattr(pipeline, "score_outcomes"):  # calibration's pass, on the host
+        scores_at, _ = pipeline.score_outcomes([Example(t, [], "jax") for t in texts], batch_size=16)
+        out["outcomes"] = scores_at(1.3).tolist()
+    print("OUT " + json.dumps(out, ensure_ascii=False), flush=True)
 """
 
 
-def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(trained, tmp_path):
-    pytest.importorskip("jax")
-    (tmp_path / "texts.json").write_text(json.dumps(TEXTS, ensure_ascii=False), encoding="utf-8")
-    script = JAX_PREDICT.replace("{task}", trained.task.name).replace("{TASK}", trained.task.name.upper())
-    run = subprocess.run([sys.executable, "-c", script, str(trained.folder), str(tmp_path / "texts.json")],
-                         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                         cwd=Path(__file__).resolve().parents[1])
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in run.stdout.splitlines()
-             if line.startswith(("ROWS ", "OUTCOMES "))}
-    _close(trained.pipeline.output_rows(TEXTS, batch_size=16), lines["ROWS"], 2e-3, f"{trained.name} on JAX")
-    if hasattr(trained.pipeline, "score_outcomes"):  # the scores calibration fits a temperature on, as on TensorFlow
-        from kerasbert_apps.ner.examples import Example
+def jax_test_for(task_name):
+    """The contract's JAX check, once per task for all its heads (one JAX
+    process loads every head's folder: the imports are most of its cost)."""
 
-        scores_at, _ = trained.pipeline.score_outcomes([Example(t, [], "tf") for t in TEXTS], batch_size=16)
-        assert len(lines["OUTCOMES"]) > 20
-        np.testing.assert_allclose(lines["OUTCOMES"], scores_at(1.3), atol=2e-3)
+    def test_predict_on_the_jax_backend_gives_what_tensorflow_gives(tmp_path_factory, tmp_path):
+        """``predict`` of every head's (shaken, non-default) model on the JAX
+        backend -- the model on the host between the same TensorFlow
+        tokenizer and decoding -- gives what TensorFlow gives, and so do the
+        scores calibration fits a temperature on, for a head with one."""
+        pytest.importorskip("jax")
+        every = [_trained(param, tmp_path_factory) for param in HEADS if param[0] == task_name]
+        (tmp_path / "texts.json").write_text(json.dumps(TEXTS, ensure_ascii=False), encoding="utf-8")
+        script = JAX_PREDICT.replace("{task}", task_name).replace("{TASK}", task_name.upper())
+        run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "texts.json"),
+                              *(str(t.folder) for t in every)], capture_output=True, text=True,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=Path(__file__).resolve().parents[1])
+        assert run.returncode == 0, run.stderr[-3000:]
+        outs = [json.loads(line[len("OUT "):]) for line in run.stdout.splitlines() if line.startswith("OUT ")]
+        assert len(outs) == len(every)
+        for trained, out in zip(every, outs):
+            _close(trained.pipeline.output_rows(TEXTS, batch_size=16), out["rows"], 2e-3, f"{trained.name} on JAX")
+            if hasattr(trained.pipeline, "score_outcomes"):
+                from kerasbert_apps.ner.examples import Example
+
+                scores_at, _ = trained.pipeline.score_outcomes([Example(t, [], "tf") for t in TEXTS], batch_size=16)
+                assert len(out["outcomes"]) > 20, trained.name
+                np.testing.assert_allclose(out["outcomes"], scores_at(1.3), atol=2e-3, err_msg=trained.name)
+
+    return test_predict_on_the_jax_backend_gives_what_tensorflow_gives
 
 
 def test_the_registry_lists_heads_without_model_code_and_names_the_choices():

@@ -109,10 +109,26 @@ def test_pretrain_on_a_full_disk(setup, tmp_path):
     assert not (output / "encoder").exists() and visible(output / "backup") == []
 
 
+def in_process(*argv):
+    """``kerasbert.cli.main`` in this process: ``(exit status, the last line
+    of standard error, all of it)``, as :func:`kerasbert` gives them."""
+    import contextlib
+    import io
+
+    from kerasbert.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = main([str(a) for a in argv])
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("kerasbert:")]
+    return status, (lines[-1] if lines else ""), err.getvalue()
+
+
 def test_outputs_that_cannot_be_written(setup, tmp_path):
     """A path through a regular file (ENOTDIR, root or not) for every writing
-    command, in one process each; and a folder under /sys where the system
-    refuses even root."""
+    command; and a folder under /sys where the system refuses even root. In
+    this process (``main``'s exit status and message are what the command
+    gives; the full-disk tests above run the command itself)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     cases = [
@@ -126,7 +142,7 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
          f"{blocker / 's.json'}: cannot write ({blocker} is a file, not a folder); choose another --output"),
     ]
     for argv, message in cases:
-        status, last, err = kerasbert(*argv)
+        status, last, err = in_process(*argv)
         assert status == 2 and "Traceback" not in err, (argv, err)
         assert last == f"kerasbert: error: {message}", (argv, err)
     try:
@@ -135,7 +151,7 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
         return  # /sys is writable here: nothing to test
     except OSError as e:
         reason = os.strerror(e.errno)
-    status, last, err = kerasbert("ner", "export", "--model", setup["model"], "--output", "/sys/kerasbert-export")
+    status, last, err = in_process("ner", "export", "--model", setup["model"], "--output", "/sys/kerasbert-export")
     assert status == 2 and "Traceback" not in err
     assert last == f"kerasbert: error: /sys/kerasbert-export/1: cannot write ({reason}); nothing was written"
 
