@@ -366,33 +366,37 @@ def crf_forward_backward(
         transition_params, num_tags, potentials.dtype, allowed, allowed_start
     )
     time_major = _time_major(potentials)
-    time = ops.shape(potentials)[1]
+    zero = ops.zeros((), dtype="int32")
     first = ops.zeros_like(potentials[:, 0, :])
-    history = ops.zeros_like(time_major)  # [time, batch, num_tags]
-    steps = ops.arange(time, dtype="int32")[:, None, None]
 
-    # One loop for both directions (a serving graph runs it on every request
-    # that finds an entity: one loop with few loop variables costs the fewest
-    # ops per step): step t gives alpha[t] and beta[time - 1 - t], each
-    # written into its history with a select (not a scatter: core ops only).
-    def step(t, alpha, beta, alphas, betas):
-        unary = ops.take(time_major, t, axis=0)
-        moved = ops.logsumexp(alpha[:, :, None] + transition_params[None, :, :], axis=1)
-        new_alpha = ops.where(ops.equal(t, 0), unary + start_penalty, moved + unary)
-        alpha = ops.where(ops.less(t, sequence_lengths)[:, None], new_alpha, alpha)
-        back = time - 1 - t
-        after = ops.take(time_major, ops.minimum(back + 1, time - 1), axis=0) + beta  # unary + beta at back + 1
-        moved = ops.logsumexp(transition_params[None, :, :] + after[:, None, :], axis=2)
-        beta = ops.where(ops.less(back + 1, sequence_lengths)[:, None], moved, ops.zeros_like(moved))
-        alphas = ops.where(ops.equal(steps, t), alpha[None], alphas)
-        betas = ops.where(ops.equal(steps, back), beta[None], betas)
-        return t + 1, alpha, beta, alphas, betas
+    def forward(carry, unary):
+        alpha, t = carry
+        moved = ops.logsumexp(
+            alpha[:, :, None] + transition_params[None, :, :], axis=1
+        )
+        new_alpha = ops.where(
+            ops.equal(t, 0), unary + start_penalty, moved + unary
+        )
+        keep = ops.less(t, sequence_lengths)[:, None]
+        carry = (ops.where(keep, new_alpha, alpha), t + 1)
+        return carry, carry
 
-    _, last_alpha, _, alpha, beta = ops.while_loop(
-        lambda t, *_: ops.less(t, time),
-        step,
-        (ops.zeros((), dtype="int32"), first, first, history, history),
-        maximum_iterations=time,
+    (last_alpha, _), (alpha, _) = ops.scan(forward, (first, zero), time_major)
+
+    def backward(carry, unary):
+        # carry: beta and unary at step t + 1; `unary` is step t's.
+        beta_next, unary_next, t = carry
+        moved = ops.logsumexp(
+            transition_params[None, :, :] + (unary_next + beta_next)[:, None, :],
+            axis=2,
+        )
+        inside = ops.less(t + 1, sequence_lengths)[:, None]
+        carry = (ops.where(inside, moved, ops.zeros_like(moved)), unary, t - 1)
+        return carry, carry
+
+    last = ops.shape(potentials)[1] - 1
+    _, (beta, _, _) = ops.scan(
+        backward, (first, first, zero + last), time_major, reverse=True
     )
     log_norm = ops.logsumexp(last_alpha, axis=1)
     log_norm = ops.where(sequence_lengths > 0, log_norm, ops.zeros_like(log_norm))
