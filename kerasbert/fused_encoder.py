@@ -32,14 +32,14 @@ mode while a TensorFlow function is traced runs this instead -- whatever head
 model it sits in. Tests hold the two to the same numbers
 (``tests/test_fused_encoder.py``). Core TensorFlow ops only.
 
-**Weights as constants** (:func:`constant_weights`, what every export
-traces under): the projection kernels are written into the graph as
+**Weights as constants** (:func:`constant_weights`, what bfloat16 exports
+trace under): the projection kernels are written into the graph as
 constants rather than read from variables. oneDNN then knows a kernel cannot
 change between calls: it repacks it once into the blocked layout of its
 fastest kernel (AMX / AVX512 ``brgemm``) and keeps it, where a kernel read
 from a variable is used in its plain layout by a slower GEMM that repacks it
 on every call -- which, for one short sentence, costs more than the
-arithmetic (``bench/encoder_floor.py``: ``tf-fused-const``). Only for graphs
+arithmetic (``bench/encoder_floor.py``: ``tf-fused-bf16-const``). Only for graphs
 that outlive no weight update: a SavedModel, never ``predict`` in a process
 that may train on.
 """

@@ -36,12 +36,16 @@ def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=Non
     if pipeline.lora:  # serve plain kernels with the adapters merged in
         return export_pipeline(pipeline.merged(), base, version, input, warmup_texts, model_name, jit_compile)
     warmup_texts = list(pipeline.warmup_texts if warmup_texts is None else warmup_texts)
+    # bfloat16: the kernels as constants (_constant_weights). Not for float32, where oneDNN's packed
+    # kernel measured no faster for one sentence and slower for a batch (bench/encoder_floor.py:
+    # tf-fused-const against tf-fused).
+    constant = _constant_weights if keras_dtype(pipeline.model.encoder) == "bfloat16" else (lambda endpoint: endpoint)
     if input == "ids":
         if jit_compile:
             raise KerasbertError("jit_compile applies to text exports only (--input text)")
-        endpoint, trackables = _constant_weights(in_serving_graph(pipeline.ids_endpoint())), [pipeline.model]
+        endpoint, trackables = constant(in_serving_graph(pipeline.ids_endpoint())), [pipeline.model]
     else:
-        endpoint = _constant_weights(lambda text: pipeline.serve(text, jit_compile=jit_compile))
+        endpoint = constant(lambda text: pipeline.serve(text, jit_compile=jit_compile))
         trackables = [pipeline.model, pipeline.graph_tokenizer]
     signature, warmup = signature_and_warmup(pipeline.tokenizer, pipeline.max_length, input, warmup_texts)
     if jit_compile:
