@@ -74,29 +74,28 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
+def _raised(flag):
+    """``flag`` of this thread's state set while the block runs, then as it was."""
+    before = getattr(_state, flag, False)
+    setattr(_state, flag, True)
+    try:
+        yield
+    finally:
+        setattr(_state, flag, before)
+
+
 def constant_weights():
     """While active, :func:`fused_encoder` traces the projection kernels as
     constants (module docstring). For exports only: a graph traced under it
     keeps the values the kernels had when it was traced."""
-    before = getattr(_state, "constant", False)
-    _state.constant = True
-    try:
-        yield
-    finally:
-        _state.constant = before
+    return _raised("constant")
 
 
-@contextlib.contextmanager
 def serving_graph():
     """While active, kerasbert encoders traced into a TensorFlow graph in
     inference mode compute through :func:`fused_encoder` (see
     :func:`graph_call`)."""
-    before = getattr(_state, "active", False)
-    _state.active = True
-    try:
-        yield
-    finally:
-        _state.active = before
+    return _raised("active")
 
 
 def graph_call(encoder, inputs, training):

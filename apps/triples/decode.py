@@ -1,11 +1,32 @@
 """What the triple heads' decoders share, as TensorFlow ops: a triple found
 in several windows kept once with its highest score and the triples sorted
 per text by (subject start, subject end, predicate, object start, object
-end) (:func:`unique_triples`); the padded outputs of the signatures
+end) (:func:`unique_triples`, on the character spans of :func:`triple_fields`); the padded outputs of the signatures
 (:func:`per_text`); the rows of an ``ids`` endpoint (:func:`id_rows`). Each
 head's own rule is in its folder (``heads/casrel/decode.py``,
 ``heads/gplinker/decode.py``).
 """
+
+
+def triple_fields(row_text, offsets, window, predicate, subject_first, subject_last, object_first, object_last):
+    """Flat triples as character spans: each triple's window row ``window``,
+    its ``predicate`` index and its subject's and object's first and last
+    token positions in that row -> the fields :func:`unique_triples` takes
+    (``start`` of the first token, ``end`` of the last, through ``offsets``
+    int32 [rows, len, 2]; ``text`` from ``row_text``)."""
+    import tensorflow as tf
+
+    def at(position, side):
+        return tf.gather_nd(offsets[..., side], tf.stack([window, position], 1))
+
+    return {
+        "text": tf.gather(row_text, window),
+        "subject_start": at(subject_first, 0),
+        "subject_end": at(subject_last, 1),
+        "predicate": predicate,
+        "object_start": at(object_first, 0),
+        "object_end": at(object_last, 1),
+    }
 
 
 def unique_triples(fields, score):

@@ -25,6 +25,7 @@ geometric mean of its subject's and its object's scores; then
 windows, sorted per text).
 """
 
+from kerasbert_apps.triples.decode import triple_fields
 from kerasbert_apps.triples.decode import unique_triples
 
 
@@ -105,16 +106,7 @@ def triples(model, thresholds, n_predicates, inputs, n_rows, row_text, offsets, 
     predicate = o_row % n_predicates
     window = tf.gather(s_row, subject)
 
-    def at(position, side):
-        return tf.gather_nd(offsets[..., side], tf.stack([window, position], 1))
-
-    fields = {
-        "text": tf.gather(row_text, window),
-        "subject_start": at(tf.gather(s_start, subject), 0),
-        "subject_end": at(tf.gather(s_end, subject), 1),
-        "predicate": predicate,
-        "object_start": at(o_start, 0),
-        "object_end": at(o_end, 1),
-    }
+    fields = triple_fields(row_text, offsets, window, predicate, tf.gather(s_start, subject), tf.gather(s_end, subject),
+                           o_start, o_end)
     score = tf.sqrt(tf.gather(s_score, subject) * o_score)
     return unique_triples(fields, score)

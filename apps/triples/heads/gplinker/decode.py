@@ -33,6 +33,7 @@ the work grows with the number of pairs, small for a trained model, large for
 an untrained one (or a very low entity threshold) that finds spans everywhere.
 """
 
+from kerasbert_apps.triples.decode import triple_fields
 from kerasbert_apps.triples.decode import unique_triples
 
 
@@ -94,15 +95,6 @@ def linked_triples(logits, row_text, offsets, allowed, entity_threshold=0.0, lin
                                      tf.gather_nd(head, hits), tf.gather_nd(tail, hits)], 1), axis=1)
 
     # --- 4. character spans, one triple per text
-    def at(position, side):
-        return tf.gather_nd(offsets[..., side], tf.stack([window, position], 1))
-
-    fields = {
-        "text": tf.gather(row_text, window),
-        "subject_start": at(tf.gather(s_first, subject), 0),
-        "subject_end": at(tf.gather(s_last, subject), 1),
-        "predicate": predicate,
-        "object_start": at(tf.gather(o_first, obj), 0),
-        "object_end": at(tf.gather(o_last, obj), 1),
-    }
+    fields = triple_fields(row_text, offsets, window, predicate, tf.gather(s_first, subject),
+                           tf.gather(s_last, subject), tf.gather(o_first, obj), tf.gather(o_last, obj))
     return unique_triples(fields, tf.sigmoid(lowest))
