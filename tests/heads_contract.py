@@ -73,7 +73,7 @@ def _sentences(n, seed):
     return out
 
 
-def _ner_record(words):
+def ner_record(words):
     """``jack`` is a PER, ``dull X`` a THING (``dull jack`` nests a PER)."""
     starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
     entities = []
@@ -143,7 +143,7 @@ def _train(param, tmp_path_factory):
     task_name, name = param
     task = TASKS[task_name]
     tmp = tmp_path_factory.mktemp(f"{task_name}_{name}")
-    record = _ner_record if task_name == "ner" else _triples_record
+    record = ner_record if task_name == "ner" else _triples_record
     for split, n, seed in (("train", 40, 0), ("dev", 12, 1)):
         (tmp / f"{split}.jsonl").write_text("".join(json.dumps(record(w)) + "\n" for w in _sentences(n, seed)),
                                            encoding="utf-8")

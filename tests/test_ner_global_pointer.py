@@ -21,6 +21,7 @@ from kerasbert_apps.ner.train import NER
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import require_shared
+from heads_contract import ner_record
 from kerasbert.cli import main as cli_main
 from kerasbert.errors import KerasbertError
 
@@ -41,14 +42,7 @@ def _records(n, seed):
         if rng.random() < 0.5:
             at = rng.randrange(len(words))
             words[at:at] = ["dull", "jack"]
-        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
-        entities = []
-        for i, word in enumerate(words):
-            if word == "jack":
-                entities.append({"start": starts[i], "end": starts[i] + 4, "type": "PER"})
-            if word == "dull" and i + 1 < len(words):
-                entities.append({"start": starts[i], "end": starts[i + 1] + len(words[i + 1]), "type": "THING"})
-        records.append({"text": " ".join(words), "entities": entities})
+        records.append(ner_record(words))
     return records
 
 
