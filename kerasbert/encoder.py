@@ -44,17 +44,19 @@ from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import TransformerEncoder
 from keras_hub.models import Backbone
 
+from kerasbert import activations
+
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 def gelu_tanh(x):
     """GELU, tanh approximation (google-research/bert ``gelu``; HF ``gelu_new``)."""
-    return keras.activations.gelu(x, approximate=True)
+    return activations.gelu(x, approximate=True)
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
 def gelu_erf(x):
     """Exact GELU, ``x * Phi(x)`` (Hugging Face ``gelu``)."""
-    return keras.activations.gelu(x, approximate=False)
+    return activations.gelu(x, approximate=False)
 
 
 ACTIVATIONS = {

@@ -10,12 +10,13 @@ import keras
 import numpy as np
 from keras_hub.layers import MaskedLMHead
 
+from kerasbert.activations import CompiledActivationsTraining
 from kerasbert.encoder import ACTIVATIONS
 from kerasbert.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="kerasbert")
-class BertMaskedLM(keras.Model):
+class BertMaskedLM(CompiledActivationsTraining, keras.Model):
     """Encoder + masked-LM head.
 
     Inputs: the encoder's three inputs plus ``mask_positions`` ([batch, n]

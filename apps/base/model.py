@@ -18,6 +18,7 @@ from keras import ops
 
 import kerasbert.encoder  # noqa: F401  (registers the encoder classes for loading saved models)
 from kerasbert_apps.base.pipeline import ENCODER_INPUTS
+from kerasbert.activations import CompiledActivationsTraining
 from kerasbert.layer_mix import LayerMix
 from kerasbert.distribution import logs_for_distribution
 from kerasbert.distribution import scale_loss_for_distribution
@@ -28,12 +29,13 @@ def encoder_inputs():
     return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
 
 
-class TaskModel(keras.Model):
+class TaskModel(CompiledActivationsTraining, keras.Model):
     """Base class of the apps' models (see the module docstring).
 
     ``compute_loss`` returns ``task_loss(x, y, y_pred)`` plus the layers'
     regularization losses, scaled for the number of replicas, so plain
-    ``model.fit(x, y)`` trains it on any backend.
+    ``model.fit(x, y)`` trains it on any backend. On TensorFlow its training
+    step runs the encoder's GELU compiled (:mod:`kerasbert.activations`).
     """
 
     @staticmethod

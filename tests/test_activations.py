@@ -1,0 +1,72 @@
+"""kerasbert.activations: the compiled GELU of TensorFlow training steps."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasbert import activations
+from kerasbert.activations import CompiledActivationsTraining
+from kerasbert.activations import compiled_activations
+from kerasbert.activations import gelu
+
+WIDTH = activations.COMPILE_FROM_WIDTH
+
+
+def _value_and_gradient(x, approximate):
+    @tf.function
+    def run(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = gelu(x, approximate)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(1.0, WIDTH + 1.0) / WIDTH)
+        return y, tape.gradient(loss, x)
+
+    return [t.numpy().astype(np.float32) for t in run(x)]
+
+
+def _ops(fn, *args):
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return {op.type for op in graph.get_operations()}
+
+
+@pytest.mark.parametrize("approximate", [False, True], ids=["erf", "tanh"])
+@pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_compiled_gelu_has_keras_values_and_gradients(approximate, dtype, tolerance):
+    x = tf.cast(tf.random.stateless_normal([3, 5, WIDTH], seed=[1, 2]) * 3.0, dtype)
+    plain = _value_and_gradient(x, approximate)
+    with compiled_activations():
+        compiled = _value_and_gradient(x, approximate)
+    for a, b in zip(plain, compiled):
+        np.testing.assert_allclose(b, a, atol=tolerance, rtol=tolerance)
+
+
+def test_only_wide_layers_inside_the_context_are_compiled():
+    wide, narrow = tf.TensorSpec([None, None, WIDTH]), tf.TensorSpec([None, None, WIDTH - 1])
+    plain = _ops(lambda x: gelu(x, False), wide)
+    with compiled_activations():
+        compiled = _ops(lambda x: gelu(x, False), wide)
+        small = _ops(lambda x: gelu(x, False), narrow)
+    assert "Erfc" in plain or "Erf" in plain
+    assert not {"Erf", "Erfc"} & compiled and compiled & {"StatefulPartitionedCall", "PartitionedCall"}
+    assert {"Erf", "Erfc"} & small
+    assert not getattr(activations._state, "on", False)  # the context restores the flag
+
+
+def test_a_training_step_is_compiled_and_predict_is_not(monkeypatch):
+    class Tiny(CompiledActivationsTraining, keras.Model):
+        pass
+
+    traced = []
+    compiled = activations._compiled
+    monkeypatch.setattr(activations, "_compiled", lambda: traced.append("compiled") or compiled())
+    inputs = keras.Input((4, WIDTH))
+    hidden = keras.layers.Dense(WIDTH, activation=lambda x: gelu(x, False))(inputs)
+    model = Tiny(inputs, keras.layers.Dense(1)(hidden))
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((2, 4, WIDTH), "float32"), np.zeros((2, 4, 1), "float32")
+    model.predict(x, verbose=0)
+    model.evaluate(x, y, verbose=0)
+    assert traced == []
+    model.train_on_batch(x, y)
+    assert traced == ["compiled"]
