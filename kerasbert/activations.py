@@ -5,7 +5,7 @@ The encoders' feed-forward activation (:func:`kerasbert.encoder.gelu_erf`,
 :func:`compiled_activations` that is ``keras.activations.gelu``: plain
 ``keras.ops``, any backend.
 
-Inside :func:`compiled_activations` on the TensorFlow backend (what
+Inside :func:`compiled_activations` on the TensorFlow backend, in bfloat16 (what
 :meth:`kerasbert_apps.base.model.TaskModel.train_step` and the masked-LM
 pre-training step trace under), GELU is one XLA-compiled kernel for the
 forward pass and one for its gradient (``tf.custom_gradient``), each a single
@@ -46,14 +46,20 @@ def compiled_activations():
 
 def gelu(x, approximate):
     """GELU (``approximate``: the tanh form), compiled inside
-    :func:`compiled_activations` on TensorFlow for a last axis of at least
-    :data:`COMPILE_FROM_WIDTH`, ``keras.activations.gelu`` otherwise. Same values either way (float32 arithmetic; the compiled form
+    :func:`compiled_activations` on TensorFlow for a :data:`COMPILED_DTYPES`
+    input whose last axis is at least :data:`COMPILE_FROM_WIDTH`,
+    ``keras.activations.gelu`` otherwise. Same values either way (float32 arithmetic; the compiled form
     rounds a bfloat16 input once, at the end)."""
     if (getattr(_state, "on", False) and keras.backend.backend() == "tensorflow"
-            and (x.shape[-1] or 0) >= COMPILE_FROM_WIDTH):
+            and x.dtype in COMPILED_DTYPES and (x.shape[-1] or 0) >= COMPILE_FROM_WIDTH):
         return _compiled()[bool(approximate)](x)
     return keras.activations.gelu(x, approximate=approximate)
 
+
+#: The compute dtypes compiled: bfloat16 (``mixed_bfloat16``), where
+#: TensorFlow's elementwise kernels are slowest. In float32 they are vectorized
+#: and the compiled pair measured no faster within a whole training step.
+COMPILED_DTYPES = ("bfloat16", "float16")
 
 #: Narrower layers keep ``keras.activations.gelu``: compiling for each new
 #: batch shape costs more than a small layer's GELU saves.

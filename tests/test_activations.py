@@ -31,18 +31,23 @@ def _ops(fn, *args):
 
 
 @pytest.mark.parametrize("approximate", [False, True], ids=["erf", "tanh"])
-@pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-5), ("bfloat16", 2e-2)])
-def test_compiled_gelu_has_keras_values_and_gradients(approximate, dtype, tolerance):
-    x = tf.cast(tf.random.stateless_normal([3, 5, WIDTH], seed=[1, 2]) * 3.0, dtype)
-    plain = _value_and_gradient(x, approximate)
+def test_compiled_gelu_has_keras_values_and_gradients(approximate):
+    x = tf.random.stateless_normal([3, 5, WIDTH], seed=[1, 2]) * 3.0
+    exact = _value_and_gradient(x, approximate)  # float32: keras.activations.gelu
+    plain = _value_and_gradient(tf.cast(x, "bfloat16"), approximate)
     with compiled_activations():
-        compiled = _value_and_gradient(x, approximate)
-    for a, b in zip(plain, compiled):
-        np.testing.assert_allclose(b, a, atol=tolerance, rtol=tolerance)
+        compiled = _value_and_gradient(tf.cast(x, "bfloat16"), approximate)
+        assert np.array_equal(_value_and_gradient(x, approximate)[0], exact[0])  # float32 is not compiled
+    for e, a, b in zip(exact, plain, compiled):
+        # bfloat16 rounding of the input (and the output) on both sides; the
+        # compiled form computes in float32 in between, so it is no further
+        # from the float32 values than keras's bfloat16 arithmetic
+        np.testing.assert_allclose(b, a, atol=0.05, rtol=0.02)
+        assert np.abs(b - e).max() <= np.abs(a - e).max() + 1e-6
 
 
 def test_only_wide_layers_inside_the_context_are_compiled():
-    wide, narrow = tf.TensorSpec([None, None, WIDTH]), tf.TensorSpec([None, None, WIDTH - 1])
+    wide, narrow = tf.TensorSpec([None, None, WIDTH], "bfloat16"), tf.TensorSpec([None, None, WIDTH - 1], "bfloat16")
     plain = _ops(lambda x: gelu(x, False), wide)
     with compiled_activations():
         compiled = _ops(lambda x: gelu(x, False), wide)
@@ -61,7 +66,7 @@ def test_a_training_step_is_compiled_and_predict_is_not(monkeypatch):
     compiled = activations._compiled
     monkeypatch.setattr(activations, "_compiled", lambda: traced.append("compiled") or compiled())
     inputs = keras.Input((4, WIDTH))
-    hidden = keras.layers.Dense(WIDTH, activation=lambda x: gelu(x, False))(inputs)
+    hidden = keras.layers.Dense(WIDTH, activation=lambda x: gelu(x, False), dtype="mixed_bfloat16")(inputs)
     model = Tiny(inputs, keras.layers.Dense(1)(hidden))
     model.compile(optimizer="sgd", loss="mse")
     x, y = np.ones((2, 4, WIDTH), "float32"), np.zeros((2, 4, 1), "float32")
