@@ -63,6 +63,10 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
     from kerasbert_apps.ner.train import train
 
     out = Path(args.workdir) / tag
+    if out.exists() and not (out / "backup").exists():
+        import shutil
+
+        shutil.rmtree(out)  # a finished run of an earlier invocation: measure a fresh one (a killed one resumes)
     config = NerTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
         epochs=args.epochs, batch_size=32, max_length=args.max_length, precision=precision,
