@@ -13,8 +13,12 @@ threads (all cores by default).
   (``kerasbert ner export --jit-compile``: the model compiled by XLA on padded
   shapes); its warmup requests are replayed before timing, as TF Serving
   replays them at load (the compile time is printed).
+* ``kerasbert-head``: the export with ``jit_compile="head"`` (``--jit-compile
+  head``: the head after the encoder -- BiLSTM, emissions, Viterbi -- compiled
+  by XLA, the encoder left to oneDNN); warmup replayed as for ``-jit``;
 * ``kerasbert-bf16``: the export with ``--precision bfloat16`` (the
   encoder's weights and matmuls in bfloat16, the head and decoding float32);
+  combines with ``-head`` (``kerasbert-head-bf16``);
 * ``student``, ``student-jit``, ...: the same exports of a second tagger
   (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``;
   without it, an untrained ``--student-layers`` student of the same shape);
@@ -43,7 +47,8 @@ p99.
 
     python bench/serving_throughput.py [--model RUN/model] [--student RUN/model]
         [--sentences 512] [--repeats 3] [--threads N]
-        [--systems kerasbert,kerasbert-jit,kerasbert-bf16,kerasbert-keras,student,student-jit,hf,hf-1]
+        [--systems kerasbert,kerasbert-jit,kerasbert-head,kerasbert-bf16,kerasbert-head-bf16,kerasbert-keras,
+                   student,student-jit,student-head-bf16,hf,hf-1]
         [--threads N] [--intra-threads 1]
 
 A ``-bf16`` system (``export --precision bfloat16``) also reports
@@ -143,11 +148,13 @@ def load_tagger(model, student_layers=None):
 
 def parse_system(name):
     """``(model, jit_compile, precision)`` of a kerasbert system name:
-    ``kerasbert`` or ``student``, then ``-jit``, ``-bf16`` and/or ``-keras``."""
+    ``kerasbert`` or ``student``, then ``-jit`` (``jit_compile=True``) or
+    ``-head`` (``jit_compile="head"``), ``-bf16`` and/or ``-keras``."""
     parts = name.split("-")
-    if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "bf16", "keras"}:
+    if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "head", "bf16", "keras"}:
         raise ValueError(name)
-    return parts[0], "jit" in parts[1:], "bfloat16" if "bf16" in parts[1:] else "float32"
+    jit_compile = "head" if "head" in parts[1:] else "jit" in parts[1:]
+    return parts[0], jit_compile, "bfloat16" if "bf16" in parts[1:] else "float32"
 
 
 def export_of(tagger, folder, jit_compile, keras_layers):
@@ -181,7 +188,8 @@ def bench_kerasbert(args, sentences, system):
     def call(texts):
         return serve(text=tf.constant(texts))["count"].numpy()
 
-    options = (" --jit-compile" if jit_compile else "") + (f" --precision {precision}" if precision != "float32" else "")
+    options = ((" --jit-compile head" if jit_compile == "head" else " --jit-compile" if jit_compile else "")
+               + (f" --precision {precision}" if precision != "float32" else ""))
     if "keras" in system.split("-"):
         options += ", Keras layers (before)"
     layers = int(tagger.model.encoder.num_layers)
@@ -267,7 +275,8 @@ def main():
     parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
     parser.add_argument("--systems", default="kerasbert,kerasbert-jit,hf",
                         help="comma-separated: hf, and kerasbert or student (the --student model) followed by "
-                        "-jit (export --jit-compile) and/or -bf16 (export --precision bfloat16), e.g. "
+                        "-jit (export --jit-compile) or -head (--jit-compile head) and/or -bf16 (export --precision "
+                        "bfloat16), e.g. "
                         "kerasbert,kerasbert-bf16,student-jit,hf")
     parser.add_argument("--student", help="a second tagger folder (e.g. a distilled student) for the student* systems")
     parser.add_argument("--student-layers", type=int, default=3,

@@ -124,8 +124,8 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
     on inputs padded to a few shapes only.
 
     XLA compiles once per input shape (seconds for a BERT encoder on a
-    CPU; bench/serving_throughput.py measures it), so the rows (a dict of ``[rows, len]`` tensors with a
-    ``padding_mask``, as :func:`by_length` passes them) are padded to the
+    CPU; bench/serving_throughput.py measures it), so the rows (a dict of ``[rows, len]`` or
+    ``[rows, len, ...]`` tensors with a ``padding_mask``, as :func:`by_length` passes them) are padded to the
     next of ``row_buckets`` rows (copies of the last row; beyond the largest,
     to a multiple of it) and to a multiple of ``width_step`` columns
     (padding masked), and the outputs (``[rows, len, ...]``) are cut back.
@@ -148,7 +148,8 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
                            (n + largest - 1) // largest * largest)
         width_to = (width + width_step - 1) // width_step * width_step
         index = tf.minimum(tf.range(rows_to), n - 1)
-        out = jitted({k: tf.pad(tf.gather(v, index), [[0, 0], [0, width_to - width]]) for k, v in inputs.items()})
+        out = jitted({k: tf.pad(tf.gather(v, index), [[0, 0], [0, width_to - width]] + [[0, 0]] * (v.shape.rank - 2))
+                      for k, v in inputs.items()})
         return {k: v[:n, :width] for k, v in out.items()}
 
     return call

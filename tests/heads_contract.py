@@ -284,6 +284,11 @@ def test_ids_export_gives_the_ids_endpoint(trained, tmp_path):
             np.testing.assert_allclose(a, b, atol=2e-4, err_msg=key)
         else:
             np.testing.assert_array_equal(a, b, err_msg=key)
+    if not pipeline.compiled_head:  # jit_compile="head" is refused before anything is traced
+        from kerasbert.errors import KerasbertError
+
+        with pytest.raises(KerasbertError, match="no part that compiles on its own"):
+            pipeline.export(tmp_path / "head", jit_compile="head")
 
 
 def test_lora_folder_loads_back_and_merges(trained, tmp_path):

@@ -23,6 +23,7 @@ import tensorflow as tf
 import kerasbert
 from kerasbert_apps.ner.readers import read_ner_file
 from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
+from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
 from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
@@ -296,6 +297,69 @@ def test_fused_bilstm_computes_the_keras_layer():
     assert fused_bilstm(keras.layers.Bidirectional(keras.layers.GRU(6, return_sequences=True))) is None
     mixed = keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True, dtype="mixed_bfloat16"))
     assert fused_bilstm(mixed) is None
+
+
+def _compiled_functions(function_library):
+    return [f.signature.name for f in function_library.function
+            if "_XlaMustCompile" in f.attr and f.attr["_XlaMustCompile"].b]
+
+
+def test_the_head_compiled_export_gives_what_predict_gives(tagger, sentences, exported, tmp_path, capsys):
+    """``export --jit-compile head``: the head after the encoder (BiLSTM,
+    emissions, Viterbi) is an XLA-compiled function, the encoder is not; its
+    warmup requests reach every padded shape; in a process without kerasbert
+    it gives what ``predict`` (the plain graph, no XLA) gives. A head without
+    a compiled part is refused."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from kerasbert.export import JIT_ROW_BUCKETS
+
+    model_dir = tmp_path / "model"
+    tagger.save(model_dir)
+    assert cli_main(["ner", "export", "--model", str(model_dir), "--output", str(tmp_path / "jit"),
+                     "--jit-compile", "head"]) == 0
+    out = capsys.readouterr().out
+    assert "the head after the encoder runs compiled by XLA" in out and "--xla_cpu_compilation_enabled=true" in out
+    path = tmp_path / "jit" / "1"
+    assert describe(path)["jit_compile"] == "head"
+    assert disallowed_ops(list_ops(path)) == []
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((path / "saved_model.pb").read_bytes())
+    library = saved.meta_graphs[0].graph_def.library
+    compiled = [f for f in library.function if "_XlaMustCompile" in f.attr and f.attr["_XlaMustCompile"].b]
+    assert compiled and not any(n.op.startswith("_FusedMatMul") or n.op == "MatMul" and "encoder" in n.name
+                                for f in compiled for n in f.node_def)
+    assert [len(r.inputs["text"].string_val) for r in read_warmup(path)][-len(JIT_ROW_BUCKETS):] == list(JIT_ROW_BUCKETS)
+    for plain in (exported[1], ):  # the plain export and predict compile nothing
+        saved.ParseFromString((plain / "saved_model.pb").read_bytes())
+        assert not _compiled_functions(saved.meta_graphs[0].graph_def.library)
+    assert not _compiled_functions(tagger.serving_function_of().get_concrete_function().graph.as_graph_def().library)
+    texts = sentences[:60] + EDGE_CASES
+    served = _run_fresh(path, texts, tmp_path)
+    assert sum(len(e) for e in served) > 300
+    for text, ours, theirs in zip(texts, tagger.predict(texts), served):
+        assert [(e["start"], e["end"], e["type"]) for e in ours["entities"]] == [
+            (e["start"], e["end"], e["type"]) for e in theirs], text[:80]
+        np.testing.assert_allclose([e["score"] for e in ours["entities"]], [e["score"] for e in theirs], atol=2e-4)
+
+
+@pytest.mark.parametrize("use_lstm,use_crf", [(True, True), (False, True), (True, False)])
+def test_the_compiled_head_computes_the_model(use_lstm, use_crf):
+    """graph_scorer's compiled head on rows of several lengths (padded to its
+    shapes, masked) gives the Keras model's tags and emission scores."""
+    keras.utils.set_random_seed(5)
+    encoder = BertEncoder(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                          max_sequence_length=64)
+    model = NerModel(encoder, 7, use_lstm=use_lstm, lstm_units=6, use_crf=use_crf)
+    lengths = np.array([9, 4, 2, 7, 3])
+    mask = (np.arange(9)[None, :] < lengths[:, None]).astype("int32")
+    rows = {"token_ids": np.random.default_rng(2).integers(1, 50, (5, 9)).astype("int32") * mask,
+            "segment_ids": np.zeros((5, 9), "int32"), "padding_mask": mask}
+    want = model(rows, training=False)
+    got = tf.function(graph_scorer(model, compiled_head=True))({k: tf.constant(v) for k, v in rows.items()})
+    real = mask.astype(bool)
+    np.testing.assert_array_equal(got["tags"].numpy()[real], np.asarray(want["tags"])[real])
+    np.testing.assert_allclose(got["potentials"].numpy()[real], np.asarray(want["potentials"])[real], atol=1e-5)
 
 
 def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):

@@ -88,10 +88,12 @@ def add_task_commands(subparsers, task):
     export.add_argument("--input", choices=("text", "ids"), default="text",
                         help="text: raw strings in, tokenization in the graph (needs TF-Text ops, which TF Serving "
                         "links); ids: token_ids/segment_ids/padding_mask in, core TensorFlow ops only")
-    export.add_argument("--jit-compile", action="store_true",
-                        help="run the model compiled by XLA (text input only): faster per request on a CPU; the "
-                        "model is padded to a few shapes, which the warmup requests compile when the server loads "
-                        "it (see 'Which export for which CPU' in the docs, docs/serving-speed.md)")
+    export.add_argument("--jit-compile", nargs="?", const="model", choices=("model", "head"), default=False,
+                        help="compile with XLA (text input only): 'model' (the default) the whole model, 'head' "
+                        "the head after the encoder (the crf/softmax heads: BiLSTM, emissions, Viterbi) with the "
+                        "encoder left to oneDNN. Padded to a few shapes, which the warmup requests compile when "
+                        "the server loads it; TF Serving must be started with --xla_cpu_compilation_enabled=true "
+                        "(see 'Which export for which CPU' in the docs, docs/serving-speed.md)")
     _precision_option(export, export=True)
     task.add_options(export, "export")
     export.set_defaults(func=lambda args: _export(task, args))
@@ -247,10 +249,15 @@ def print_export(path):
     print(f"  warmup: {path}/assets.extra/tf_serving_warmup_requests")
     if info.get("precision", "float32") != "float32":
         print(f"  precision: the encoder's weights and matmuls in {info['precision']}; head and decoding float32")
-    if info.get("jit_compile"):
-        print("  jit_compile: the model runs compiled by XLA; the warmup requests compile each padded shape at load")
+    jit = info.get("jit_compile")
+    if jit:
+        compiled = "the head after the encoder runs" if jit == "head" else "the model runs"
+        print(f"  jit_compile: {compiled} compiled by XLA; the warmup requests compile each padded shape at load "
+              "(TF Serving needs --xla_cpu_compilation_enabled=true)")
     base = os.path.abspath(os.path.dirname(path))
     name = os.path.basename(base)
-    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {base}:/models/{name} -e MODEL_NAME={name} tensorflow/serving")
+    xla = " --xla_cpu_compilation_enabled=true" if jit else ""
+    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {base}:/models/{name} -e MODEL_NAME={name} "
+          f"tensorflow/serving{xla}")
     print(f"  then:  curl -X POST localhost:8501/v1/models/{name}:predict -d '{{\"instances\": [{{\"text\": \"...\"}}]}}'")
     return 0

@@ -33,6 +33,11 @@ def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=Non
     from kerasbert.export import jit_warmup_texts
     from kerasbert.export import signature_and_warmup
 
+    if jit_compile not in (False, True, "model", "head"):
+        raise KerasbertError(f"jit_compile must be False, True, 'model' or 'head', got {jit_compile!r}")
+    if jit_compile == "head" and not pipeline.compiled_head:
+        raise KerasbertError(f"jit_compile 'head': the {pipeline.settings().get('head', type(pipeline).__name__)} "
+                             "head has no part that compiles on its own; use jit_compile 'model' or a plain export")
     if pipeline.lora:  # serve plain kernels with the adapters merged in
         return export_pipeline(pipeline.merged(), base, version, input, warmup_texts, model_name, jit_compile)
     warmup_texts = list(pipeline.warmup_texts if warmup_texts is None else warmup_texts)
@@ -45,12 +50,15 @@ def export_pipeline(pipeline, base, version=None, input="text", warmup_texts=Non
             raise KerasbertError("jit_compile applies to text exports only (--input text)")
         endpoint, trackables = constant(in_serving_graph(pipeline.ids_endpoint())), [pipeline.model]
     else:
-        endpoint = constant(lambda text: pipeline.serve(text, jit_compile=jit_compile))
+        head_only = jit_compile == "head"
+        endpoint = constant(lambda text: pipeline.serve(text, jit_compile=bool(jit_compile) and not head_only,
+                                                        compiled_heads=head_only))
         trackables = [pipeline.model, pipeline.graph_tokenizer]
     signature, warmup = signature_and_warmup(pipeline.tokenizer, pipeline.max_length, input, warmup_texts)
     if jit_compile:
         warmup += [{"text": texts} for texts in jit_warmup_texts(pipeline.tokenizer, pipeline.max_length)]
     description = {"task": pipeline.task, **pipeline.settings(), "tokenizer": pipeline.tokenizer.get_config(),
-                   "jit_compile": bool(jit_compile), "precision": keras_dtype(pipeline.model.encoder)}
+                   "jit_compile": "head" if jit_compile == "head" else bool(jit_compile),
+                   "precision": keras_dtype(pipeline.model.encoder)}
     return export_saved_model(base, version, endpoint, signature, trackables, description, warmup,
                               pipeline.tokenizer.vocab, input, model_name)

@@ -227,19 +227,26 @@ class Pipeline:
         of tensors padded per batch, with ``count`` [batch])."""
         raise NotImplementedError
 
-    def serve(self, text, jit_compile=False):
+    #: Whether the head after the encoder can run compiled by XLA on its own
+    #: (``export(..., jit_compile="head")``, :class:`GraphRunner`).
+    compiled_head = False
+
+    def serve(self, text, jit_compile=False, compiled_heads=False):
         """The ``text`` signature: steps 1-3 as TensorFlow ops (``text``:
         ``tf.string [batch]``); with ``jit_compile``, the model runs compiled
-        by XLA (:class:`GraphRunner`)."""
+        by XLA; with ``compiled_heads``, the head after the encoder does
+        (:class:`GraphRunner`)."""
         import tensorflow as tf
 
         texts = tf.reshape(text, [-1])
         with tf.name_scope("windows"):
             windows = self.windows(texts)
-        return self.infer(texts, windows, GraphRunner(jit_compile))
+        return self.infer(texts, windows, GraphRunner(jit_compile, compiled_heads))
 
     def serving_function_of(self, jit_compile=False):
-        """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
+        """:meth:`serve` as a ``tf.function``: what ``predict`` runs on
+        TensorFlow, and the SavedModel too, except that an export traces it
+        with ``compiled_heads``."""
         if not jit_compile:
             return self._text_function("serve", self.serve)
         return self._text_function("serve_jit", lambda text: self.serve(text, jit_compile=True))
@@ -308,9 +315,13 @@ class Pipeline:
         ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`);
         ``version`` defaults to the next free integer; ``model_name`` goes into
         the warmup requests (default: the base folder's name). With
-        ``jit_compile`` (text input only) the model runs compiled by XLA on a
-        few padded shapes, and warmup requests reach each shape, so the
-        server compiles them all when it loads the model."""
+        ``jit_compile`` (text input only) the model (``True`` or ``"model"``)
+        or only the head after the encoder (``"head"``, pipelines whose
+        :attr:`compiled_head` is set; the encoder stays oneDNN's) runs
+        compiled by XLA on a few padded shapes, and warmup requests reach
+        each shape, so the server compiles them all when it loads the model;
+        TF Serving runs such a model only when started with
+        ``--xla_cpu_compilation_enabled=true``."""
         from kerasbert_apps.base.export import export_pipeline
 
         return export_pipeline(self, base, version, input, warmup_texts, model_name, jit_compile)

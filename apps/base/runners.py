@@ -30,12 +30,23 @@ class GraphRunner:
     :func:`kerasbert.fused_encoder.fused_encoder` (the same function, written
     with ops that oneDNN fuses). With ``jit_compile``, :meth:`rows` runs the
     model compiled by XLA, on a few padded shapes
-    (:func:`kerasbert.export.jit_buckets`)."""
+    (:func:`kerasbert.export.jit_buckets`).
+
+    ``compiled_heads`` (what text exports trace with): a head may run its
+    numeric part after the encoder compiled by XLA on those padded shapes
+    (the BIO head: BiLSTM, emissions and Viterbi,
+    :func:`kerasbert_apps.ner.heads.bio.fused_bilstm.graph_scorer`), one
+    kernel where a plain graph runs a loop of small ops per token. XLA
+    compiles each shape once per process: the export's warmup requests
+    (:func:`kerasbert.export.jit_warmup_texts`) compile them all when a
+    server loads it, while ``predict``, which would pay them in a short
+    run, keeps the plain graph."""
 
     in_graph = True
 
-    def __init__(self, jit_compile=False):
+    def __init__(self, jit_compile=False, compiled_heads=False):
         self.jit_compile = bool(jit_compile)
+        self.compiled_heads = bool(compiled_heads)
 
     def rows(self, model, inputs):
         """``model`` over rows of encoder inputs (``[rows, len]`` with a

@@ -6,8 +6,9 @@ which ``predict`` runs too on TensorFlow) :func:`graph_scorer` runs the
 :class:`~kerasbert_apps.ner.heads.bio.model.NerModel` with its BiLSTM computed by
 :func:`fused_bilstm` instead: TensorFlow's ``BlockLSTMV2`` (a core op, so
 the export's op check passes) with the layer's own weights -- the same
-numbers, about half the time for a short sentence on a CPU. Training and the
-JAX backend use the Keras layer.
+numbers, about half the time for a short sentence on a CPU. Text exports go
+further and compile the whole head with XLA (:func:`graph_scorer`). Training
+and the JAX backend use the Keras layer.
 """
 
 
@@ -63,14 +64,36 @@ def fused_bilstm(layer):
     return call
 
 
-def graph_scorer(model):
+def graph_scorer(model, compiled_head=False):
     """``rows -> {"potentials", "tags"}`` computing ``model`` (a
-    :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`) in a TensorFlow graph with its BiLSTM
-    run by :func:`fused_bilstm`; ``None`` when there is nothing to fuse (no
-    BiLSTM, a layer :func:`fused_bilstm` does not cover, or not a NerModel):
-    then call the model itself."""
+    :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`) in a TensorFlow graph: the
+    encoder as the serving graph computes it, then the head (BiLSTM,
+    emissions, CRF Viterbi or argmax)
+
+    * with ``compiled_head`` (text exports,
+      :class:`~kerasbert_apps.base.runners.GraphRunner`): compiled by XLA on
+      padded shapes (:func:`kerasbert.export.jit_buckets`): one kernel instead of
+      the plain graph's BiLSTM kernels and its Viterbi loop, several small ops per
+      token; the same numbers (Keras's LSTM and CRF, masked padding);
+    * otherwise with its BiLSTM run by :func:`fused_bilstm`.
+
+    ``None`` when there is nothing to do (no head to compile, or no BiLSTM
+    :func:`fused_bilstm` covers): then call the model itself."""
     import tensorflow as tf
 
+    def scores(potentials, tags):
+        return {"potentials": tf.cast(potentials, tf.float32), "tags": tf.cast(tags, tf.int32)}
+
+    if compiled_head and hasattr(model, "head"):
+        from kerasbert.export import jit_buckets
+
+        head = jit_buckets(lambda x: scores(*model.head(x["sequence"], x["padding_mask"], training=False)))
+
+        def call(rows):
+            sequence = model.encoded(model.encoder(rows, training=False))
+            return head({"sequence": sequence, "padding_mask": rows["padding_mask"]})
+
+        return call
     lstm = getattr(model, "lstm", None)
     bilstm = fused_bilstm(lstm) if lstm is not None else None
     if bilstm is None:
@@ -78,7 +101,6 @@ def graph_scorer(model):
 
     def call(rows):
         sequence = model.encoded(model.encoder(rows, training=False))
-        potentials, tags = model.head(sequence, rows["padding_mask"], bilstm=bilstm, training=False)
-        return {"potentials": tf.cast(potentials, tf.float32), "tags": tf.cast(tags, tf.int32)}
+        return scores(*model.head(sequence, rows["padding_mask"], bilstm=bilstm, training=False))
 
     return call

@@ -53,6 +53,7 @@ class Tagger(ScoreTemperature, NerPipeline):
 
     #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
     selection_measure = "bio"
+    compiled_head = True  # export(..., jit_compile="head"): fused_bilstm.graph_scorer
 
     settings_file = "tagger.json"
     labels_key = "tags"
@@ -110,7 +111,8 @@ class Tagger(ScoreTemperature, NerPipeline):
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
         # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
-        scorer = (graph_scorer(self.model) if run.in_graph and not run.jit_compile else None) or self.model
+        scorer = (graph_scorer(self.model, run.compiled_heads) if run.in_graph and not run.jit_compile else None)
+        scorer = scorer or self.model
         out = run.rows(scorer, inputs)
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
