@@ -181,7 +181,7 @@ def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
     return [tf.TensorSpec([None], tf.string, name="text")], [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
 
 
-def by_length(fn, inputs, rows_per_call=8):
+def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     """Call ``fn`` on rows of similar length: inside a serving graph, the rows
     of ``inputs`` (a dict of ``[rows, len]`` tensors with a ``padding_mask``)
     are sorted by length and cut into groups of ``rows_per_call``, each trimmed
@@ -197,7 +197,11 @@ def by_length(fn, inputs, rows_per_call=8):
     the Keras encoder and with the fused one (``bench/serving_throughput.py``
     with the length groups changed); smaller groups pad less, below 8 the
     per-group overhead wins. With one intra-op thread the groups of a batch
-    run side by side on the inter-op threads."""
+    run side by side on the inter-op threads.
+
+    ``one_group_fn``, when given, replaces ``fn`` for a batch that is one
+    group (same outputs): e.g. a form of the model that is faster for one
+    short text and slower for the groups of a big batch."""
     import tensorflow as tf
 
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)
@@ -211,6 +215,7 @@ def by_length(fn, inputs, rows_per_call=8):
     # structure is known without running the model once more on every request.
     input_specs = {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()}
     fn = tf.function(fn, input_signature=[input_specs])
+    single = fn if one_group_fn is None else tf.function(one_group_fn, input_signature=[input_specs])
     traced = fn.get_concrete_function().structured_outputs
     specs = {k: (v.dtype, v.shape) for k, v in traced.items()}
     arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}
@@ -231,7 +236,7 @@ def by_length(fn, inputs, rows_per_call=8):
         return {k: tf.gather(array.concat(), inverse) for k, array in done.items()}
 
     def one_group():  # e.g. one short text: no sorting, gathering or loop
-        out = fn(inputs)
+        out = single(inputs)
         return {k: out[k] for k in specs}
 
     results = tf.cond(n_rows <= rows_per_call, one_group, grouped)

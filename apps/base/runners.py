@@ -32,15 +32,16 @@ class GraphRunner:
     model compiled by XLA, on a few padded shapes
     (:func:`kerasbert.export.jit_buckets`).
 
-    ``compiled_heads`` (what text exports trace with): a head may run its
-    numeric part after the encoder compiled by XLA on those padded shapes
-    (the BIO head: BiLSTM, emissions and Viterbi,
-    :func:`kerasbert_apps.ner.heads.bio.fused_bilstm.graph_scorer`), one
-    kernel where a plain graph runs a loop of small ops per token. XLA
-    compiles each shape once per process: the export's warmup requests
-    (:func:`kerasbert.export.jit_warmup_texts`) compile them all when a
-    server loads it, while ``predict``, which would pay them in a short
-    run, keeps the plain graph."""
+    ``compiled_heads`` (``export(..., jit_compile="head")``): a head may run
+    its part after the encoder compiled by XLA on those padded shapes for a
+    batch that is one group of rows (:meth:`rows` ``one_group``; the BIO
+    head: BiLSTM, emissions and Viterbi,
+    :func:`kerasbert_apps.ner.heads.bio.fused_bilstm.graph_scorer`): one
+    kernel where a plain graph runs a loop of small ops per token, faster
+    for one short text, slower for the groups of a big batch (which keep
+    the plain graph). XLA compiles each shape once per process: the
+    export's warmup requests (:func:`kerasbert.export.jit_warmup_texts`)
+    compile them all when a server loads it."""
 
     in_graph = True
 
@@ -48,22 +49,29 @@ class GraphRunner:
         self.jit_compile = bool(jit_compile)
         self.compiled_heads = bool(compiled_heads)
 
-    def rows(self, model, inputs):
+    def rows(self, model, inputs, one_group=None):
         """``model`` over rows of encoder inputs (``[rows, len]`` with a
         ``padding_mask``), in length-sorted groups each trimmed to its longest
-        row; outputs ``[rows, len, ...]`` in the input order, zero-padded."""
+        row; outputs ``[rows, len, ...]`` in the input order, zero-padded.
+        ``one_group`` (same outputs) replaces ``model`` for a batch that is
+        one group (:func:`kerasbert.export.by_length`)."""
         import tensorflow as tf
 
         from kerasbert.export import by_length
         from kerasbert.export import jit_buckets
         from kerasbert.fused_encoder import serving_graph
 
-        def fn(rows):
-            with tf.name_scope("model"):  # stage names for bench/serving_profile.py --ops
-                return _call(model, rows)
+        def named(model):
+            def fn(rows):
+                with tf.name_scope("model"):  # stage names for bench/serving_profile.py --ops
+                    return _call(model, rows)
 
+            return fn
+
+        fn = named(model)
         with serving_graph():
-            return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs)
+            return by_length(jit_buckets(fn) if self.jit_compile else fn, inputs,
+                             one_group_fn=None if one_group is None else named(one_group))
 
     def call(self, model, inputs):
         """``model`` on ``inputs`` in one call."""
@@ -98,7 +106,7 @@ class HostRunner:
     def __init__(self, batch_size=32):
         self.batch_size = int(batch_size)
 
-    def rows(self, model, inputs):
+    def rows(self, model, inputs, one_group=None):  # one_group: a graph-only speed-up
         arrays = {k: np.asarray(v) for k, v in inputs.items()}
         lengths = (arrays["padding_mask"] > 0).sum(axis=1)
         n_rows, width = arrays["padding_mask"].shape

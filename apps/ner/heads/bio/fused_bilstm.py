@@ -70,7 +70,8 @@ def graph_scorer(model, compiled_head=False):
     encoder as the serving graph computes it, then the head (BiLSTM,
     emissions, CRF Viterbi or argmax)
 
-    * with ``compiled_head`` (text exports,
+    * with ``compiled_head`` (``export(..., jit_compile="head")``, for a
+      batch that is one group of rows,
       :class:`~kerasbert_apps.base.runners.GraphRunner`): compiled by XLA on
       padded shapes (:func:`kerasbert.export.jit_buckets`): one kernel instead of
       the plain graph's BiLSTM kernels and its Viterbi loop, several small ops per

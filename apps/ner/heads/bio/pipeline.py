@@ -111,9 +111,10 @@ class Tagger(ScoreTemperature, NerPipeline):
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
         # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
-        scorer = (graph_scorer(self.model, run.compiled_heads) if run.in_graph and not run.jit_compile else None)
-        scorer = scorer or self.model
-        out = run.rows(scorer, inputs)
+        plain = run.in_graph and not run.jit_compile
+        scorer = (graph_scorer(self.model) if plain else None) or self.model
+        compiled = graph_scorer(self.model, compiled_head=True) if plain and run.compiled_heads else None
+        out = run.rows(scorer, inputs, one_group=compiled)
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
     def infer(self, texts, windows, run):
