@@ -292,14 +292,15 @@ def ops_main(args):
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     pipeline, what = untrained_extractor() if args.task == "triples" else load_tagger(args.model)
-    export = export_of(pipeline.with_precision(args.precision), Path(tempfile.mkdtemp()) / args.task, False,
-                       args.keras_layers)
+    export = export_of(pipeline.with_precision(args.precision), Path(tempfile.mkdtemp()) / args.task,
+                       "head" if args.head_compiled else False, args.keras_layers)
     if args.keras_layers:
         what += ", encoder as Keras layers (before kerasbert.fused_encoder)"
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     sentences = conll_sentences(max(args.sentences, 64))
     print(flags_line())
-    print(f"{args.task}: {what}; export --precision {args.precision}; intra-op threads {intra}, "
+    head = " --jit-compile head" if args.head_compiled else ""
+    print(f"{args.task}: {what}; export --precision {args.precision}{head}; intra-op threads {intra}, "
           f"inter-op threads {args.threads}")
     rows = []
     for label, batches in (("batch 1", [[s] for s in sentences[: args.sentences]]), ("batch 64", [sentences[:64]])):
@@ -308,14 +309,15 @@ def ops_main(args):
               f"{result['op_ms']:.2f} ms of kernel time")
         print_op_table(result)
         encoder = "Keras layers (before)" if args.keras_layers else "fused"
-        rows.append({"part": f"{args.task}, {args.precision}, {encoder}, intra-op threads {intra}",
+        rows.append({"part": f"{args.task}, {args.precision}{head}, {encoder}, intra-op threads {intra}",
                      "task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,
                      "encoder": encoder,
                      "batch": label,
                      **result})
     write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
                                                   "how": "TF profiler trace of the SavedModel's signature"},
-                 name=f"{args.task}-{args.precision}-intra{intra}{'-keras' if args.keras_layers else ''}",
+                 name=f"{args.task}-{args.precision}{'-head' if args.head_compiled else ''}-intra{intra}"
+                      f"{'-keras' if args.keras_layers else ''}",
                  columns=("batch", "wall_ms_p50", "ops_per_call", "op_ms", "by_stage_ms", "by_op_ms"))
 
 
@@ -330,6 +332,8 @@ def main():
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32", help="with --ops")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="with --ops: inter-op threads")
     parser.add_argument("--intra-threads", type=int, help="with --ops: intra-op threads (default: --threads)")
+    parser.add_argument("--head-compiled", action="store_true",
+                        help="with --ops: profile the export with --jit-compile head (NER)")
     parser.add_argument("--keras-layers", action="store_true",
                         help="with --ops: the encoder traced as its Keras layers (the export before fused_encoder)")
     args = parser.parse_args()
