@@ -74,7 +74,7 @@ def stages(tagger, jit_compile):
     from kerasbert_apps.ner.decode import entities
     from kerasbert_apps.ner.decode import tag_tables
     from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
-    from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
+    from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorers
     from kerasbert.export import by_length
     from kerasbert.export import jit_buckets
     from kerasbert.export import nonempty_encoder_inputs
@@ -83,7 +83,7 @@ def stages(tagger, jit_compile):
     text = [tf.TensorSpec([None], tf.string)]
     rows = [{k: tf.TensorSpec([None, None], tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")}]
     bilstm = fused_bilstm(model.lstm)
-    scorer = jit_buckets(lambda r: model(r, training=False)) if jit_compile else graph_scorer(model)
+    scorer = jit_buckets(lambda r: model(r, training=False)) if jit_compile else graph_scorers(model)[0]
     tables = tag_tables(tagger.tags)
 
     def inputs_of(w):

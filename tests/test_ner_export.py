@@ -23,7 +23,7 @@ import tensorflow as tf
 import kerasbert
 from kerasbert_apps.ner.readers import read_ner_file
 from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
-from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
+from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorers
 from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
@@ -347,7 +347,7 @@ def test_the_head_compiled_export_gives_what_predict_gives(tagger, sentences, ex
 
 @pytest.mark.parametrize("use_lstm,use_crf", [(True, True), (False, True), (True, False)])
 def test_the_compiled_head_computes_the_model(use_lstm, use_crf):
-    """graph_scorer's compiled head on rows of several lengths (padded to its
+    """graph_scorers' compiled head on rows of several lengths (padded to its
     shapes, masked) gives the Keras model's tags and emission scores."""
     keras.utils.set_random_seed(5)
     encoder = BertEncoder(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
@@ -358,7 +358,7 @@ def test_the_compiled_head_computes_the_model(use_lstm, use_crf):
     rows = {"token_ids": np.random.default_rng(2).integers(1, 50, (5, 9)).astype("int32") * mask,
             "segment_ids": np.zeros((5, 9), "int32"), "padding_mask": mask}
     want = model(rows, training=False)
-    got = tf.function(graph_scorer(model, compiled_head=True))({k: tf.constant(v) for k, v in rows.items()})
+    got = tf.function(graph_scorers(model, compiled_head=True)[1])({k: tf.constant(v) for k, v in rows.items()})
     real = mask.astype(bool)
     np.testing.assert_array_equal(got["tags"].numpy()[real], np.asarray(want["tags"])[real])
     np.testing.assert_allclose(got["potentials"].numpy()[real], np.asarray(want["potentials"])[real], atol=1e-5)

@@ -36,7 +36,7 @@ class GraphRunner:
     its part after the encoder compiled by XLA on those padded shapes for a
     batch that is one group of rows (:meth:`rows` ``one_group``; the BIO
     head: BiLSTM, emissions and Viterbi,
-    :func:`kerasbert_apps.ner.heads.bio.fused_bilstm.graph_scorer`): one
+    :func:`kerasbert_apps.ner.heads.bio.fused_bilstm.graph_scorers`): one
     kernel where a plain graph runs a loop of small ops per token, faster
     for one short text, slower for the groups of a big batch (which keep
     the plain graph). XLA compiles each shape once per process: the

@@ -2,13 +2,14 @@
 
 Keras's LSTM runs, on the TensorFlow backend, as a ``While`` loop of small
 ops per time step. Inside a serving graph (:meth:`kerasbert_apps.base.pipeline.Pipeline.serve`,
-which ``predict`` runs too on TensorFlow) :func:`graph_scorer` runs the
+which ``predict`` runs too on TensorFlow) :func:`graph_scorers` runs the
 :class:`~kerasbert_apps.ner.heads.bio.model.NerModel` with its BiLSTM computed by
 :func:`fused_bilstm` instead: TensorFlow's ``BlockLSTMV2`` (a core op, so
 the export's op check passes) with the layer's own weights -- the same
-numbers, about half the time for a short sentence on a CPU. Text exports go
-further and compile the whole head with XLA (:func:`graph_scorer`). Training
-and the JAX backend use the Keras layer.
+numbers, about half the time for a short sentence on a CPU. An export with
+``jit_compile="head"`` goes further for one short request and compiles the
+whole head with XLA (:func:`graph_scorers`). Training and the JAX backend use
+the Keras layer.
 """
 
 
@@ -64,44 +65,49 @@ def fused_bilstm(layer):
     return call
 
 
-def graph_scorer(model, compiled_head=False):
-    """``rows -> {"potentials", "tags"}`` computing ``model`` (a
-    :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`) in a TensorFlow graph: the
-    encoder as the serving graph computes it, then the head (BiLSTM,
-    emissions, CRF Viterbi or argmax)
+def graph_scorers(model, compiled_head=False):
+    """``(plain, compiled)``: functions ``rows -> {"potentials", "tags"}``
+    computing ``model`` (a :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`)
+    in a TensorFlow graph: the encoder as the serving graph computes it, then
+    the head (BiLSTM, emissions, CRF Viterbi or argmax).
 
-    * with ``compiled_head`` (``export(..., jit_compile="head")``, for a
-      batch that is one group of rows,
-      :class:`~kerasbert_apps.base.runners.GraphRunner`): compiled by XLA on
-      padded shapes (:func:`kerasbert.export.jit_buckets`): one kernel instead of
-      the plain graph's BiLSTM kernels and its Viterbi loop, several small ops per
-      token; the same numbers (Keras's LSTM and CRF, masked padding);
-    * otherwise with its BiLSTM run by :func:`fused_bilstm`.
+    * ``plain``: the head with its BiLSTM run by :func:`fused_bilstm`;
+    * ``compiled`` (with ``compiled_head``: ``export(..., jit_compile="head")``,
+      for a batch that is one group of rows,
+      :class:`~kerasbert_apps.base.runners.GraphRunner`): the head compiled by
+      XLA on padded shapes (:func:`kerasbert.export.jit_buckets`): one kernel
+      instead of the BiLSTM kernels and the Viterbi loop, several small ops per
+      token; the same numbers (Keras's LSTM and CRF, masked padding). Both then
+      call the encoder as one traced function, so the graph holds it (and a
+      bfloat16 export's constant kernels) once.
 
-    ``None`` when there is nothing to do (no head to compile, or no BiLSTM
-    :func:`fused_bilstm` covers): then call the model itself."""
+    Either is ``None`` when there is nothing to do (no BiLSTM
+    :func:`fused_bilstm` covers and no head to compile): then call the model itself."""
     import tensorflow as tf
+
+    lstm = getattr(model, "lstm", None)
+    bilstm = fused_bilstm(lstm) if lstm is not None else None
+    compiled_head = compiled_head and hasattr(model, "head")
+    if bilstm is None and not compiled_head:
+        return None, None
 
     def scores(potentials, tags):
         return {"potentials": tf.cast(potentials, tf.float32), "tags": tf.cast(tags, tf.int32)}
 
-    if compiled_head and hasattr(model, "head"):
-        from kerasbert.export import jit_buckets
+    def encode(rows):
+        return model.encoded(model.encoder(rows, training=False))
 
-        head = jit_buckets(lambda x: scores(*model.head(x["sequence"], x["padding_mask"], training=False)))
+    def plain(rows):
+        return scores(*model.head(encode(rows), rows["padding_mask"], bilstm=bilstm, training=False))
 
-        def call(rows):
-            sequence = model.encoded(model.encoder(rows, training=False))
-            return head({"sequence": sequence, "padding_mask": rows["padding_mask"]})
+    if not compiled_head:
+        return plain, None
+    from kerasbert.export import jit_buckets
 
-        return call
-    lstm = getattr(model, "lstm", None)
-    bilstm = fused_bilstm(lstm) if lstm is not None else None
-    if bilstm is None:
-        return None
+    encode = tf.function(encode)  # one trace, called by both functions
+    head = jit_buckets(lambda x: scores(*model.head(x["sequence"], x["padding_mask"], training=False)))
 
-    def call(rows):
-        sequence = model.encoded(model.encoder(rows, training=False))
-        return scores(*model.head(sequence, rows["padding_mask"], bilstm=bilstm, training=False))
+    def compiled(rows):
+        return head({"sequence": encode(rows), "padding_mask": rows["padding_mask"]})
 
-    return call
+    return plain, compiled

@@ -53,7 +53,7 @@ class Tagger(ScoreTemperature, NerPipeline):
 
     #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
     selection_measure = "bio"
-    compiled_head = True  # export(..., jit_compile="head"): fused_bilstm.graph_scorer
+    compiled_head = True  # export(..., jit_compile="head"): fused_bilstm.graph_scorers
 
     settings_file = "tagger.json"
     labels_key = "tags"
@@ -104,17 +104,16 @@ class Tagger(ScoreTemperature, NerPipeline):
         ``potentials`` float32 of each window row."""
         import tensorflow as tf
 
-        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorers
         from kerasbert.export import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
         # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
-        plain = run.in_graph and not run.jit_compile
-        scorer = (graph_scorer(self.model) if plain else None) or self.model
-        compiled = graph_scorer(self.model, compiled_head=True) if plain and run.compiled_heads else None
-        out = run.rows(scorer, inputs, one_group=compiled)
+        scorer, compiled = (graph_scorers(self.model, run.compiled_heads) if run.in_graph and not run.jit_compile
+                            else (None, None))
+        out = run.rows(scorer or self.model, inputs, one_group=compiled)
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
     def infer(self, texts, windows, run):
@@ -235,9 +234,9 @@ class Tagger(ScoreTemperature, NerPipeline):
         """``token_ids``, ``segment_ids``, ``padding_mask`` -> ``tags`` int32
         [batch, len] (index into the tag list of ``assets.extra/kerasbert.json``)
         and ``potentials`` float32 [batch, len, num_tags]; core TensorFlow ops."""
-        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorer
+        from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorers
 
-        scorer = graph_scorer(self.model) or (lambda rows: self.model(rows, training=False))
+        scorer = graph_scorers(self.model)[0] or (lambda rows: self.model(rows, training=False))
 
         def serve(token_ids, segment_ids, padding_mask):
             out = scorer({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
