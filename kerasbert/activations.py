@@ -58,8 +58,9 @@ def gelu(x, approximate):
 
 #: The compute dtypes compiled: bfloat16 (``mixed_bfloat16``), where
 #: TensorFlow's elementwise kernels are slowest. In float32 they are vectorized
-#: and the compiled pair measured no faster within a whole training step.
-COMPILED_DTYPES = ("bfloat16", "float16")
+#: and the compiled pair measured no faster within a whole training step;
+#: float16 was not measured.
+COMPILED_DTYPES = ("bfloat16",)
 
 #: Narrower layers keep ``keras.activations.gelu``: compiling for each new
 #: batch shape costs more than a small layer's GELU saves.
@@ -84,30 +85,32 @@ def _tanh_parts(tf, x):
 _functions = {}
 
 
+def _compiled_pair(tf, parts):
+    """GELU from ``parts`` as a ``tf.custom_gradient`` over two ``jit_compile``
+    functions (the value; the gradient from the input), float32 inside."""
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(x):
+        return tf.cast(parts(tf, tf.cast(x, tf.float32))[0], x.dtype)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward(x, dy):
+        derivative = parts(tf, tf.cast(x, tf.float32))[1]()
+        return tf.cast(tf.cast(dy, tf.float32) * derivative, dy.dtype)
+
+    @tf.custom_gradient
+    def compiled_gelu(x):
+        return forward(x), lambda dy: backward(x, dy)
+
+    return compiled_gelu
+
+
 def _compiled():
-    """``{approximate: gelu}``, built once: each a ``tf.custom_gradient``
-    over two ``jit_compile`` functions (value; gradient from the input)."""
+    """``{approximate: gelu}`` (:func:`_compiled_pair`), built once."""
     if not _functions:
         import tensorflow as tf
 
-        for approximate, parts in ((False, _erf_parts), (True, _tanh_parts)):
-            def make(parts):
-                @tf.function(jit_compile=True, autograph=False)
-                def forward(x):
-                    return tf.cast(parts(tf, tf.cast(x, tf.float32))[0], x.dtype)
-
-                @tf.function(jit_compile=True, autograph=False)
-                def backward(x, dy):
-                    derivative = parts(tf, tf.cast(x, tf.float32))[1]()
-                    return tf.cast(tf.cast(dy, tf.float32) * derivative, dy.dtype)
-
-                @tf.custom_gradient
-                def compiled_gelu(x):
-                    return forward(x), lambda dy: backward(x, dy)
-
-                return compiled_gelu
-
-            _functions[approximate] = make(parts)
+        _functions.update({False: _compiled_pair(tf, _erf_parts), True: _compiled_pair(tf, _tanh_parts)})
     return _functions
 
 
