@@ -137,7 +137,7 @@ def jit_buckets(fn, row_buckets=JIT_ROW_BUCKETS, width_step=JIT_WIDTH_STEP):
     (docs/serving-speed.md)."""
     import tensorflow as tf
 
-    jitted = tf.function(fn, jit_compile=True)
+    jitted = tf.function(fn, jit_compile=True, autograph=False)
     largest = max(row_buckets)
     table = [min(b for b in row_buckets if b >= n) for n in range(largest + 1)]
 
@@ -214,8 +214,8 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     # constants: kerasbert.fused_encoder.constant_weights), and its output
     # structure is known without running the model once more on every request.
     input_specs = {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()}
-    fn = tf.function(fn, input_signature=[input_specs])
-    single = fn if one_group_fn is None else tf.function(one_group_fn, input_signature=[input_specs])
+    fn = tf.function(fn, input_signature=[input_specs], autograph=False)
+    single = fn if one_group_fn is None else tf.function(one_group_fn, input_signature=[input_specs], autograph=False)
     traced = fn.get_concrete_function().structured_outputs
     specs = {k: (v.dtype, v.shape) for k, v in traced.items()}
     arrays = {k: tf.TensorArray(dtype, size=n_calls, infer_shape=False) for k, (dtype, _) in specs.items()}

@@ -104,6 +104,7 @@ exists at least since TF-Text 2.8 (2.8.1's release notes list a change to it;
 """
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -113,6 +114,8 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+
+from kerasbert.errors import WriteError
 
 MAX_CODE_POINT = 0x10FFFF
 _N_CODE_POINTS = MAX_CODE_POINT + 1
@@ -273,10 +276,14 @@ def cache_folder():
     per ``tokenizers`` version, Python Unicode version and cache format."""
     import tokenizers
 
-    base = os.environ.get("KERASBERT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kerasbert")
     version = f"tokenizers-{tokenizers.__version__}-unicode-{unicodedata.unidata_version}-v{_CACHE_FORMAT}"
-    return Path(base) / "graph-tokenizer-tables" / version
+    return _cache_base() / "graph-tokenizer-tables" / version
+
+
+def _cache_base():
+    """``$KERASBERT_CACHE``, else ``$XDG_CACHE_HOME/kerasbert``, else ``~/.cache/kerasbert``."""
+    return Path(os.environ.get("KERASBERT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kerasbert"))
 
 
 def _disk_cached(build):
@@ -303,7 +310,7 @@ def _disk_cached(build):
             buffer = io.BytesIO()
             np.savez(buffer, **arrays)
             atomic_write_bytes(path, buffer.getvalue())
-        except OSError:
+        except (OSError, WriteError):  # a cache that cannot be written is skipped
             pass
         return arrays
 
@@ -709,12 +716,32 @@ print(json.dumps(sorted(names)))
 @functools.lru_cache(maxsize=None)
 def core_ops():
     """Names of the ops plain TensorFlow registers (``tf.raw_ops`` and the C++
-    op registry), read in a fresh Python that never imports TF-Text."""
+    op registry), read in a fresh Python that never imports TF-Text (seconds:
+    it imports TensorFlow), then cached on disk beside the Unicode tables
+    (:func:`cache_folder`), one file per TensorFlow installation (its version,
+    folder and install time). A cache that cannot be read or written is
+    skipped."""
+    init = Path(tf.__file__).resolve()
+    key = hashlib.sha256(f"{init}:{init.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    path = _cache_base() / "core-ops" / f"tensorflow-{tf.__version__}-{key}.json"
+    try:
+        names = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(names, list) and "MatMul" in names:
+            return frozenset(names)
+    except (OSError, ValueError):
+        pass
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
         [sys.executable, "-c", _CORE_OPS_SCRIPT], capture_output=True, text=True, env=env, check=True
     )
-    return frozenset(json.loads(result.stdout.strip().splitlines()[-1]))
+    names = json.loads(result.stdout.strip().splitlines()[-1])
+    try:
+        from kerasbert.files import atomic_write_bytes
+
+        atomic_write_bytes(path, json.dumps(names).encode("utf-8"))
+    except (OSError, WriteError):
+        pass
+    return frozenset(names)
 
 
 def non_core_ops(ops):

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import unicodedata
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -366,6 +367,32 @@ def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp
     finally:
         for cached in builders:
             cached.cache_clear()
+
+
+def test_core_ops_are_cached_on_disk_per_tensorflow_install(monkeypatch, tmp_path):
+    """The op list of plain TensorFlow (a fresh Python, seconds) is read once
+    per TensorFlow install and then from KERASBERT_CACHE; a damaged file is
+    read afresh, and a cache that cannot be written is skipped."""
+    import kerasbert.graph_tokenizer as gt
+
+    calls = []
+
+    def fake_run(args, **kwargs):
+        calls.append(args)
+        return SimpleNamespace(stdout='noise\n["MatMul", "Relu"]\n')
+
+    monkeypatch.setattr(gt.subprocess, "run", fake_run)
+    monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path / "cache"))
+    assert gt.core_ops.__wrapped__() == {"MatMul", "Relu"} and len(calls) == 1
+    [written] = (tmp_path / "cache" / "core-ops").iterdir()
+    assert written.name.startswith(f"tensorflow-{tf.__version__}-")
+    assert gt.core_ops.__wrapped__() == {"MatMul", "Relu"} and len(calls) == 1  # from the file
+    written.write_text('["MatMul", "Re', encoding="utf-8")
+    assert gt.core_ops.__wrapped__() == {"MatMul", "Relu"} and len(calls) == 2  # damaged: read afresh
+    assert gt.core_ops.__wrapped__() == {"MatMul", "Relu"} and len(calls) == 2  # and written back whole
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path / "a file"))
+    assert gt.core_ops.__wrapped__() == {"MatMul", "Relu"} and len(calls) == 3  # unwritable: skipped
 
 
 def test_bad_settings_are_refused(uncased):

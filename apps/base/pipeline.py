@@ -164,7 +164,7 @@ class Pipeline:
         if name not in self._functions:
             import tensorflow as tf
 
-            self._functions[name] = tf.function(fn, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+            self._functions[name] = tf.function(fn, input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
         return self._functions[name]
 
     def windows_numpy(self, texts):

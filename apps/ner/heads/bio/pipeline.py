@@ -226,7 +226,7 @@ class Tagger(ScoreTemperature, NerPipeline):
                  for k in ("row", "first", "last", "closed", "begin", "inside", "lengths")}
         potentials = tf.constant(np.concatenate([p["potentials"] for p in parts]))
         crf = crf_parameters(self.model)
-        score = tf.function(lambda t: entity_scores(potentials, spans, crf, t))
+        score = tf.function(lambda t: entity_scores(potentials, spans, crf, t), autograph=False)
         return ((lambda temperature: score(tf.constant(temperature, tf.float32)).numpy().astype(np.float64)),
                 np.concatenate(correct))
 
