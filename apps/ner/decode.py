@@ -39,6 +39,8 @@ Outputs, padded per batch (the ``text`` signature's)::
     count       int32  [batch]
 """
 
+import functools
+
 import numpy as np
 
 from kerasbert_apps.ner.window_merge import merge_windows
@@ -99,15 +101,53 @@ def entity_log_probabilities(potentials, lengths, rows, starts, ends, begin_tags
             allowed_start)
     if keras.backend.backend() == "tensorflow":
         return crf_segment_log_probability(*args)
-    given = [i for i, x in enumerate(args) if x is not None]
+    given = tuple(i for i, x in enumerate(args) if x is not None)
+    on_values = _on_host(given, len(args))
+    return tf.reshape(tf.numpy_function(on_values, [args[i] for i in given], tf.float32, stateful=False), [-1])
+
+
+#: The arguments of :func:`kerasbert.crf.crf_segment_log_probability` that
+#: hold one value per entity (padded on the host, :func:`_on_host`).
+_PER_ENTITY = (3, 4, 5, 6, 7, 8)
+
+
+@functools.lru_cache(maxsize=None)
+def _on_host(given, n_args):
+    """:func:`kerasbert.crf.crf_segment_log_probability` on values, on the
+    Keras backend the model runs on (``given``: the positions of the
+    arguments that are not None). On JAX it is one ``jax.jit`` function, and
+    the entities are padded to a power of two: run op by op, JAX compiled
+    each of its ops for each new shape (seconds on a model's first
+    batches)."""
+    import keras
+
+    from kerasbert.crf import crf_segment_log_probability
+
+    def full(values):
+        out = [None] * n_args
+        for i, value in zip(given, values):
+            out[i] = value
+        return out
+
+    if keras.backend.backend() != "jax":
+        return lambda *values: np.asarray(
+            keras.ops.convert_to_numpy(crf_segment_log_probability(*full(values))), np.float32)
+    import jax
+
+    jitted = jax.jit(lambda *values: crf_segment_log_probability(*full(values)))
+    per_entity = [k for k, i in enumerate(given) if i in _PER_ENTITY]
 
     def on_values(*values):
-        full = [None] * len(args)
-        for i, value in zip(given, values):
-            full[i] = value
-        return np.asarray(keras.ops.convert_to_numpy(crf_segment_log_probability(*full)), np.float32)
+        n = len(values[per_entity[0]])
+        if n == 0:
+            return np.zeros([0], np.float32)
+        size = 1 << max(3, (n - 1).bit_length())
+        values = list(values)
+        for k in per_entity:  # copies of the first entity: valid, and cut off below
+            values[k] = np.concatenate([values[k], np.repeat(values[k][:1], size - n)])
+        return np.asarray(jitted(*values), np.float32)[:n]
 
-    return tf.reshape(tf.numpy_function(on_values, [args[i] for i in given], tf.float32, stateful=False), [-1])
+    return on_values
 
 
 def entity_spans(windows, row_tags, tables):

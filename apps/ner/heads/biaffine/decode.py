@@ -25,6 +25,8 @@ Entities of a text are sorted by start, then end. Outputs are those of
 every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`).
 """
 
+import functools
+
 from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.window_merge import span_outputs
 
@@ -70,8 +72,13 @@ def without_clashes(*parts):
     """Step 3 of the module docstring on the padded outputs ``parts`` (each
     as :func:`~kerasbert_apps.ner.window_merge.span_outputs` returns them,
     for the same texts; a span is in one part at most): their entities
-    together, crossing ones dropped, sorted by start then end."""
+    together, crossing ones dropped, sorted by start then end. Run eagerly
+    (the decoding around a model on the JAX backend) it runs as a graph:
+    its loop over the entities, op by op in Python, took seconds a batch."""
     import tensorflow as tf
+
+    if tf.executing_eagerly():
+        return _without_clashes_graph()(*parts)
 
     index = [tf.range(tf.shape(p["start"])[1])[None, :] for p in parts]
     valid = tf.concat([i < p["count"][:, None] for i, p in zip(index, parts)], axis=1)
@@ -101,3 +108,10 @@ def without_clashes(*parts):
     out = {k: tf.where(real, tf.gather(v, order, batch_dims=1)[:, :width], pads[k]) for k, v in field.items()}
     out["count"] = count
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _without_clashes_graph():
+    import tensorflow as tf
+
+    return tf.function(without_clashes, autograph=False, reduce_retracing=True)
