@@ -358,26 +358,21 @@ def export_saved_model(base, version, endpoint, input_signature, trackables, des
             ``--model_base_path`` usually ends with).
     """
     require_tensorflow_backend()
-    import keras
     import tensorflow as tf
 
     if input_mode not in INPUT_MODES:
         raise KerasbertError(f"--input must be one of {', '.join(INPUT_MODES)}, got {input_mode!r}")
 
     def write(directory):
-        archive = keras.export.ExportArchive()
-        for trackable in trackables:
-            archive.track(trackable)
-        archive.add_endpoint(SIGNATURE, endpoint, input_signature=input_signature)
-        archive.write_out(str(directory), verbose=False)
+        save_signature(directory, endpoint, input_signature, trackables)
         ops = check_ops(directory, input_mode)
-        function = tf.saved_model.load(str(directory)).signatures[SIGNATURE]
+        inputs, outputs = signature_specs(directory)
         details = dict(description)
         details.update(
             signature=SIGNATURE,
             input_mode=input_mode,
-            inputs={k: _spec(v) for k, v in function.structured_input_signature[1].items()},
-            outputs={k: _spec(v) for k, v in function.structured_outputs.items()},
+            inputs=inputs,
+            outputs=outputs,
             ops=ops,
             tensorflow=tf.__version__,
             min_tf_serving=MIN_TF_SERVING if input_mode == "text" else "any with TensorFlow's core ops",
@@ -391,9 +386,51 @@ def export_saved_model(base, version, endpoint, input_signature, trackables, des
     return write_version(base, version, write)
 
 
-def _spec(spec):
-    shape = [None if d is None else int(d) for d in spec.shape.as_list()] if spec.shape.rank is not None else None
-    return {"dtype": spec.dtype.name, "shape": shape}
+def save_signature(directory, endpoint, input_signature, trackables):
+    """Trace ``endpoint`` once and write it to ``directory`` as the
+    SavedModel's :data:`SIGNATURE`, with the variables it uses and the
+    resources (lookup tables) of ``trackables``.
+
+    What ``keras.export.ExportArchive`` writes for one endpoint, from one
+    trace instead of two: the archive traces the endpoint to find its
+    variables, then hands the ``tf.function`` to ``tf.saved_model.save``,
+    whose save context is part of the function's cache key, so the whole
+    serving graph was traced a second time. Here the concrete function itself
+    is the signature, and no ``tf.function`` is attached to the saved object.
+    """
+    import tensorflow as tf
+    from tensorflow.saved_model.experimental import TrackableResource
+
+    function = tf.function(endpoint, input_signature=input_signature, autograph=False).get_concrete_function()
+    root = tf.__internal__.tracking.AutoTrackable()
+    root.variables = list(function.variables)
+    resources = []
+    for trackable in trackables:
+        for child in tf.train.TrackableView(trackable).descendants():
+            if isinstance(child, TrackableResource) and not any(child is r for r in resources):
+                resources.append(child)
+    root.resources = resources
+    tf.saved_model.save(root, str(directory), signatures={SIGNATURE: function})
+
+
+def signature_specs(directory):
+    """The inputs and outputs of the SavedModel's :data:`SIGNATURE`, as
+    ``{name: {"dtype": ..., "shape": [...]}}`` dicts, read from
+    ``saved_model.pb`` (``None`` for an unknown dimension or rank)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((Path(directory) / "saved_model.pb").read_bytes())
+    signature = saved.meta_graphs[0].signature_def[SIGNATURE]
+
+    def spec(info):
+        shape = None if info.tensor_shape.unknown_rank else [
+            None if d.size < 0 else int(d.size) for d in info.tensor_shape.dim]
+        return {"dtype": tf.dtypes.as_dtype(info.dtype).name, "shape": shape}
+
+    return ({k: spec(v) for k, v in sorted(signature.inputs.items())},
+            {k: spec(v) for k, v in sorted(signature.outputs.items())})
 
 
 def describe(directory):
