@@ -47,12 +47,14 @@ class GroupedAdamW(keras.optimizers.AdamW):
         lr_multipliers: dict, variable path or path prefix -> multiplier
             of the (scheduled) learning rate; a variable's exact path wins over
             prefixes (e.g. :func:`layer_lr_multipliers`). Variables matching
-            nothing use 1.
-            Weight decay is scaled the same way.
+            nothing use 1. Weight decay is not scaled: as in Keras's
+            AdamW, it uses the scheduled learning rate.
         **kwargs: ``keras.optimizers.AdamW`` arguments.
 
     Biases, LayerNorm ``gamma``/``beta`` and the CRF transitions are excluded
-    from weight decay, as in BERT's own optimizer.
+    from weight decay, as in BERT's own optimizer. On the TensorFlow backend
+    the Adam update of each variable is TensorFlow's fused kernel
+    (:meth:`_fused_update`); on JAX it is Keras's own.
     """
 
     def __init__(self, lr_multipliers=None, **kwargs):
@@ -75,10 +77,32 @@ class GroupedAdamW(keras.optimizers.AdamW):
         return 1.0
 
     def update_step(self, gradient, variable, learning_rate):
-        factor = self._lr_factors[self._get_variable_index(variable)]
+        index = self._get_variable_index(variable)
+        factor = self._lr_factors[index]
         if factor != 1.0:
             learning_rate = ops.multiply(learning_rate, factor)
+        if keras.backend.backend() == "tensorflow" and not self.amsgrad:
+            return self._fused_update(gradient, variable, learning_rate, index)
         return super().update_step(gradient, variable, learning_rate)
+
+    def _fused_update(self, gradient, variable, learning_rate, index):
+        """Keras's Adam update (``keras.optimizers.Adam.update_step``: the
+        same moments, bias correction and epsilon) as TensorFlow's fused
+        kernel, ``ResourceApplyAdam``: one op per variable that updates the
+        moments and the variable in place. Keras writes it as a dozen
+        elementwise ops, each a pass over the variable with a temporary; for
+        the word embeddings (a dense gradient of the whole table every step)
+        that was the optimizer's largest share of a step."""
+        import tensorflow as tf
+
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        gradient = tf.convert_to_tensor(gradient)
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=self._momentums[index].handle, v=self._velocities[index].handle,
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step), beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype), beta2=tf.cast(self.beta_2, dtype),
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype), use_locking=False)
 
     def get_config(self):
         config = super().get_config()
