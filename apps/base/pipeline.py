@@ -159,6 +159,14 @@ class Pipeline:
         windows dict of :meth:`GraphTokenizer.windows`."""
         return self.graph_tokenizer.windows(texts, max_length=self.max_length, overlap=self.overlap)
 
+    @property
+    def windows_function(self):
+        """:meth:`windows` as a ``tf.function`` of ``tf.string [batch]``,
+        traced once per pipeline: the serving function, the training rows,
+        calibration and selection call it (in a traced function, as a call of
+        the one traced graph), instead of each tracing the tokenizer again."""
+        return self._text_function("windows", self.windows)
+
     def _text_function(self, name, fn):
         """``fn`` as a ``tf.function`` taking ``tf.string [batch]`` (traced once)."""
         if name not in self._functions:
@@ -171,7 +179,7 @@ class Pipeline:
         """:meth:`windows` of a list of texts, as numpy arrays."""
         import tensorflow as tf
 
-        out = self._text_function("windows", self.windows)(tf.constant(list(texts), tf.string))
+        out = self.windows_function(tf.constant(list(texts), tf.string))
         return {k: v.numpy() for k, v in out.items()}
 
     # ------------------------------------------------------ training rows
@@ -240,7 +248,7 @@ class Pipeline:
 
         texts = tf.reshape(text, [-1])
         with tf.name_scope("windows"):
-            windows = self.windows(texts)
+            windows = self.windows_function(texts)
         return self.infer(texts, windows, GraphRunner(jit_compile, compiled_heads))
 
     def serving_function_of(self, jit_compile=False):
@@ -296,7 +304,7 @@ class Pipeline:
             if keras.backend.backend() == "tensorflow":
                 yield chunk, traced(batch)
             else:
-                yield chunk, infer(batch, self._text_function("windows", self.windows)(batch), HostRunner(batch_size))
+                yield chunk, infer(batch, self.windows_function(batch), HostRunner(batch_size))
 
     def result(self, text, row):
         """One text's result dict from its unpadded outputs (``row``: output

@@ -312,7 +312,7 @@ def analyse(tagger, texts, batch_size=32):
 
     texts = list(texts)
     selection_measure(tagger)
-    traced = tagger._text_function("select", lambda t: _infer(tagger, t, tagger.windows(t), _graph_runner()))
+    traced = tagger._text_function("select", lambda t: _infer(tagger, t, tagger.windows_function(t), _graph_runner()))
     found = [None] * len(texts)
     for chunk, out in tagger.in_batches(texts, batch_size, lambda t, w, run: _infer(tagger, t, w, run), traced):
         out = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in out.items()}

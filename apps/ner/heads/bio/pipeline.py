@@ -204,7 +204,7 @@ class Tagger(ScoreTemperature, NerPipeline):
         from kerasbert_apps.ner.decode import entity_scores
 
         parts, correct = [], []  # per batch: its entities' spans and the potentials of their rows; outcomes
-        lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows(t), GraphRunner()))
+        lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows_function(t), GraphRunner()))
         for chunk, out in self.in_batches([e.text for e in examples], batch_size, self._spans_and_potentials, lattice):
             out = {k: np.asarray(v) for k, v in out.items()}
             per_text = [[] for _ in chunk]  # the batch's entities are text after text
