@@ -49,9 +49,17 @@ def pytest_configure(config):
     """On a pytest-xdist worker (the README's ``-n 2``: one worker per core),
     TensorFlow gets one intra-op thread, in the worker and in the processes it
     starts: two workers with TensorFlow's default pool (a thread per core each)
-    would put two compute threads on every core."""
+    would put two compute threads on every core. XLA compiles without LLVM's
+    optimisations (below)."""
     if hasattr(config, "workerinput"):
         os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    # XLA (the jit-compiled exports, every JAX run, here and in the processes
+    # the tests start) compiles the tests' tiny models with LLVM's
+    # optimisations off: the same arithmetic (no fast-math either way), less
+    # compile time, which is most of those tests' time.
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_backend_optimization_level=0").strip()
 
 
 def find_shared_dir():
@@ -88,6 +96,33 @@ def require_starter():
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
+
+
+#: Pipelines loaded by the CLI in this worker, by (task, model folder):
+#: :func:`one_load_per_model_folder`.
+_LOADED = {}
+
+
+@pytest.fixture
+def one_load_per_model_folder(monkeypatch):
+    """For tests that call the CLI's ``main`` many times on the same model
+    folder to check what it reads and writes (input files, encodings, output
+    formats), not the loading: each call would load the model and trace its
+    serving function again (seconds each). The first call on a folder loads
+    it as the command does (and prints the folder used); later calls on the
+    same folder reuse that pipeline. Every call still applies its options
+    (thresholds, ``--precision``: as ``cli._load`` does), reads its input and
+    writes its output. Not for folders a test changes on disk after loading
+    them."""
+    import kerasbert_apps.base.cli as cli
+
+    def cached(task, args):
+        key = (task.name, str(Path(args.model).resolve()))
+        if key not in _LOADED:
+            _LOADED[key] = task.load(args.model, verbose=True)
+        return task.configure(_LOADED[key], args).with_precision(args.precision)
+
+    monkeypatch.setattr(cli, "_load", cached)
 
 
 @pytest.fixture(scope="session")

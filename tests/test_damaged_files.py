@@ -4,8 +4,9 @@ traceback, from every command that reads one (issue 42).
 
 Each kind of file is damaged the way it happens (a copy cut short, an empty
 file, a file that is not what its name says, a file removed) in a copy of a
-small model trained here once (toy checkpoint, one epoch: an NER tagger, an
-NER tagger with LoRA adapters, a triples extractor)."""
+small model folder written here once as a training run writes it (toy
+checkpoint, untrained: an NER tagger, an NER tagger with LoRA adapters, a
+triples extractor)."""
 
 import json
 import shutil
@@ -23,21 +24,39 @@ def toy_checkpoint():
     return require_shared("data", "models", "keras_bert_test_checkpoint")
 
 
+def saved_untrained(task, output, data, **options):
+    """``output/model`` as a training run on ``data`` writes it (its labels,
+    head, settings, LoRA adapters), without the training: the files are what
+    these tests damage, and untrained weights load alike."""
+    from kerasbert import fit
+    from kerasbert.loader import load_encoder
+    from kerasbert_apps.base.task import start_lora
+
+    settings = task.train_settings(checkpoint=str(toy_checkpoint()), train=str(data[0]), dev=str(data[1]),
+                                   output=str(output), max_length=16, **options)
+    train_examples, dev_examples = task.read_run_data(settings)
+    head = task.pipeline_class(settings)
+    labels = head.training_labels(train_examples, dev_examples, settings)
+    checkpoint, tokenizer = fit.open_encoder_checkpoint(settings)
+    model = head.build_model(load_encoder(checkpoint), labels, settings)
+    pipeline = head.for_training(model, tokenizer, labels, settings)
+    if settings.lora_rank:
+        pipeline.lora = start_lora(model, checkpoint, settings)
+    pipeline.save(Path(output) / "model")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Three trained model folders (``ner``, ``ner_lora``, ``triples``) and their data."""
+    """Three model folders (``ner``, ``ner_lora``, ``triples``) and their data."""
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.triples.train import TRIPLES
+
     tmp = tmp_path_factory.mktemp("damaged_runs")
     ner_data = conll_slice(tmp, "train.conll", 0, 24), conll_slice(tmp, "dev.conll", 24, 8)
     triples_data = webnlg_slice(tmp, 12, 4)
-    toy = str(toy_checkpoint())
-    common = ["--checkpoint", toy, "--epochs", "1", "--batch-size", "8", "--max-length", "16", "--seed", "7"]
-    for name, app, data, extra in (("ner", "ner", ner_data, ["--lstm-units", "4", "--no-calibrate"]),
-                                   ("ner_lora", "ner", ner_data, ["--lstm-units", "4", "--no-calibrate",
-                                                                  "--lora-rank", "2"]),
-                                   ("triples", "triples", triples_data, [])):
-        status = main([app, "train", "--train", str(data[0]), "--dev", str(data[1]), "--output", str(tmp / name)]
-                      + common + extra)
-        assert status == 0, name
+    saved_untrained(NER, tmp / "ner", ner_data, lstm_units=4)
+    saved_untrained(NER, tmp / "ner_lora", ner_data, lstm_units=4, lora_rank=2)
+    saved_untrained(TRIPLES, tmp / "triples", triples_data)
     texts = tmp / "texts.txt"
     texts.write_text("Peter lives in Paris.\nAlan Bean was born in Wheeler, Texas.\n", encoding="utf-8")
     return {"dir": tmp, "ner_data": ner_data, "triples_data": triples_data, "texts": texts}

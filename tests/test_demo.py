@@ -35,28 +35,11 @@ def test_starter_demo_trains_evaluates_predicts_and_exports(demo_run):
     assert "entities from the graph" in out
 
 
-_LOADED = {}
-
-
 @pytest.fixture(autouse=True)
-def one_load_per_model_folder(monkeypatch):
+def _one_load(one_load_per_model_folder):
     """The CLI tests below call ``main`` a dozen times on the same model
-    folders; each call would load the model and trace its serving function
-    again (seconds each, the file's biggest cost after the demo). The first
-    call on a folder loads it exactly as the command does (and prints the
-    folder used); later calls on the same folder reuse that pipeline. Every
-    call still parses its options, reads its input and writes its output."""
-    import kerasbert_apps.base.cli as cli
-
-    load = cli._load
-
-    def cached(task, args):
-        key = (task.name, str(args.model), args.precision)
-        if key not in _LOADED:
-            _LOADED[key] = load(task, args)
-        return _LOADED[key]
-
-    monkeypatch.setattr(cli, "_load", cached)
+    folders (:func:`conftest.one_load_per_model_folder`): the model is loaded
+    once per folder, the file's biggest cost after the demo otherwise."""
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def _run_on_jax(tmp_path, data, devices):
     triples = dict(common, train=str(data["triples"][0]), dev=str(data["triples"][1]),
                    output=str(tmp_path / f"triples{devices}"))
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip())
     run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(ner), json.dumps(triples), str(devices)],
                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]

@@ -21,6 +21,10 @@ CONLL = "Peter NNP B-NP B-PER\nlives VBZ B-VP O\nin IN B-PP O\nParis NNP B-NP B-
         "Anna NNP B-NP B-PER\nsaw VBD B-VP O\nBerlin NNP B-NP B-LOC\n. . O O\n"
 TEXTS = ["Peter lives in Paris.", "Anna saw Berlin.", "", "Élodie vit à Zürich."]
 
+# These tests are about what the commands read and write, not about loading:
+# each model folder is loaded once (conftest.one_load_per_model_folder).
+pytestmark = pytest.mark.usefixtures("one_load_per_model_folder")
+
 
 def toy_checkpoint():
     return require_shared("data", "models", "keras_bert_test_checkpoint")

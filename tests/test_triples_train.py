@@ -60,6 +60,7 @@ def test_training_lowers_the_loss_and_writes_artifacts(trained, data):
     assert list((trained / "logs").iterdir())  # TensorBoard
 
 
+@pytest.mark.usefixtures("one_load_per_model_folder")  # one load of the run's model
 def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
     texts = ["Bananaman was created by Steve Bright and starred Tim Brooke-Taylor .",
              "Alan Bean ( born in Wheeler , Texas ) was a test pilot ."]
@@ -84,6 +85,7 @@ def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
     assert len([l for l in capsys.readouterr().out.splitlines() if l.startswith("{")]) == 3
 
 
+@pytest.mark.usefixtures("one_load_per_model_folder")  # one load of the run's model
 def test_evaluate_cli_prints_and_writes_json(trained, data, tmp_path, capsys):
     out = tmp_path / "scores.json"
     assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]),
