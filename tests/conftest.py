@@ -111,7 +111,7 @@ def one_load_per_model_folder(monkeypatch):
     serving function again (seconds each). The first call on a folder loads
     it as the command does (and prints the folder used); later calls on the
     same folder reuse that pipeline. Every call still applies its options
-    (thresholds, ``--precision``: as ``cli._load`` does), reads its input and
+    (thresholds, ``--precision``: ``cli._configured``), reads its input and
     writes its output. Not for folders a test changes on disk after loading
     them."""
     import kerasbert_apps.base.cli as cli
@@ -120,7 +120,7 @@ def one_load_per_model_folder(monkeypatch):
         key = (task.name, str(Path(args.model).resolve()))
         if key not in _LOADED:
             _LOADED[key] = task.load(args.model, verbose=True)
-        return task.configure(_LOADED[key], args).with_precision(args.precision)
+        return cli._configured(task, _LOADED[key], args)
 
     monkeypatch.setattr(cli, "_load", cached)
 

@@ -126,7 +126,13 @@ def _precision_option(parser, export=False):
 
 
 def _load(task, args):
-    return task.configure(task.load(args.model, verbose=True), args).with_precision(args.precision)
+    return _configured(task, task.load(args.model, verbose=True), args)
+
+
+def _configured(task, pipeline, args):
+    """``pipeline`` with the command's options applied: the task's own
+    (:meth:`~kerasbert_apps.base.task.Task.configure`) and ``--precision``."""
+    return task.configure(pipeline, args).with_precision(args.precision)
 
 
 def _train(task, args):
