@@ -296,14 +296,31 @@ def test_ids_export_gives_the_ids_endpoint(trained, tmp_path):
             pipeline.export(tmp_path / "head", jit_compile="head")
 
 
+def _model_inputs(model, windows):
+    """The model's inputs for these windows: the encoder's from the windows,
+    any other (CasRel's training input ``subject_span``) zeros."""
+    rows = len(windows["token_ids"])
+    return {name: windows[name] if name in windows else np.zeros([rows, *tensor.shape[1:]], tensor.dtype)
+            for name, tensor in model.input.items()}
+
+
 def test_lora_folder_loads_back_and_merges(trained, tmp_path):
+    """A LoRA folder (adapters and head only) loads back to the same model
+    and settings, and merges into a plain model computing the same. Decoding
+    is a function of the model's outputs and the settings (which the round
+    trip above checks end to end), so the model's outputs for the windows of
+    the texts are compared here, for every output."""
     from kerasbert.loader import load_encoder
     from kerasbert.lora import enable_lora
     from kerasbert.lora import lora_layers
 
     cls = trained.head.pipeline_class()
     keras.utils.set_random_seed(6)
-    model = cls.build_model(load_encoder(str(_toy())), trained.pipeline.labels, trained.settings)
+    base = load_encoder(str(_toy()))
+    x = {"token_ids": np.array([[2, 7, 9, 11, 3]], np.int32), "segment_ids": np.zeros((1, 5), np.int32),
+         "padding_mask": np.ones((1, 5), np.int32)}
+    plain = np.asarray(base(x)["sequence_output"])
+    model = cls.build_model(base, trained.pipeline.labels, trained.settings)
     rng = np.random.default_rng(2)
     for layer in enable_lora(model.encoder, 2):
         layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
@@ -312,18 +329,20 @@ def test_lora_folder_loads_back_and_merges(trained, tmp_path):
     pipeline.save(tmp_path / "lora")
     assert not (tmp_path / "lora" / "model.keras").exists()  # adapters and head only
     back = trained.task.load(tmp_path / "lora")
-    assert type(back) is cls and back.lora == pipeline.lora
+    assert type(back) is cls and back.lora == pipeline.lora and back.settings() == pipeline.settings()
     merged = back.merged()
     assert merged.lora is None and not lora_layers(merged.model.encoder)
-    x = {"token_ids": np.array([[2, 7, 9, 11, 3]], np.int32), "segment_ids": np.zeros((1, 5), np.int32),
-         "padding_mask": np.ones((1, 5), np.int32)}
+    assert merged.settings() == pipeline.settings()
     want = np.asarray(model.encoder(x)["sequence_output"])
-    assert np.abs(want - np.asarray(load_encoder(str(_toy()))(x)["sequence_output"])).max() > 1e-3  # adapters count
-    texts = TEXTS[:8]
-    theirs = pipeline.output_rows(texts)
+    assert np.abs(want - plain).max() > 1e-3  # the adapters count
+    windows = _model_inputs(model, pipeline.windows_numpy(TEXTS[:8]))
+    theirs = keras.tree.flatten(model(windows))
+    assert theirs
     for ours in (back, merged):
         np.testing.assert_allclose(np.asarray(ours.model.encoder(x)["sequence_output"]), want, atol=1e-4)
-        _close(ours.output_rows(texts), theirs, 1e-4, f"{trained.name} LoRA")
+        for i, (a, b) in enumerate(zip(keras.tree.flatten(ours.model(windows)), theirs)):
+            np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=1e-4,
+                                       err_msg=f"{trained.name} LoRA output {i}")
 
 
 JAX_PREDICT = r"""
@@ -364,7 +383,8 @@ def jax_test_for(task_name):
         outs = [json.loads(line[len("OUT "):]) for line in run.stdout.splitlines() if line.startswith("OUT ")]
         assert len(outs) == len(every)
         for trained, out in zip(every, outs):
-            _close(trained.pipeline.output_rows(TEXTS, batch_size=16), out["rows"], 2e-3, f"{trained.name} on JAX")
+            # JAX in batches of 16, TensorFlow's rows in batches of 32: a text's outputs do not depend on its batch
+            _close(trained.rows, out["rows"], 2e-3, f"{trained.name} on JAX")
             if hasattr(trained.pipeline, "score_outcomes"):
                 from kerasbert_apps.ner.examples import Example
 

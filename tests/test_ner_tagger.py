@@ -200,13 +200,16 @@ def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, t
                           intermediate_dim=32, max_sequence_length=64)
     tagger = Tagger(NerModel(encoder, len(TAGS), lstm_units=4), tokenizer, TAGS, max_length=16)
     tagger.save(tmp_path / "run" / "model")
-    texts = ["Peter lives in Paris.", "李白在北京"]
-    want = tagger.predict(texts)
+    # What it predicts after a round trip is the head contract's check
+    # (tests/heads_contract.py); here: both folders load the same weights.
+    want = [np.asarray(w) for w in tagger.model.weights]
     for folder in (tmp_path / "run" / "model", tmp_path / "run"):
         loaded = Tagger.load(folder, verbose=True)
         assert capsys.readouterr().err.strip() == f"model: {tmp_path / 'run' / 'model'}"
         assert (loaded.tags, loaded.max_length, loaded.overlap) == (TAGS, 16, tagger.overlap)
-        assert loaded.predict(texts) == want
+        assert len(loaded.model.weights) == len(want)
+        for a, b in zip(loaded.model.weights, want):
+            np.testing.assert_array_equal(np.asarray(a), b, err_msg=a.path)
     with pytest.raises(KerasbertError, match="nor a training output folder"):
         Tagger.load(tmp_path)
 
