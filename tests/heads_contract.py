@@ -340,7 +340,9 @@ def test_lora_folder_loads_back_and_merges(trained, tmp_path):
     assert theirs
     for ours in (back, merged):
         np.testing.assert_allclose(np.asarray(ours.model.encoder(x)["sequence_output"]), want, atol=1e-4)
-        for i, (a, b) in enumerate(zip(keras.tree.flatten(ours.model(windows)), theirs)):
+        outputs = keras.tree.flatten(ours.model(windows))
+        assert len(outputs) == len(theirs), trained.name
+        for i, (a, b) in enumerate(zip(outputs, theirs)):
             np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=1e-4,
                                        err_msg=f"{trained.name} LoRA output {i}")
 
