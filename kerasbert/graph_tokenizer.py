@@ -116,6 +116,12 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import WriteError
+from kerasbert.graph_ops import lower_bound
+from kerasbert.graph_ops import nonzero
+from kerasbert.graph_ops import repeat_index
+from kerasbert.graph_ops import row_of
+from kerasbert.graph_ops import shifted
+from kerasbert.graph_ops import upper_bound
 
 MAX_CODE_POINT = 0x10FFFF
 _N_CODE_POINTS = MAX_CODE_POINT + 1
@@ -162,8 +168,7 @@ class _Ranges:
 
     def lookup(self, cps):
         """``values`` at each code point of the int32 tensor ``cps``."""
-        index = tf.searchsorted(tf.constant(self.bounds), cps, side="right") - 1
-        return tf.gather(tf.constant(self.values), index)
+        return tf.gather(tf.constant(self.values), upper_bound(self.bounds, cps) - 1)
 
 
 class _CharMap:
@@ -221,24 +226,24 @@ class _CharMap:
         """Map the int32 code points ``cps`` [n]; returns ``(values, source)``:
         the output code points [m] and, for each, the index in ``cps`` it came
         from (non-decreasing)."""
-        index = tf.searchsorted(tf.constant(self.ranges.bounds), cps, side="right") - 1
+        index = upper_bound(self.ranges.bounds, cps) - 1
         kind = tf.gather(tf.constant(self.kind), index)
         delta = tf.gather(tf.constant(self.delta), index)
-        counts = tf.where(kind == _KEEP, 1, 0)
+        counts = tf.cast(kind == _KEEP, tf.int32)
         if len(self.multi_keys):
-            k = tf.searchsorted(tf.constant(self.multi_keys), cps, side="left")
-            k = tf.minimum(k, len(self.multi_keys) - 1)
-            splits = tf.constant(self.multi_splits)
-            m_start = tf.gather(splits, k)
-            counts = tf.where(kind == _MULTI, tf.gather(splits, k + 1) - m_start, counts)
-        source = tf.repeat(tf.range(tf.size(cps)), counts)
+            # Per multi-character code point: where its outputs start in multi_values, and how many.
+            k = tf.minimum(lower_bound(self.multi_keys, cps), len(self.multi_keys) - 1)
+            starts_counts = np.stack([self.multi_splits[:-1], np.diff(self.multi_splits)], 1).astype(np.int32)
+            m_start, m_count = tf.unstack(tf.gather(tf.constant(starts_counts), k), axis=1)
+            is_multi = kind == _MULTI
+            counts = tf.where(is_multi, m_count, counts)
+        source = repeat_index(counts)
         values = tf.gather(cps + delta, source)
         if len(self.multi_keys):
-            first_out = tf.cumsum(counts, exclusive=True)
-            j = tf.range(tf.size(source)) - tf.gather(first_out, source)
+            j = tf.range(tf.size(source)) - tf.gather(tf.cumsum(counts, exclusive=True), source)
             # For non-multi characters j == 0 and m_start is a valid index.
             multi_values = tf.gather(tf.constant(self.multi_values), tf.gather(m_start, source) + j)
-            values = tf.where(tf.gather(kind, source) == _MULTI, multi_values, values)
+            values = tf.where(tf.gather(is_multi, source), multi_values, values)
         return values, source
 
 
@@ -406,9 +411,13 @@ def _stage_tables(lowercase, strip_accents):
     return _CharMap.from_arrays(arrays, "a."), b
 
 
-def _shift(x, fill):
-    """``x`` moved one place right along its only axis, ``fill`` first."""
-    return tf.concat([tf.fill([1], tf.cast(fill, x.dtype)), x], axis=0)[:-1]
+def _fast_wordpiece():
+    """TF-Text's ``FastWordpieceTokenizeWithOffsets`` op module (what
+    ``tensorflow_text.FastWordpieceTokenizer`` calls, without the ragged
+    tensors it wraps the outputs in)."""
+    from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
+
+    return gen_fast_wordpiece_tokenizer
 
 
 def _utf8_lengths(cps):
@@ -434,7 +443,6 @@ class GraphTokenizer(tf.Module):
 
     def __init__(self, tokenizer, name=None):
         super().__init__(name=name)
-        import tensorflow_text as tf_text
 
         self.vocabulary_size = len(tokenizer.vocab)
         self.lowercase = bool(tokenizer.lowercase)
@@ -456,11 +464,88 @@ class GraphTokenizer(tf.Module):
         model = builder.build_fast_wordpiece_model(
             list(tokenizer.vocab), 4 * self.max_chars_per_word + 4, "##", tokenizer.vocab[self.unk_id], True, False
         )
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            model_buffer=tf.constant(np.frombuffer(model, dtype=np.uint8)), token_out_type=tf.int32
-        )
+        self._wordpiece_model = tf.constant(np.frombuffer(model, dtype=np.uint8))
 
     # ------------------------------------------------------------------ tokenize
+    def tokens(self, texts):
+        """WordPiece ids and offsets of each text, without special tokens, flat.
+
+        Args:
+            texts: ``tf.string`` [batch] (UTF-8).
+
+        Returns:
+            ``(pieces, counts)``: ``pieces`` int32 [tokens, 3], each token's
+            id, start and end (code-point offsets into its original string,
+            end exclusive), text after text; ``counts`` int32 [batch]: the
+            tokens of each text.
+        """
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        text_splits, cps = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8", errors="replace",
+                                                    replacement_char=0xFFFD, Tsplits=tf.int32)
+        char_text = row_of(text_splits[1:], tf.size(cps))  # the text of each character
+        cjk = self._cjk.lookup(cps)
+
+        # Stage A: clean (drop controls, whitespace -> " "), NFD if stripping.
+        values, origin = self._stage_a.apply(cps)  # origin: index of the original character in cps
+        if self._combining is not None:
+            values = self._reorder_marks(values, tf.gather(char_text, origin))
+        # Stage B: drop non-spacing marks, lower-case.
+        if self._stage_b is not None:
+            values, source = self._stage_b.apply(values)
+            origin = tf.gather(origin, source)
+        text_of, cjk = tf.unstack(tf.gather(tf.stack([char_text, cjk], 1), origin), axis=1)
+
+        # Pre-tokenization: word boundaries on the normalized characters.
+        classes = self._classes.lookup(values)
+        previous = shifted(tf.stack([classes, cjk, text_of, origin], 1), [_SPACE, 0, -1, -1])
+        prev_class, prev_cjk, prev_text, prev_origin = tf.unstack(previous, axis=1)
+        boundary = (
+            (text_of != prev_text)
+            | (prev_class == _SPACE)
+            | (classes == _PUNCT)
+            | (prev_class == _PUNCT)
+            | (((cjk > 0) | (prev_cjk > 0)) & (origin != prev_origin))
+        )
+        kept = nonzero(classes != _SPACE)
+        values = tf.gather(values, kept)
+        origin = tf.gather(origin, kept)
+        word_first = nonzero(tf.gather(boundary, kept))  # index among the kept characters
+        word_splits = tf.concat([word_first, [tf.size(kept)]], 0)
+        word_length = word_splits[1:] - word_first
+        too_long = word_length > self.max_chars_per_word
+        words = tf.raw_ops.UnicodeEncode(input_values=values, input_splits=word_splits, output_encoding="UTF-8",
+                                         errors="replace", replacement_char=0xFFFD)
+        words = tf.where(too_long, tf.constant(""), words)
+
+        # WordPiece; a too-long word (given as "": no pieces) is one [UNK] over the whole word.
+        _, piece_ids, piece_splits, byte_starts, byte_ends = _fast_wordpiece().fast_wordpiece_tokenize_with_offsets(
+            input_values=words, wp_model=self._wordpiece_model)
+        piece_splits = tf.cast(piece_splits, tf.int32)
+        per_word = tf.where(too_long, 1, piece_splits[1:] - piece_splits[:-1])
+        word = repeat_index(per_word)  # the word of each token
+        long_token = tf.gather(too_long, word)
+        k = tf.range(tf.size(word)) - tf.gather(tf.cumsum(per_word, exclusive=True), word)
+        # Row `len` of `pieces` stands for the [UNK] (its byte offsets unused).
+        pieces = tf.concat([tf.cast(tf.stack([piece_ids, byte_starts, byte_ends], 1), tf.int32),
+                            [[self.unk_id, 0, 0]]], 0)
+        piece = tf.where(long_token, tf.shape(piece_ids)[0], tf.gather(piece_splits, word) + k)
+        ids, byte_start, byte_end = tf.unstack(tf.gather(pieces, piece), axis=1)
+        # Byte offsets in the word -> index among the kept characters.
+        char_bytes = tf.cumsum(_utf8_lengths(values), exclusive=True)
+        base = tf.gather(tf.gather(char_bytes, word_first), word)
+        first_char, end_char = tf.unstack(tf.raw_ops.LowerBound(
+            sorted_inputs=tf.stack([char_bytes, char_bytes]), values=tf.stack([base + byte_start, base + byte_end]),
+            out_type=tf.int32))
+        first = tf.gather(word_first, word)
+        first_char = tf.where(long_token, first, first_char)
+        end_char = tf.where(long_token, first + tf.gather(word_length, word), end_char)
+        start = tf.gather(origin, first_char)
+        end = tf.gather(origin, end_char - 1) + 1
+        text = tf.gather(char_text, start)
+        at = tf.gather(text_splits, text)
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(text), text, tf.size(texts))
+        return tf.stack([ids, start - at, end - at], 1), counts
+
     def tokenize(self, texts):
         """WordPiece ids and offsets of each text, without special tokens.
 
@@ -471,125 +556,47 @@ class GraphTokenizer(tf.Module):
             ``(token_ids, starts, ends)``: RaggedTensors [batch, (tokens)];
             ``token_ids`` int32, ``starts``/``ends`` int64 code-point offsets
             into the original strings (end exclusive) -- what
-            ``BertTokenizer.pieces`` returns per text.
+            ``BertTokenizer.pieces`` returns per text. (:meth:`tokens` gives
+            the same, flat.)
         """
-        texts = tf.convert_to_tensor(texts, dtype=tf.string)
-        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
-        n_texts = chars.nrows(out_type=tf.int32)
-        cps = chars.flat_values
-        text_of = tf.cast(chars.value_rowids(), tf.int32)
-        position = tf.range(tf.size(cps)) - tf.gather(tf.cast(chars.row_splits, tf.int32), text_of)
-        cjk = self._cjk.lookup(cps)
-
-        # Stage A: clean (drop controls, whitespace -> " "), NFD if stripping.
-        values, source = self._stage_a.apply(cps)
-        origin = tf.gather(position, source)
-        text_of = tf.gather(text_of, source)
-        cjk = tf.gather(cjk, source)
-        if self._combining is not None:
-            values = self._reorder_marks(values, text_of)
-        # Stage B: drop non-spacing marks, lower-case.
-        if self._stage_b is not None:
-            values, source = self._stage_b.apply(values)
-            origin = tf.gather(origin, source)
-            text_of = tf.gather(text_of, source)
-            cjk = tf.gather(cjk, source)
-
-        # Pre-tokenization: word boundaries on the normalized characters.
-        classes = self._classes.lookup(values)
-        prev_class = _shift(classes, _SPACE)
-        boundary = (
-            (text_of != _shift(text_of, -1))
-            | (prev_class == _SPACE)
-            | (classes == _PUNCT)
-            | (prev_class == _PUNCT)
-            | (((cjk > 0) | (_shift(cjk, 0) > 0)) & (origin != _shift(origin, -1)))
-        )
-        kept = tf.reshape(tf.where(classes != _SPACE), [-1])
-        values = tf.gather(values, kept)
-        origin = tf.gather(origin, kept)
-        text_of = tf.gather(text_of, kept)
-        starts_word = tf.cast(tf.gather(boundary, kept), tf.int32)
-        word_of = tf.cumsum(starts_word) - 1
-        n_words = tf.reduce_sum(starts_word)
-        words = tf.RaggedTensor.from_value_rowids(values, word_of, nrows=n_words, validate=False)
-        word_first = tf.cast(words.row_starts(), tf.int32)
-        word_length = tf.cast(words.row_lengths(), tf.int32)
-        word_text = tf.gather(text_of, word_first)
-        too_long = word_length > self.max_chars_per_word
-        strings = tf.where(too_long, tf.constant(""), tf.strings.unicode_encode(words, "UTF-8"))
-
-        # WordPiece, then byte offsets -> index among the kept characters.
-        ids, byte_starts, byte_ends = self._wordpiece.tokenize_with_offsets(strings)
-        char_bytes = tf.cumsum(_utf8_lengths(values), exclusive=True)
-        piece_word = tf.cast(ids.value_rowids(), tf.int32)
-        base = tf.gather(tf.gather(char_bytes, word_first), piece_word)
-        first_char = tf.searchsorted(char_bytes, base + tf.cast(byte_starts.flat_values, tf.int32), side="left")
-        end_char = tf.searchsorted(char_bytes, base + tf.cast(byte_ends.flat_values, tf.int32), side="left")
-        splits = ids.row_splits
-        pieces = tf.RaggedTensor.from_row_splits(
-            tf.stack([ids.flat_values, first_char, end_char], axis=1), splits, validate=False
-        )
-        # Too-long words: one [UNK] over the whole word.
-        long_words = tf.reshape(tf.where(too_long), [-1])
-        unk = tf.stack(
-            [
-                tf.fill(tf.shape(long_words), self.unk_id),
-                tf.gather(word_first, long_words),
-                tf.gather(word_first + word_length, long_words),
-            ],
-            axis=1,
-        )
-        unk = tf.RaggedTensor.from_row_lengths(unk, tf.cast(too_long, tf.int64), validate=False)
-        pieces = tf.concat([pieces, unk], axis=1)
-        flat = pieces.flat_values
-        piece_text = tf.gather(word_text, tf.cast(pieces.value_rowids(), tf.int32))
-        starts = tf.cast(tf.gather(origin, flat[:, 1]), tf.int64)
-        ends = tf.cast(tf.gather(origin, flat[:, 2] - 1) + 1, tf.int64)
-
-        def by_text(v):
-            return tf.RaggedTensor.from_value_rowids(
-                v, tf.cast(piece_text, tf.int64), nrows=tf.cast(n_texts, tf.int64), validate=False
-            )
-
-        return by_text(flat[:, 0]), by_text(starts), by_text(ends)
+        pieces, counts = self.tokens(texts)
+        counts = tf.cast(counts, tf.int64)
+        ids, starts, ends = tf.unstack(pieces, axis=1)
+        return tuple(tf.RaggedTensor.from_row_lengths(v, counts, validate=False)
+                     for v in (ids, tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)))
 
     def _reorder_marks(self, values, text_of):
         """Canonical reordering (stable sort by combining class) of each run of
         combining marks; only the characters move, alignments stay in place."""
         ccc = self._combining.lookup(values)
-        size = tf.size(values)
-        index = tf.range(size)
-        run_start = (ccc == 0) | (_shift(ccc, 0) == 0) | (text_of != _shift(text_of, -1))
-        run_of = tf.cumsum(tf.cast(run_start, tf.int32)) - 1
-        run_first = tf.gather(tf.boolean_mask(index, run_start), run_of)
-        key = tf.cast(run_first, tf.int64) * 256 + tf.cast(ccc, tf.int64)
-        return tf.gather(values, tf.argsort(key, stable=True))
+        previous, prev_text = tf.unstack(shifted(tf.stack([ccc, text_of], 1), [0, -1]), axis=1)
+        run_start = (ccc == 0) | (previous == 0) | (text_of != prev_text)
+        run_of = tf.cumsum(tf.cast(run_start, tf.int64))  # runs are numbered in order
+        return tf.gather(values, tf.argsort(run_of * 256 + tf.cast(ccc, tf.int64), stable=True))
 
     # -------------------------------------------------------------------- encode
-    def _wrap(self, ids, starts, ends, max_length, pad_to_max_length):
-        """[CLS] + rows + [SEP], padded: the encoder inputs and offsets."""
-        n = ids.nrows()
-        ones = tf.ones([n], tf.int64)
-
-        def frame(rt, first, last):
-            head = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(first, rt.dtype)), ones, validate=False)
-            tail = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.cast(last, rt.dtype)), ones, validate=False)
-            return tf.concat([head, rt, tail], axis=1)
-
-        shape = [None, max_length] if pad_to_max_length else None
-        token_ids = frame(ids, self.cls_id, self.sep_id)
-        mask = tf.ones_like(token_ids)
-        starts = frame(tf.cast(starts, tf.int32), 0, 0)
-        ends = frame(tf.cast(ends, tf.int32), 0, 0)
-        token_ids = token_ids.to_tensor(default_value=self.pad_id, shape=shape)
-        mask = mask.to_tensor(default_value=0, shape=shape)
-        offsets = tf.stack([starts.to_tensor(0, shape=shape), ends.to_tensor(0, shape=shape)], axis=-1)
+    def _rows(self, pieces, counts, text_index, token_start, token_end, max_length, pad_to_max_length):
+        """One row ``[CLS] tokens [SEP]`` per window (the text ``text_index``'s
+        tokens ``token_start .. token_end - 1``, flat in ``pieces`` from
+        :meth:`tokens`, ``counts`` per text), padded: the encoder inputs and offsets."""
+        length = token_end - token_start
+        width = max_length if pad_to_max_length else tf.reduce_max(tf.concat([length + 2, [0]], 0))
+        column = tf.range(width)[None, :]
+        last = length[:, None] + 1
+        inside = (column > 0) & (column < last)
+        # Rows `tokens`, `tokens + 1`, `tokens + 2` of the table: [PAD], [CLS], [SEP] (offsets (0, 0)).
+        n = tf.shape(pieces)[0]
+        table = tf.concat([pieces, [[self.pad_id, 0, 0], [self.cls_id, 0, 0], [self.sep_id, 0, 0]]], 0)
+        first = tf.gather(tf.cumsum(counts, exclusive=True), text_index) + token_start - 1  # column 1: first token
+        index = tf.where(inside, first[:, None] + column,
+                         tf.where(column == 0, n + 1, tf.where(column == last, n + 2, n)))
+        cells = tf.gather(table, index)  # [rows, width, 3]
+        token_ids = cells[..., 0]
         return {
             "token_ids": token_ids,
             "segment_ids": tf.zeros_like(token_ids),
-            "padding_mask": mask,
-            "offsets": offsets,
+            "padding_mask": tf.cast(column <= last, tf.int32),
+            "offsets": cells[..., 1:],
         }
 
     def encode(self, texts, max_length=512, pad_to_max_length=False):
@@ -612,10 +619,11 @@ class GraphTokenizer(tf.Module):
         max_length = int(max_length)
         if max_length < 3:
             raise ValueError(f"max_length must be at least 3, got {max_length}")
-        ids, starts, ends = self.tokenize(texts)
+        pieces, n = self.tokens(texts)
         inner = max_length - 2
-        out = self._wrap(ids[:, :inner], starts[:, :inner], ends[:, :inner], max_length, pad_to_max_length)
-        out["truncated"] = ids.row_lengths() > inner
+        out = self._rows(pieces, n, tf.range(tf.size(n)), tf.zeros_like(n), tf.minimum(n, inner), max_length,
+                         pad_to_max_length)
+        out["truncated"] = n > inner
         return out
 
     def windows(self, texts, max_length=128, overlap=None, pad_to_max_length=False):
@@ -654,22 +662,14 @@ class GraphTokenizer(tf.Module):
         if not 0 <= overlap < size:
             raise ValueError(f"overlap must be between 0 and max_length - 3, got {overlap}")
         stride = size - overlap
-        ids, starts, ends = self.tokenize(texts)
-        n = tf.cast(ids.row_lengths(), tf.int32)
+        pieces, n = self.tokens(texts)
         n_windows = 1 + (tf.maximum(n - size, 0) + stride - 1) // stride
-        text_index = tf.repeat(tf.range(tf.size(n)), n_windows)
-        k = tf.range(tf.size(text_index)) - tf.gather(tf.cumsum(n_windows, exclusive=True), text_index)
+        window_ends = tf.cumsum(n_windows)
+        text_index = row_of(window_ends, tf.reduce_sum(n_windows))
+        k = tf.range(tf.size(text_index)) - tf.gather(window_ends - n_windows, text_index)
         token_start = k * stride
         token_end = tf.minimum(token_start + size, tf.gather(n, text_index))
-        first = tf.gather(tf.cast(ids.row_splits, tf.int32), text_index) + token_start
-        index = tf.ragged.range(first, first + token_end - token_start)
-
-        def take(rt):
-            return tf.RaggedTensor.from_row_splits(
-                tf.gather(rt.flat_values, index.flat_values), index.row_splits, validate=False
-            )
-
-        out = self._wrap(take(ids), take(starts), take(ends), max_length, pad_to_max_length)
+        out = self._rows(pieces, n, text_index, token_start, token_end, max_length, pad_to_max_length)
         out.update(text_index=text_index, token_start=token_start, token_end=token_end, num_tokens=n)
         return out
 
