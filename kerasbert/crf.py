@@ -204,13 +204,20 @@ def crf_log_norm(potentials, sequence_lengths, transition_params):
     potentials, sequence_lengths, transition_params = _prepare(
         potentials, sequence_lengths, transition_params
     )
+    return _forward_log_norm(potentials, sequence_lengths, transition_params)
+
+
+def _forward_log_norm(potentials, sequence_lengths, transition_params, start_penalty=None):
+    """`crf_log_norm` of prepared inputs; `start_penalty` `[num_tags]` is
+    added to the first step's scores."""
 
     def step(alpha, unary, t):
         # alpha[b, i] + trans[i, j], reduced over the previous tag i.
         moved = ops.logsumexp(
             alpha[:, :, None] + transition_params[None, :, :], axis=1
         )
-        new_alpha = ops.where(ops.equal(t, 0), unary, moved + unary)
+        first = unary if start_penalty is None else unary + start_penalty
+        new_alpha = ops.where(ops.equal(t, 0), first, moved + unary)
         keep = ops.less(t, sequence_lengths)[:, None]
         return ops.where(keep, new_alpha, alpha)
 
@@ -365,44 +372,41 @@ def crf_forward_backward(
     transition_params, start_penalty = _constrained(
         transition_params, num_tags, potentials.dtype, allowed, allowed_start
     )
+    return _forward_backward(potentials, sequence_lengths, transition_params, start_penalty)
+
+
+def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
+    """`crf_forward_backward` of prepared inputs, with the constraints
+    already in `transitions` and `start_penalty`: both directions in one
+    scan (step t of the forward algorithm and step time - 1 - t of the
+    backward one at each iteration)."""
     time_major = _time_major(potentials)
-    zero = ops.zeros((), dtype="int32")
-    first = ops.zeros_like(potentials[:, 0, :])
-
-    def forward(carry, unary):
-        alpha, t = carry
-        moved = ops.logsumexp(
-            alpha[:, :, None] + transition_params[None, :, :], axis=1
-        )
-        new_alpha = ops.where(
-            ops.equal(t, 0), unary + start_penalty, moved + unary
-        )
-        keep = ops.less(t, sequence_lengths)[:, None]
-        carry = (ops.where(keep, new_alpha, alpha), t + 1)
-        return carry, carry
-
-    (last_alpha, _), (alpha, _) = ops.scan(forward, (first, zero), time_major)
-
-    def backward(carry, unary):
-        # carry: beta and unary at step t + 1; `unary` is step t's.
-        beta_next, unary_next, t = carry
-        moved = ops.logsumexp(
-            transition_params[None, :, :] + (unary_next + beta_next)[:, None, :],
-            axis=2,
-        )
-        inside = ops.less(t + 1, sequence_lengths)[:, None]
-        carry = (ops.where(inside, moved, ops.zeros_like(moved)), unary, t - 1)
-        return carry, carry
-
+    # Each step sees its own potentials and those of the step it runs backwards.
+    both = ops.concatenate([time_major, ops.flip(time_major, axis=0)], axis=-1)
     last = ops.shape(potentials)[1] - 1
-    _, (beta, _, _) = ops.scan(
-        backward, (first, first, zero + last), time_major, reverse=True
+    zero = ops.zeros_like(potentials[:, 0, :])
+
+    def step(carry, unaries):
+        alpha, beta_next, unary_next, t = carry
+        unary, unary_back = ops.split(unaries, 2, axis=-1)
+        # forward, step t
+        moved = ops.logsumexp(alpha[:, :, None] + transitions[None, :, :], axis=1)
+        new_alpha = ops.where(ops.equal(t, 0), unary + start_penalty, moved + unary)
+        alpha = ops.where(ops.less(t, sequence_lengths)[:, None], new_alpha, alpha)
+        # backward, step u = last - t: from beta and the potentials at u + 1 (0 at the last step)
+        moved = ops.logsumexp(transitions[None, :, :] + (unary_next + beta_next)[:, None, :], axis=2)
+        beta = ops.where(ops.less(last - t + 1, sequence_lengths)[:, None], moved, ops.zeros_like(moved))
+        carry = (alpha, beta, unary_back, t + 1)
+        return carry, carry
+
+    (last_alpha, _, _, _), (alpha, beta, _, _) = ops.scan(
+        step, (zero, zero, zero, ops.zeros((), dtype="int32")), both
     )
     log_norm = ops.logsumexp(last_alpha, axis=1)
     log_norm = ops.where(sequence_lengths > 0, log_norm, ops.zeros_like(log_norm))
     return (
         ops.transpose(alpha, (1, 0, 2)),
-        ops.transpose(beta, (1, 0, 2)),
+        ops.transpose(ops.flip(beta, axis=0), (1, 0, 2)),
         log_norm,
     )
 
@@ -467,9 +471,6 @@ def crf_segment_log_probability(
         potentials, sequence_lengths, transition_params
     )
     num_tags = _num_tags(potentials, transition_params)
-    alpha, beta, log_norm = crf_forward_backward(
-        potentials, sequence_lengths, transition_params, allowed, allowed_start
-    )
     trans, start_penalty = _constrained(
         transition_params, num_tags, potentials.dtype, allowed, allowed_start
     )
@@ -482,55 +483,47 @@ def crf_segment_log_probability(
         if closed is None
         else ops.cast(ops.convert_to_tensor(closed), "bool")
     )
-    time = ops.shape(potentials)[1]
-    lengths = ops.take(sequence_lengths, rows)
+    alpha, beta, log_norm = _forward_backward(potentials, sequence_lengths, trans, start_penalty)
+    # Each segment's row of alpha, beta and the potentials, read at its steps by masks over time.
+    rows_of = ops.take(ops.concatenate([alpha, beta, potentials], axis=-1), rows, axis=0)
+    row_alpha, row_beta, row_potentials = ops.split(rows_of, 3, axis=-1)  # [n, time, tags] each
+    steps = ops.arange(ops.shape(potentials)[1], dtype="int32")[None, :, None]
+    s, e = ops.reshape(starts, (-1, 1, 1)), ops.reshape(ends, (-1, 1, 1))
     tags = ops.arange(num_tags, dtype="int32")[None, :]
-    row_potentials = ops.take(potentials, rows, axis=0)  # [n, time, tags]
-    row_alpha = ops.take(alpha, rows, axis=0)
-    row_beta = ops.take(beta, rows, axis=0)
+    is_b, is_c = tags == ops.reshape(b, (-1, 1)), tags == ops.reshape(c, (-1, 1))  # [n, tags]
 
-    def at(values, steps, tag):  # values [n, time, tags] at (step, tag) per segment
-        step = ops.take_along_axis(values, ops.clip(steps, 0, time - 1)[:, None, None], axis=1)[:, 0]
-        return ops.take_along_axis(step, tag[:, None], axis=1)[:, 0]
+    def at(values, step):  # [n, time, tags] at step [n, 1, 1] -> [n, tags] (0 outside the row)
+        return ops.sum(ops.where(steps == step, values, 0.0), axis=1)
 
-    def pair(i, j):
-        return ops.take(ops.reshape(trans, (-1,)), i * num_tags + j)
+    def pick(values, where):  # [n, tags] -> [n]: the value at the one tag where `where`
+        return ops.sum(ops.where(where, values, 0.0), axis=1)
 
     def excluded(values, where_excluded):  # logsumexp over the tags not excluded
         return ops.logsumexp(ops.where(where_excluded, _EXCLUDED, values), axis=1)
 
+    from_c, into_c = ops.split(ops.take(ops.concatenate([trans, ops.transpose(trans)], axis=1), c, axis=0), 2, axis=1)
+    stay = pick(from_c, is_c)  # trans[c, c]
     # Prefixes ending at s with y_s = B, or with y_s = I after neither B nor I.
-    head_b = at(row_alpha, starts, b)
-    before = ops.take_along_axis(row_alpha, ops.clip(starts - 1, 0, time - 1)[:, None, None], axis=1)[:, 0]
-    into_c = ops.transpose(ops.take(trans, c, axis=1))  # [n, tags]: trans[i, c]
-    not_entity = (tags == b[:, None]) | (tags == c[:, None])
+    head_b = pick(at(row_alpha, s), is_b)
     head_c = ops.where(
         starts > 0,
-        excluded(before + into_c, not_entity),
-        ops.take(start_penalty, c),
-    ) + at(row_potentials, starts, c)
+        excluded(at(row_alpha, s - 1) + into_c, is_b | is_c),
+        pick(start_penalty[None, :], is_c),
+    ) + pick(at(row_potentials, s), is_c)
+    # Steps s+1..e all I: their potentials of I, and e - s - 1 transitions I -> I.
+    inside = (steps > s) & (steps <= e) & is_c[:, None, :]
+    body = ops.sum(ops.where(inside, row_potentials, 0.0), axis=(1, 2)) + ops.cast(ends - starts - 1, alpha.dtype) * stay
+    # Suffixes after e given y_e = j, with y_{e+1} != I when closed (and e + 1 in the row).
+    after = at(row_potentials + row_beta, e + 1)  # [n, tags]: unary + beta at e + 1
+    beta_end = at(row_beta, e)
+    has_next = closed & ops.less(ends + 1, ops.take(sequence_lengths, rows))
 
-    # Steps s+1..e all I.
-    steps = ops.arange(time, dtype="int32")[None, :]
-    body_mask = (steps > starts[:, None]) & (steps <= ends[:, None])
-    is_c = tags[:, None, :] == c[:, None, None]
-    inside_unary = ops.sum(ops.where(is_c, row_potentials, ops.zeros_like(row_potentials)), axis=2)
-    body = ops.sum(ops.where(body_mask, inside_unary, ops.zeros_like(inside_unary)), axis=1)
-    body = body + ops.cast(ends - starts - 1, body.dtype) * pair(c, c)
+    def tail(from_j, is_j):  # from_j: trans[j, k]
+        return ops.where(has_next, excluded(from_j + after, is_c), pick(beta_end, is_j))
 
-    # Suffixes after e given y_e = j, with y_{e+1} != I when closed.
-    after = ops.take_along_axis(
-        row_potentials + row_beta, ops.clip(ends + 1, 0, time - 1)[:, None, None], axis=1
-    )[:, 0]  # [n, tags]: unary + beta at e + 1
-    has_next = closed & ops.less(ends + 1, lengths)
-
-    def tail(j):
-        from_j = ops.take(trans, j, axis=0)  # [n, tags]: trans[j, k]
-        stop = excluded(from_j + after, tags == c[:, None])
-        return ops.where(has_next, stop, at(row_beta, ends, j))
-
-    single = ops.logaddexp(head_b + tail(b), head_c + tail(c))
-    longer = ops.logaddexp(head_b + pair(b, c), head_c + pair(c, c)) + body + tail(c)
+    tail_c = tail(from_c, is_c)
+    single = ops.logaddexp(head_b + tail(ops.take(trans, b, axis=0), is_b), head_c + tail_c)
+    longer = ops.logaddexp(head_b + pick(into_c, is_b), head_c + stay) + body + tail_c
     score = ops.where(ends > starts, longer, single)
     return score - ops.take(log_norm, rows)
 
