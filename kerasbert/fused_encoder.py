@@ -142,19 +142,36 @@ def _supported(encoder):
     return True
 
 
-def _layer_norm(x, layer):
+class _Constants:
+    """The small constants of one traced encoder call (shapes, permutations,
+    axes), each made once and read by every layer: a graph node fewer per
+    use. (The GELU's constants stay each its own: the remapper's pattern
+    matches them.)"""
+
+    def __init__(self):
+        self._made = {}
+
+    def __call__(self, value, dtype=None):
+        key = (repr(value), str(dtype))
+        if key not in self._made:
+            self._made[key] = _tf().constant(value, dtype)
+        return self._made[key]
+
+
+def _layer_norm(x, layer, const):
     """Keras's LayerNormalization of ``x`` [tokens, hidden] (statistics in float32, as Keras does for bfloat16)."""
     tf = _tf()
     dtype = x.dtype
     x = tf.cast(x, tf.float32)
-    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    axis = const(-1)
+    mean = tf.reduce_mean(x, axis=axis, keepdims=True)
     centred = x - mean
-    variance = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
-    scale = tf.math.rsqrt(variance + layer.epsilon) * tf.cast(layer.gamma, tf.float32)
+    variance = tf.reduce_mean(tf.square(centred), axis=axis, keepdims=True)
+    scale = tf.math.rsqrt(variance + const(layer.epsilon, tf.float32)) * tf.cast(layer.gamma, tf.float32)
     return tf.cast(centred * scale + tf.cast(layer.beta, tf.float32), dtype)
 
 
-def _projection(x, dense, width):
+def _projection(x, dense, width, const):
     """``x`` [tokens, in] through an ``EinsumDense``/``Dense`` ``dense`` as one ``MatMul`` + ``BiasAdd``."""
     tf = _tf()
     kernel = dense.kernel
@@ -162,32 +179,39 @@ def _projection(x, dense, width):
         with tf.init_scope():  # the value now, outside the function being traced
             value = tf.reshape(tf.convert_to_tensor(kernel.value), [-1, width]).numpy()
         matrix = tf.constant(value)
+    elif len(kernel.shape) == 2:  # a Dense kernel: already [in, width]
+        matrix = kernel
     else:
-        matrix = tf.reshape(kernel, [-1, width])
-    return tf.nn.bias_add(tf.matmul(x, matrix), tf.reshape(dense.bias, [width]))
+        matrix = tf.reshape(kernel, const([-1, width]))
+    bias = dense.bias if len(dense.bias.shape) == 1 else tf.reshape(dense.bias, const([width]))
+    return tf.nn.bias_add(tf.matmul(x, matrix), bias)
 
 
-def _transformer_layer(x, layer, bias, batch, length, activation):
-    """One keras-hub ``TransformerEncoder`` (post-norm) on ``x`` [batch * length, hidden]."""
+def _transformer_layer(x, layer, bias, shapes, activation, const):
+    """One keras-hub ``TransformerEncoder`` (post-norm) on ``x`` [batch * length, hidden];
+    ``shapes(heads, size)`` gives ``[batch, length, heads, size]``."""
     tf = _tf()
     attention = layer._self_attention_layer
     heads, size = attention._num_heads, attention._key_dim
     hidden = heads * size
+    split_shape, swap = shapes(heads, size), const([0, 2, 1, 3])
 
     def split(t):  # [batch * length, hidden] -> [batch, heads, length, size]
-        return tf.transpose(tf.reshape(t, [batch, length, heads, size]), [0, 2, 1, 3])
+        return tf.transpose(tf.reshape(t, split_shape), swap)
 
-    query = split(_projection(x, attention._query_dense, hidden))
-    key = split(_projection(x, attention._key_dense, hidden))
-    value = split(_projection(x, attention._value_dense, hidden))
-    scores = tf.matmul(query, key, transpose_b=True) * tf.constant(1.0 / math.sqrt(size), query.dtype)
+    query = split(_projection(x, attention._query_dense, hidden, const))
+    key = split(_projection(x, attention._key_dense, hidden, const))
+    value = split(_projection(x, attention._value_dense, hidden, const))
+    scores = tf.matmul(query, key, transpose_b=True) * const(1.0 / math.sqrt(size), query.dtype)
     probabilities = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + bias), x.dtype)
-    context = tf.reshape(tf.transpose(tf.matmul(probabilities, value), [0, 2, 1, 3]), [batch * length, hidden])
+    context = tf.reshape(tf.transpose(tf.matmul(probabilities, value), swap), const([-1, hidden]))
     width = x.shape[-1]
-    x = _layer_norm(_projection(context, attention._output_dense, width) + x, layer._self_attention_layer_norm)
+    x = _layer_norm(_projection(context, attention._output_dense, width, const) + x,
+                    layer._self_attention_layer_norm, const)
     inner = layer._feedforward_intermediate_dense
-    h = activation(_projection(x, inner, inner.units))
-    return _layer_norm(_projection(h, layer._feedforward_output_dense, width) + x, layer._feedforward_layer_norm)
+    h = activation(_projection(x, inner, inner.units, const))
+    return _layer_norm(_projection(h, layer._feedforward_output_dense, width, const) + x,
+                       layer._feedforward_layer_norm, const)
 
 
 def fused_encoder(encoder):
@@ -210,21 +234,31 @@ def fused_encoder(encoder):
 
     def _call(inputs):
         tf = _tf()
+        const = _Constants()
         x = encoder.embeddings(inputs)  # the Keras embedding layers: gathers, one LayerNorm
-        batch, length, width = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
-        mask = tf.cast(tf.reshape(inputs["padding_mask"], [batch, 1, 1, length]), tf.float32)
+        width = x.shape[-1]
+        batch_length = tf.shape(inputs["padding_mask"])  # [batch, length]
+        split_shapes = {}
+
+        def shapes(heads, size):  # [batch, length, heads, size], made once
+            if (heads, size) not in split_shapes:
+                split_shapes[heads, size] = tf.concat([batch_length, const([heads, size])], 0)
+            return split_shapes[heads, size]
+
+        mask = tf.cast(inputs["padding_mask"], tf.float32)[:, None, None, :]
         bias = (1.0 - mask) * -1e9  # Keras's masked softmax: -1e9 where the key is padding
-        x = tf.reshape(x, [batch * length, width])
+        x = tf.reshape(x, const([-1, width]))
         hidden_states = [x]
         for layer in encoder.schedule:
-            x = _transformer_layer(x, layer, bias, batch, length, activation)
+            x = _transformer_layer(x, layer, bias, shapes, activation, const)
             hidden_states.append(x)
-        sequence = tf.reshape(x, [batch, length, width])
+        sequence_shape = tf.concat([batch_length, const([width])], 0)
+        sequence = tf.reshape(x, sequence_shape)
         pooler = getattr(encoder, "pooled_dense", None)
         out = {"sequence_output": sequence,
                "pooled_output": pooler(sequence[:, 0, :]) if pooler is not None else sequence[:, 0, :]}
         if encoder.output_hidden_states:
-            out["hidden_states"] = [tf.reshape(h, [batch, length, width]) for h in hidden_states]
+            out["hidden_states"] = [tf.reshape(h, sequence_shape) for h in hidden_states]
         return out
 
     return call
