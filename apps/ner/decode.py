@@ -162,36 +162,28 @@ def entity_spans(windows, row_tags, tables):
     sequence length)."""
     import tensorflow as tf
 
+    from kerasbert.graph_ops import nonzero
+    from kerasbert.graph_ops import row_of
+    from kerasbert.graph_ops import shifted
+
     prefix_table, type_table, types = tables
     num_tokens = windows["num_tokens"]
-    n_texts = tf.size(num_tokens)
-    row_shape = tf.shape(row_tags)
-    merged = merge_windows(windows, {
-        "tags": row_tags, "starts": windows["offsets"][..., 0], "ends": windows["offsets"][..., 1],
-        "row": tf.broadcast_to(tf.range(row_shape[0])[:, None], row_shape),
-        "position": tf.broadcast_to(tf.range(row_shape[1])[None, :], row_shape),
-    })
+    merged = merge_windows(windows, {"tags": row_tags, "starts": windows["offsets"][..., 0],
+                                     "ends": windows["offsets"][..., 1]})
     tags, starts, ends = merged["tags"], merged["starts"], merged["ends"]
 
     # --- BIO decoding over the flat token list.
     total = tf.size(tags)
-    token_first = tf.cumsum(num_tokens, exclusive=True)
-    token_text = tf.repeat(tf.range(n_texts), num_tokens)
-    first_of_text = tf.range(total) == tf.gather(token_first, token_text)
+    token_text = row_of(tf.cumsum(num_tokens), total)
     prefix = tf.gather(prefix_table, tags)
     kind = tf.gather(type_table, tags)
-    prev_prefix = tf.concat([[0], prefix[:-1]], 0)
-    prev_kind = tf.concat([[-1], kind[:-1]], 0)
+    prev_prefix, prev_kind, prev_text = tf.unstack(shifted(tf.stack([prefix, kind, token_text], 1), [0, -1, -1]), axis=1)
     inside = prefix > 0
-    continues = (prefix == 2) & ~first_of_text & (prev_prefix > 0) & (prev_kind == kind)
+    continues = (prefix == 2) & (prev_text == token_text) & (prev_prefix > 0) & (prev_kind == kind)
     begins = inside & ~continues
-    entity_of = tf.cumsum(tf.cast(begins, tf.int32)) - 1
-    n_entities = tf.reduce_sum(tf.cast(begins, tf.int32))
-    token_id = tf.range(total)
-    members = tf.where(inside)[:, 0]
-    member_entity = tf.gather(entity_of, members)
-    first_token = tf.boolean_mask(token_id, begins)
-    last_token = tf.math.unsorted_segment_max(tf.gather(token_id, members), member_entity, n_entities)
+    # An entity runs from a token that begins one to the last token before one that does not continue it.
+    first_token = nonzero(begins)
+    last_token = nonzero(inside & ~tf.concat([continues[1:], [False]], 0))
     # --- where each entity is scored: the window of its first token.
     e_row = tf.gather(merged["row"], first_token)
     e_first = tf.gather(merged["position"], first_token)
@@ -251,20 +243,17 @@ def entity_outputs(texts, n_texts, e_text, e_start, e_end, kind, score, types):
     from ``texts``); shared by the BIO and span decoders."""
     import tensorflow as tf
 
+    from kerasbert.graph_ops import row_columns
+    from kerasbert.graph_ops import scatter_rows
+
     e_type = tf.gather(tf.constant(types if types else [""], tf.string), kind)
     e_mention = tf.strings.substr(tf.gather(texts, e_text), e_start, e_end - e_start, unit="UTF8_CHAR")
-
-    def per_text(values, pad):
-        ragged = tf.RaggedTensor.from_value_rowids(
-            values, tf.cast(e_text, tf.int64), nrows=tf.cast(n_texts, tf.int64), validate=False
-        )
-        return ragged.to_tensor(default_value=pad)
-
+    where = row_columns(e_text, n_texts)
     return {
-        "start": per_text(e_start, -1),
-        "end": per_text(e_end, -1),
-        "type": per_text(e_type, ""),
-        "mention": per_text(e_mention, ""),
-        "score": per_text(score, 0.0),
-        "count": tf.math.bincount(e_text, minlength=n_texts, maxlength=n_texts, dtype=tf.int32),
+        "start": scatter_rows(e_start, where, -1),
+        "end": scatter_rows(e_end, where, -1),
+        "type": scatter_rows(e_type, where, ""),
+        "mention": scatter_rows(e_mention, where, ""),
+        "score": scatter_rows(score, where, 0.0),
+        "count": where[2],
     }

@@ -8,7 +8,7 @@ of its first token's distance from the window's left cut and its last
 token's distance from the right cut (the text's own first and last tokens
 are not cuts); on a tie the earlier window wins.
 
-:func:`chosen_cells` is the rule; :func:`merge_windows` applies it to single
+:func:`chosen_rows` is the rule; :func:`merge_windows` applies it to single
 tokens (the BIO heads' tags and scores, every head's token offsets) and
 :func:`merged_spans` to every span of tokens (the span heads, which then
 select the spans they keep from the merged cells' logits, e.g.
@@ -17,10 +17,10 @@ select the spans they keep from the merged cells' logits, e.g.
 """
 
 _BIG = 1 << 20  # margin at a window edge that is the text's own edge (not a cut)
-_WINDOW_SLOTS = 1 << 32  # key = margin * _WINDOW_SLOTS - window index (int64)
+_ROWS = 1 << 31  # key = margin * _ROWS + (_ROWS - 1 - row) (int64): the margin first, then the earlier row
 
 
-def chosen_cells(windows, first, last, valid, ids, n_ids):
+def chosen_rows(windows, first, last, valid, ids, n_ids):
     """The rule over the cells ``(row, ...)`` of a batch's windows.
 
     Args:
@@ -35,13 +35,13 @@ def chosen_cells(windows, first, last, valid, ids, n_ids):
         n_ids: the number of ids (int64 scalar).
 
     Returns:
-        ``(cells, ids)``: int64 ``[N, rank]``, the chosen cell of each id seen
-        by some window, and its id ``[N]``.
+        int32 ``[n_ids]``: the row (window) whose cell each id takes, -1 for
+        an id that no window sees. (Rows are ordered by text, then by
+        position: the earlier window is the lower row.)
     """
     import tensorflow as tf
 
-    text_index, token_start, token_end = windows["text_index"], windows["token_start"], windows["token_end"]
-    num_tokens = windows["num_tokens"]
+    token_start, token_end = windows["token_start"], windows["token_end"]
     inner = [1] * (len(valid.shape) - 1)
 
     def per_row(x):
@@ -49,43 +49,45 @@ def chosen_cells(windows, first, last, valid, ids, n_ids):
 
     n = per_row(token_end - token_start)  # text tokens per row
     left = tf.where(per_row(token_start > 0), first, _BIG)
-    right = tf.where(per_row(token_end < tf.gather(num_tokens, text_index)), n - 1 - last, _BIG)
-    margin = tf.cast(tf.minimum(left, right), tf.int64)
-    first_row = tf.cumsum(tf.math.bincount(text_index, minlength=tf.size(num_tokens), dtype=tf.int32), exclusive=True)
-    window_k = tf.range(tf.size(text_index)) - tf.gather(first_row, text_index)
-    key = margin * _WINDOW_SLOTS - per_row(tf.cast(window_k, tf.int64))  # margin first, then the earlier window
-    shape = tf.shape(valid)
-    cells = tf.where(valid)
-    key_valid = tf.gather_nd(tf.broadcast_to(key, shape), cells)
-    id_valid = tf.gather_nd(tf.broadcast_to(ids, shape), cells)
-    best = tf.math.unsorted_segment_max(key_valid, id_valid, n_ids)
-    chosen = key_valid == tf.gather(best, id_valid)
-    return tf.boolean_mask(cells, chosen), tf.boolean_mask(id_valid, chosen)
+    right = tf.where(per_row(token_end < tf.gather(windows["num_tokens"], windows["text_index"])), n - 1 - last, _BIG)
+    later = tf.cast(_ROWS - 1 - tf.range(tf.size(token_start)), tf.int64)
+    key = tf.where(valid, tf.cast(tf.minimum(left, right), tf.int64) * _ROWS + per_row(later), -1)
+    ids = tf.where(valid, ids, n_ids)  # cells that do not exist: one more id, never read
+    best = tf.math.unsorted_segment_max(tf.reshape(key, [-1]), tf.reshape(ids, [-1]), n_ids + 1)
+    return tf.cast(tf.where(best >= 0, _ROWS - 1 - best % _ROWS, -1), tf.int32)[:-1]
 
 
 def _text_tokens(windows):
     """``(positions [1, width], tokens per row [rows, 1], flat index of each
-    row's first text token [rows, 1], tokens of the batch)``."""
+    row's first text token [rows], tokens of the batch)``."""
     import tensorflow as tf
 
     positions = tf.range(tf.maximum(tf.shape(windows["token_ids"])[1] - 2, 0))[None, :]
-    token_first = tf.cumsum(windows["num_tokens"], exclusive=True)
-    row_first = tf.gather(token_first, windows["text_index"]) + windows["token_start"]
-    return positions, (windows["token_end"] - windows["token_start"])[:, None], row_first[:, None], \
-        tf.reduce_sum(windows["num_tokens"])
+    num_tokens = windows["num_tokens"]
+    row_first = tf.gather(tf.cumsum(num_tokens, exclusive=True), windows["text_index"]) + windows["token_start"]
+    return positions, (windows["token_end"] - windows["token_start"])[:, None], row_first, tf.reduce_sum(num_tokens)
+
+
+def _take(values, row, position):
+    """``values[name][row, position]`` for each name (``values``: ``[rows, len]`` tensors)."""
+    import tensorflow as tf
+
+    flat = row * tf.shape(next(iter(values.values())))[1] + position
+    return {name: tf.gather(tf.reshape(value, [-1]), flat) for name, value in values.items()}
 
 
 def merge_windows(windows, values):
     """Per-window values ``[rows, len]`` (``len`` with ``[CLS]``) -> one value
-    per text token, flat over the batch's texts (text 0's tokens first)."""
+    per text token, flat over the batch's texts (text 0's tokens first);
+    with ``row`` and ``position`` (in that row, ``[CLS]`` at 0), the cell
+    each token takes."""
     import tensorflow as tf
 
     positions, n, row_first, total = _text_tokens(windows)
-    total = tf.cast(total, tf.int64)
-    cells, ids = chosen_cells(windows, positions, positions, positions < n, tf.cast(row_first + positions, tf.int64),
-                              total)
-    at = cells + tf.constant([0, 1], tf.int64)  # row position = token position + 1 ([CLS])
-    return {name: tf.scatter_nd(ids[:, None], tf.gather_nd(value, at), total[None]) for name, value in values.items()}
+    row = chosen_rows(windows, positions, positions, positions < n, tf.cast(row_first[:, None] + positions, tf.int64),
+                      tf.cast(total, tf.int64))
+    position = tf.range(total) - tf.gather(row_first, row) + 1  # + 1: [CLS]
+    return {**_take(values, row, position), "row": row, "position": position}
 
 
 def merged_spans(windows):
@@ -93,19 +95,25 @@ def merged_spans(windows):
     chooses: ``cells`` int64 ``[N, 3]`` (row, first, last: positions among
     the row's text tokens, inclusive; add 1 for ``[CLS]``), and what
     :func:`span_outputs` needs (``text`` [N], ``first`` / ``last`` flat token
-    indices [N], the merged token ``starts`` / ``ends`` in characters)."""
+    indices [N], the merged token ``starts`` / ``ends`` in characters).
+    Spans are ordered by first token, then length."""
     import tensorflow as tf
 
     positions, n, row_first, total = _text_tokens(windows)
     i, j = positions[:, :, None], positions[:, None, :]
-    width = tf.cast(tf.shape(positions)[1], tf.int64)
-    flat_first = tf.cast(row_first[:, :, None] + i, tf.int64)
-    cells, _ = chosen_cells(windows, i, j, (i <= j) & (j < n[:, :, None]), flat_first * width + tf.cast(j - i, tf.int64),
-                            tf.cast(total, tf.int64) * width)
-    row, first, last = (tf.cast(cells[:, k], tf.int32) for k in range(3))
-    merged = merge_windows(windows, {"starts": windows["offsets"][..., 0], "ends": windows["offsets"][..., 1]})
-    flat = tf.gather(row_first[:, 0], row) + first
-    return {"cells": cells, "text": tf.gather(windows["text_index"], row), "first": flat, "last": flat + last - first,
+    width = tf.shape(positions)[1]
+    ids = tf.cast((row_first[:, None, None] + i) * width + (j - i), tf.int64)
+    rows = chosen_rows(windows, i, j, (i <= j) & (j < n[:, :, None]), ids, tf.cast(total * width, tf.int64))
+    seen = tf.cast(tf.reshape(tf.where(rows >= 0), [-1]), tf.int32)
+    row = tf.gather(rows, seen)
+    first, length = seen // width, seen % width  # flat first token; last - first
+    in_row = first - tf.gather(row_first, row)
+    cells = tf.cast(tf.stack([row, in_row, in_row + length], 1), tf.int64)
+    # A token's cell is its one-token span's (the same margins).
+    token_row = tf.gather(rows, tf.range(total) * width)
+    merged = _take({"starts": windows["offsets"][..., 0], "ends": windows["offsets"][..., 1]}, token_row,
+                   tf.range(total) - tf.gather(row_first, token_row) + 1)
+    return {"cells": cells, "text": tf.gather(windows["text_index"], row), "first": first, "last": first + length,
             "starts": merged["starts"], "ends": merged["ends"], "n_texts": tf.size(windows["num_tokens"])}
 
 
