@@ -86,30 +86,22 @@ def write_version(base, version, write):
 
 
 # -------------------------------------------------------------- graph parts
-def nonempty(x, width, value):
-    """``x`` [rows, len] padded to ``width`` columns and, only when it has no
-    rows, given one row whose first two columns are ``value`` (e.g. ``[CLS,
-    SEP]``): a serving graph's model calls never see an empty batch, and a
-    non-empty batch is not made any bigger."""
-    import tensorflow as tf
-
-    extra = tf.cast(tf.equal(tf.shape(x)[0], 0), tf.int32)
-    x = tf.pad(x, [[0, extra], [0, width - tf.shape(x)[1]]])
-    return tf.tensor_scatter_nd_update(x, tf.constant([[0, 0], [0, 1]])[: 2 * extra], tf.constant(value, x.dtype)[: 2 * extra])
-
-
 def nonempty_encoder_inputs(inputs, cls_id, sep_id):
-    """The encoder inputs (dict of ``[rows, len]``) with at least two columns
-    and, for an empty batch, one ``[CLS] [SEP]`` row (:func:`nonempty`): row
-    ``i < rows`` is input row ``i``, and row 0 always exists."""
+    """The encoder inputs (dict of ``[rows, len]``) padded to at least two
+    columns and, only when they have no rows, given one ``[CLS] [SEP]`` row:
+    a serving graph's model calls never see an empty batch, and a non-empty
+    batch is not made any bigger. Row ``i < rows`` is input row ``i``, and
+    row 0 always exists."""
     import tensorflow as tf
 
-    width = tf.maximum(tf.shape(inputs["token_ids"])[1], 2)
-    return {
-        "token_ids": nonempty(inputs["token_ids"], width, [cls_id, sep_id]),
-        "segment_ids": nonempty(inputs["segment_ids"], width, [0, 0]),
-        "padding_mask": nonempty(inputs["padding_mask"], width, [1, 1]),
-    }
+    names = ("token_ids", "segment_ids", "padding_mask")
+    stacked = tf.stack([inputs[k] for k in names], -1)  # [rows, len, 3]
+    shape = tf.shape(stacked)
+    empty = tf.cast(tf.equal(shape[0], 0), tf.int32)
+    stacked = tf.pad(stacked, tf.stack([[0, empty], [0, tf.maximum(2 - shape[1], 0)], [0, 0]]))
+    row = tf.constant([[0, 0], [0, 1]])[: 2 * empty]
+    stacked = tf.tensor_scatter_nd_update(stacked, row, tf.constant([[cls_id, 0, 1], [sep_id, 0, 1]], stacked.dtype)[: 2 * empty])
+    return dict(zip(names, tf.unstack(stacked, axis=-1)))
 
 
 #: Row counts an XLA-compiled model is called with (:func:`jit_buckets`): a
@@ -189,9 +181,8 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     short one pay for its padding. ``fn`` maps such a dict to a dict of
     ``[n, width]`` or ``[n, width, k]`` tensors; the results are padded back to
     ``len`` and returned in the original row order. Core TensorFlow ops only
-    (a ``While`` loop). A batch of at most ``rows_per_call`` rows (a single
-    short text, say) is one group: ``fn`` runs on it directly, without the
-    sorting, gathering and loop.
+    (a ``While`` loop); a batch of at most ``rows_per_call`` rows (a single
+    short text, say) is one group, one turn of the loop.
 
     Groups of 8 measured best for the MiniLM NER export on 2 CPU cores, with
     the Keras encoder and with the fused one (``bench/serving_throughput.py``
@@ -200,8 +191,10 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     run side by side on the inter-op threads.
 
     ``one_group_fn``, when given, replaces ``fn`` for a batch that is one
-    group (same outputs): e.g. a form of the model that is faster for one
-    short text and slower for the groups of a big batch."""
+    group (same outputs), called directly, without the sorting, gathering
+    and loop: e.g. a form of the model that is faster for one short text
+    and slower for the groups of a big batch. Without it there is no such
+    branch (the graph holds the model's call once)."""
     import tensorflow as tf
 
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)
@@ -239,7 +232,7 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
         out = single(inputs)
         return {k: out[k] for k in specs}
 
-    results = tf.cond(n_rows <= rows_per_call, one_group, grouped)
+    results = grouped() if one_group_fn is None else tf.cond(n_rows <= rows_per_call, one_group, grouped)
     for k, value in results.items():
         value.set_shape([None, None] + specs[k][1].as_list()[2:])  # concat forgets the rank
     return results
@@ -439,3 +432,53 @@ def describe(directory):
     if not path.exists():
         raise KerasbertError(f"{directory}: not a kerasbert export (no assets.extra/{DESCRIPTION_FILE})")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------- graph size
+def graph_node_count(graph_def):
+    """The nodes of a ``GraphDef``: its own and those of every function in its
+    library (branches, loop bodies, nested functions). What tracing, loading
+    and a first call pay for, and what the executor runs per request."""
+    return len(graph_def.node) + sum(len(function.node_def) for function in graph_def.library.function)
+
+
+def function_node_count(function):
+    """:func:`graph_node_count` of a ``tf.function`` with an input signature
+    (its concrete function, traced if it was not) or of a concrete function."""
+    concrete = function.get_concrete_function() if hasattr(function, "get_concrete_function") else function
+    return graph_node_count(concrete.graph.as_graph_def())
+
+
+def saved_model_node_count(directory, signature=SIGNATURE):
+    """The nodes of a SavedModel's ``saved_model.pb`` (:func:`graph_node_count`):
+    ``{"serving": ..., "all": ...}``. ``serving`` counts the top-level graph
+    and the functions that ``signature`` calls, directly or not; ``all``
+    also the functions that only write and read the variables' checkpoint
+    (``tf.saved_model.save`` adds them, a few nodes per variable; no request
+    runs them)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((Path(directory) / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    functions = {f.signature.name: f for f in graph.library.function}
+    top = {node.name: node for node in graph.node}
+
+    def called(nodes):  # the library functions that these nodes call
+        for node in nodes:
+            if node.op in functions:
+                yield node.op
+            for value in node.attr.values():
+                if value.HasField("func"):
+                    yield value.func.name
+                yield from (f.name for f in value.list.func)
+
+    outputs = saved.meta_graphs[0].signature_def[signature].outputs.values()
+    seen, todo = set(), [name for name in called(top[o.name.split(":")[0]] for o in outputs)]
+    while todo:
+        name = todo.pop()
+        if name in functions and name not in seen:
+            seen.add(name)
+            todo.extend(called(functions[name].node_def))
+    return {"serving": len(graph.node) + sum(len(functions[name].node_def) for name in seen),
+            "all": graph_node_count(graph)}
