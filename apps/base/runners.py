@@ -9,8 +9,6 @@ groups' ``[rows, len, len, k]`` outputs stack (every span head uses it).
 
 import numpy as np
 
-from kerasbert.batching import padded_length
-
 
 def _call(model, inputs):
     import keras
@@ -107,6 +105,8 @@ class HostRunner:
         self.batch_size = int(batch_size)
 
     def rows(self, model, inputs, one_group=None):  # one_group: a graph-only speed-up
+        from kerasbert.batching import padded_length
+
         arrays = {k: np.asarray(v) for k, v in inputs.items()}
         lengths = (arrays["padding_mask"] > 0).sum(axis=1)
         n_rows, width = arrays["padding_mask"].shape
