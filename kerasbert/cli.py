@@ -13,17 +13,20 @@ one message, without a traceback, with exit status 2.
 
 import argparse
 import json
-import os
 import sys
 from importlib.metadata import entry_points
 
 ENTRY_POINT_GROUP = "kerasbert.commands"
 
 
-def _quiet_tensorflow():
-    # TensorFlow's C++ start-up chatter is not for CLI users.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
+def _quiet_tensorflow(argv):
+    """TensorFlow's C++ start-up lines are not for CLI users (:mod:`kerasbert.quiet`),
+    unless ``kerasbert --verbose ...`` or ``KERASBERT_VERBOSE=1`` asks for them."""
+    from kerasbert import quiet
+
+    options = argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
+    if not (quiet.verbose() or "--verbose" in options):
+        quiet.quiet_tensorflow_import()
 
 
 def cmd_inspect(args):
@@ -110,6 +113,8 @@ def build_parser():
         prog="kerasbert",
         description="NER and relation-triple extraction on BERT-family encoders (Keras 3).",
     )
+    parser.add_argument("--verbose", action="store_true", dest="tensorflow_log",
+                        help="show TensorFlow's C++ log lines from its start-up (also: KERASBERT_VERBOSE=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     inspect = subparsers.add_parser(
         "inspect",
@@ -143,7 +148,8 @@ def build_parser():
 
 
 def main(argv=None):
-    _quiet_tensorflow()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _quiet_tensorflow(argv)
     from kerasbert.errors import KerasbertError
 
     parser = build_parser()

@@ -304,22 +304,31 @@ def test_unsupported_activation_is_named(tmp_path, toy_dir):
 # --- CLI ------------------------------------------------------------------------
 
 
-def _cli(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+def _cli(*args, **env):
+    """The CLI in a fresh process, with the environment a user has (no
+    ``TF_CPP_MIN_LOG_LEVEL``, no ``KERASBERT_VERBOSE``) plus ``env``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERASBERT_VERBOSE")} | env
     return subprocess.run([sys.executable, "-m", "kerasbert.cli", *args], capture_output=True, text=True, env=env)
 
 
+# TensorFlow's C++ start-up lines (kerasbert.quiet): the CLI drops them unless asked for them.
+STARTUP_LINES = ("absl::InitializeLog", "oneDNN custom operations", "Could not find cuda drivers",
+                 "cpu_feature_guard")
+
+
 def test_cli_inspect_ok_and_problems(toy_dir, tmp_path):
-    ok = _cli("inspect", str(toy_dir), "--verbose")
+    ok = _cli("inspect", str(toy_dir), "--verbose")  # the subcommand's --verbose: more checkpoint detail, not TF's log
     assert ok.returncode == 0, ok.stderr
+    assert not [line for line in STARTUP_LINES if line in ok.stderr], ok.stderr
     assert "layout:     official" in ok.stdout
     assert "bert/encoder/layer_1/attention/self/query/kernel" in ok.stdout
     assert "optimizer slot or training step" in ok.stdout
     shutil.copytree(toy_dir, tmp_path / "ckpt")
     data = tmp_path / "ckpt" / "bert_model.ckpt.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:100])
-    bad = _cli("inspect", str(tmp_path / "ckpt"), "--json")
+    bad = _cli("--verbose", "inspect", str(tmp_path / "ckpt"), "--json")  # the CLI's --verbose: TensorFlow's lines back
     assert bad.returncode == 1
+    assert "All log messages before absl::InitializeLog() is called" in bad.stderr
     info = json.loads(bad.stdout)
     assert "truncated" in info["problems"][0]
     assert "Traceback" not in bad.stderr
