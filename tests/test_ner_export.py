@@ -35,6 +35,7 @@ from kerasbert.export import next_version
 from kerasbert.export import predict_request
 from kerasbert.export import read_warmup
 from kerasbert.export import rest_body
+from kerasbert.export import saved_model_node_count
 from kerasbert.export import unpad
 from kerasbert.export import write_version
 from kerasbert.graph_tokenizer import disallowed_ops
@@ -179,6 +180,18 @@ def test_op_list_is_core_tensorflow_plus_allowed_tf_text(exported):
     assert {"UnicodeDecodeWithOffsets", "UnicodeDecode"} & set(text_ops)
     assert non_core_ops(list_ops(ids_export)) == []
     assert describe(text_export)["ops"] == sorted(text_ops)
+
+
+#: The text export's serving graph (this tagger: 1 layer, BiLSTM-CRF, windows of 16), in nodes
+#: (kerasbert.export.saved_model_node_count): what loading and the first call pay, and what the
+#: executor runs per request. Raise it only for a reason, in the same commit.
+NER_SERVING_NODES = 2200
+
+
+def test_the_serving_graph_stays_small(exported):
+    _, text_export, _ = exported
+    nodes = saved_model_node_count(text_export)
+    assert nodes["serving"] <= NER_SERVING_NODES, nodes
 
 
 def test_edge_cases_return_well_formed_outputs(exported):

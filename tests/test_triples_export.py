@@ -24,6 +24,7 @@ from conftest import require_shared
 from kerasbert.cli import main as cli_main
 from kerasbert.encoder import BertEncoder
 from kerasbert.export import read_warmup
+from kerasbert.export import saved_model_node_count
 from kerasbert.export import unpad
 from kerasbert.graph_tokenizer import disallowed_ops
 from kerasbert.graph_tokenizer import list_ops
@@ -134,6 +135,16 @@ def test_jit_compiled_export_gives_what_predict_gives(extractor, sentences, tmp_
             np.testing.assert_allclose([t["score"] for t in ours["triples"]], theirs["score"], atol=2e-4)
             total += len(theirs["score"])
     assert total > 1000
+
+
+#: The text export's serving graph (this extractor: 1 layer, CasRel, windows of 16), in nodes
+#: (kerasbert.export.saved_model_node_count). Raise it only for a reason, in the same commit.
+TRIPLES_SERVING_NODES = 2000
+
+
+def test_the_serving_graph_stays_small(exported):
+    nodes = saved_model_node_count(exported[0])
+    assert nodes["serving"] <= TRIPLES_SERVING_NODES, nodes
 
 
 def test_op_list_and_edge_cases(exported):
