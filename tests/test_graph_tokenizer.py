@@ -60,6 +60,7 @@ def host_pieces(host, texts):
 def assert_parity(compiled, texts):
     got = compiled.pieces(texts)
     want = host_pieces(compiled.host, texts)
+    assert len(got) == len(want) == len(texts), f"{len(texts)} texts: {len(got)} graph rows, {len(want)} host rows"
     for text, (g_ids, g_off), (w_ids, w_off) in zip(texts, got, want):
         if (g_ids, g_off) == (w_ids, w_off):
             continue
