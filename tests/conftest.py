@@ -98,6 +98,18 @@ def require_starter():
         pytest.skip(message)
 
 
+def require_module(name):
+    """The module ``name`` (one of the ``dev`` extra's packages), imported;
+    skip (locally) or fail (CI) when it is not installed: ``pytest.importorskip``
+    that cannot hide a missing package in CI."""
+    if importlib.util.find_spec(name) is None:
+        message = f"needs {name}: pip install -e '.[dev]' (the README's test command does)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message, allow_module_level=True)
+    return importlib.import_module(name)
+
+
 #: Pipelines loaded by the CLI in this worker, by (task, model folder):
 #: :func:`one_load_per_model_folder`.
 _LOADED = {}
@@ -167,11 +179,28 @@ def webnlg_slice(tmp_path, train_count, dev_count):
     return train_file, dev_file
 
 
-def interrupt_then_resume(train, settings, refused, epoch, batch):
+def seen_precision():
+    """A Keras callback for ``train(settings, callbacks=[...])`` that records
+    what the model trains in, at its first batch: ``compute_dtypes`` (the set
+    of its layers' compute dtypes) and ``optimizer`` (the class name)."""
+    import keras
+
+    class Seen(keras.callbacks.Callback):
+        compute_dtypes, optimizer = None, None
+
+        def on_train_batch_end(self, index, logs=None):
+            if self.optimizer is None:
+                self.compute_dtypes = {layer.compute_dtype for layer in self.model._flatten_layers()}
+                self.optimizer = type(self.model.optimizer).__name__
+
+    return Seen()
+
+
+def interrupt_then_resume(train, settings, refused, epoch, batch, callbacks=()):
     """Train with ``settings`` until a simulated interruption after batch
     ``batch`` of epoch ``epoch`` (0-based), check that ``refused`` (the same
     output without ``resume``) is refused while a backup is there, then resume
-    to the end. Returns the run's history (one dict per epoch)."""
+    to the end (with ``callbacks``). Returns the run's history (one dict per epoch)."""
     import json
 
     import keras
@@ -195,7 +224,7 @@ def interrupt_then_resume(train, settings, refused, epoch, batch):
     with pytest.raises(Exception, match="pass --resume"):
         train(refused)
     settings.resume = True
-    train(settings)
+    train(settings, callbacks=list(callbacks))
     assert not (output / "backup").exists()  # removed after a finished run
     return [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines()]
 

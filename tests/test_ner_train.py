@@ -19,6 +19,7 @@ from conftest import REPO_ROOT
 from conftest import conll_slice
 from conftest import interrupt_then_resume
 from conftest import require_shared
+from conftest import seen_precision
 from conftest import train_on_two_logical_cpus
 from conftest import train_on_two_workers
 from kerasbert.cli import main
@@ -46,20 +47,26 @@ def test_resume_continues_an_interrupted_run_in_mixed_float16(tmp_path, data):
     """Interrupted mid-epoch, refused without --resume, continued with it; in
     mixed_float16, so the loss-scaling optimizer's state is restored too."""
     settings = _toy_settings(tmp_path, data, backup_every_steps=2, precision="mixed_float16")
+    seen = seen_precision()
     try:
-        history = interrupt_then_resume(train, settings, _toy_settings(tmp_path, data), epoch=1, batch=4)
+        history = interrupt_then_resume(train, settings, _toy_settings(tmp_path, data), epoch=1, batch=4,
+                                        callbacks=[seen])
     finally:
         keras.mixed_precision.set_global_policy("float32")
+    # the resumed run trained in float16 with loss scaling
+    assert "float16" in seen.compute_dtypes and seen.optimizer == "LossScaleOptimizer", vars(seen)
     assert [h["epoch"] for h in history] == [1, 2]  # epoch 1 from the first run; 2 resumed mid-epoch
     assert all(np.isfinite(h["loss"]) for h in history)
     assert history[-1]["loss"] < history[0]["loss"]
 
 
 def test_mixed_bfloat16_trains_and_logs_one_line_per_epoch(tmp_path, data, capsys):
+    seen = seen_precision()
     try:
-        metrics = train(_toy_settings(tmp_path, data, precision="mixed_bfloat16"))
+        metrics = train(_toy_settings(tmp_path, data, precision="mixed_bfloat16"), callbacks=[seen])
     finally:
         keras.mixed_precision.set_global_policy("float32")
+    assert "bfloat16" in seen.compute_dtypes and seen.optimizer != "LossScaleOptimizer", vars(seen)
     # Standard output is not a terminal here (as in `> train.log`): one line
     # per epoch, no progress bar updates.
     out = capsys.readouterr().out

@@ -16,6 +16,7 @@ from kerasbert_apps.triples.train import TriplesTrainSettings
 from kerasbert_apps.triples.train import train
 from conftest import interrupt_then_resume
 from conftest import require_shared
+from conftest import seen_precision
 from conftest import webnlg_slice
 from conftest import train_on_two_logical_cpus
 from kerasbert.cli import main
@@ -116,12 +117,14 @@ def _toy_settings(tmp_path, data, **overrides):
 
 def test_mixed_bfloat16_trains_and_decodes_with_a_schema(tmp_path, data):
     schema = require_shared("data", "webnlg_exact", "rel2id.json")
+    seen = seen_precision()
     try:
-        train(_toy_settings(tmp_path, data, precision="mixed_bfloat16", schema=str(schema)))
+        train(_toy_settings(tmp_path, data, precision="mixed_bfloat16", schema=str(schema)), callbacks=[seen])
         extractor = Extractor.load(tmp_path / "run" / "model").with_thresholds((0.0, 0.0))
         (result,) = extractor.predict(["Alan Bean was born in Wheeler , Texas ."])
     finally:
         keras.mixed_precision.set_global_policy("float32")
+    assert "bfloat16" in seen.compute_dtypes, vars(seen)
     assert len(extractor.predicates) == 216  # the schema's, not only the training data's
     history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
     assert np.isfinite(history[0]["loss"])
@@ -193,3 +196,9 @@ def test_missing_model_or_input_is_a_clear_error(tmp_path, data, trained, capsys
     err = capsys.readouterr().err
     if os.geteuid() != 0:  # root writes anywhere
         assert status == 2 and "choose another --output" in err and "Traceback" not in err
+    # A place no one can write to, root included: under a file.
+    (tmp_path / "a_file").write_text("")
+    status = main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]),
+                   "--output", str(tmp_path / "a_file" / "scores.json")])
+    err = capsys.readouterr().err
+    assert status == 2 and "choose another --output" in err and "Traceback" not in err
