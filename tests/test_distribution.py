@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from conftest import conll_slice
+from conftest import require_module
 from conftest import require_shared
 from conftest import webnlg_slice
 
@@ -89,7 +90,7 @@ def _data(tmp):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    pytest.importorskip("jax")
+    require_module("jax")
     tmp = tmp_path_factory.mktemp("jax_runs")
     data = _data(tmp)
     return tmp, _run_on_jax(tmp, data, 1), _run_on_jax(tmp, data, 2)

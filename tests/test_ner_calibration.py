@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import require_module
 
 from kerasbert_apps.ner.calibration import calibration
 from kerasbert_apps.ner.calibration import entity_outcomes
@@ -83,7 +84,7 @@ def test_entity_outcomes_match_gold_entities_exactly_on_words():
 
 
 def test_reliability_figure_is_written_without_pyplot(tmp_path):
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib")
     result = {"bins": 10, "entities": 8, "correct": 5, "ece": 0.19,
               "table": reliability_table([0.05, 0.15, 0.15, 0.95, 0.95, 0.95, 1.0, 0.95],
                                          [False, True, False, True, True, False, True, True])}

@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
+from conftest import require_module
 from conftest import require_starter
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("matplotlib")
+nbformat = require_module("nbformat")
+nbclient = require_module("nbclient")
+require_module("ipykernel")
+require_module("matplotlib")
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 CELL_TIMEOUT = 600
