@@ -1,8 +1,8 @@
-"""NER training on a GPU with JAX: speed per precision, and a CoNLL-2003 run brought back for parity.
+"""A CoNLL-2003 NER run trained on a GPU host without TensorFlow, brought back for export and parity.
 
-Figures, not a test. The lent GPU machines have JAX but no TensorFlow, and
-the library's tokenizer, decoding and export are TensorFlow; so the work is
-split, as in ``bench/triples_gpu_sweep.py``:
+Figures, not a test. Some GPU hosts have JAX but no TensorFlow, and the
+library's tokenizer, decoding and export are TensorFlow; so the work is split,
+as in ``bench/triples_gpu_sweep.py``:
 
 1. ``prepare`` (here, TensorFlow): the CoNLL-2003 training rows exactly as
    ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.features`
@@ -14,35 +14,21 @@ split, as in ``bench/triples_gpu_sweep.py``:
    up), packed like the weights that come back (byte planes split, zlib),
    with zeros where training never reaches: the word embeddings of tokens
    only eng.testb uses, the position embeddings beyond max length, the
-   (frozen) pooler. About 55 MiB, so that it travels with the wheels and the
-   checkout under the device tool's 64 MiB.
-2. ``speed`` (there, ``KERAS_BACKEND=jax``; or here with ``--tiny``): for each
-   encoder shape (MiniLM: 6 layers, H=384; BERT-base: 12 layers, H=768, FF
-   3072, 12 heads; both vocabulary 30522, randomly initialised: speed does not
-   depend on the values), head and precision, in a process of its own: the
-   library's own model (``Tagger.build_model`` / ``SpanTagger.build_model``),
-   batches (``BucketedBatches``) and optimizer (``compile_for_training``:
-   grouped AdamW, and Keras's ``LossScaleOptimizer`` for ``mixed_float16``)
-   on synthetic rows of exactly ``seq`` real tokens (no padding) with valid
-   BIO tags / spans, trained with ``fit`` for two epochs of ``warmup + steps``
-   batches (the first compiles; the second is timed), then one step taken
-   apart: host batching (``BucketedBatches.__getitem__``), the transfer to
-   the device (``jax.device_put``), the jitted step alone (synchronised each
-   step) and back to back; the number of traces of the training step; peak
-   device memory (``memory_stats()``, where the device reports it).
-3. ``train`` (there): the MiniLM CoNLL-2003 run through the library's path
-   (``start_run``, ``load_encoder``, ``Tagger.build_model``,
+   (frozen) pooler. About 55 MiB: small enough to copy to a host with the
+   checkout and a few wheels where what can be sent is limited.
+2. ``train`` (there, ``KERAS_BACKEND=jax``): the MiniLM CoNLL-2003 run through
+   the library's path (``start_run``, ``load_encoder``, ``Tagger.build_model``,
    ``Tagger.batches`` = ``BucketedBatches`` with its bucketed widths,
    ``compile_for_training``, ``fit_and_select``), dev scored after every
    epoch in numpy (entity F1 over the BIO tags of eng.testa's window rows:
    the Viterbi tags of the model against the rows' gold tags; it selects the
    epoch, the library's scorer runs in ``check``). The best epoch's weights
-   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (the
-   device tool brings back 8 files of 16 MiB, 64 MiB): the encoder's weights as the
-   XOR of their float32 bits with the bundle's (exactly reversible; most
-   high bits cancel), byte planes split, zlib; the head's as they are. And
+   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (for
+   hosts that hand files back in limited sizes): the encoder's weights as the
+   XOR of their float32 bits with the bundle's (exactly reversible; most high
+   bits cancel), byte planes split, zlib; the head's as they are. And
    ``run.json``: settings, per-epoch history, timings, traces.
-4. ``check`` (here, TensorFlow): the weights put back into the MiniLM model
+3. ``check`` (here, TensorFlow): the weights put back into the MiniLM model
    with its full vocabulary (trained rows in place, the other rows the
    checkpoint's; the test-only rows the checkpoint's times the weight decay
    measured on the rows of dev-only tokens, which training reached the same
@@ -51,38 +37,16 @@ split, as in ``bench/triples_gpu_sweep.py``:
    ``kerasbert ner evaluate``, exported (``kerasbert ner export``) and the
    SavedModel's entities compared with ``Tagger.predict``'s.
 
-Model FLOPs per training step (stated in every row)::
-
-    6 * N * T + 12 * L * H * S * T
-
-``T`` = tokens in the step (batch x seq; all real here), ``N`` = trainable
-weights outside the embedding tables (encoder layers and head: BiLSTM,
-emissions, CRF or pointer), ``L`` layers, ``H`` hidden size, ``S`` = seq: the
-6 N T of matmuls forward (2) and backward (4), and attention's scores and
-mixing (4 L H S per token forward, x3 for training). The CRF's forward
-algorithm and Viterbi, the softmaxes and the GlobalPointer's span scores
-(about 6 S x 64 per token) are not counted. MFU = model FLOPs per step /
-step time / the device's dense peak for the precision (:data:`PEAKS`:
-mixed_bfloat16 -> bf16, mixed_float16 -> fp16, float32 -> TF32, since XLA
-on a GPU runs float32 dots in TF32 at JAX's default matmul precision; the
-float32 rows also give MFU against the plain FP32 peak). A device not in the
-table gets no MFU, and the row says so.
-
 ::
 
-    python bench/gpu_training.py prepare --bundle .gpu/ner
-    KERAS_BACKEND=jax python bench/gpu_training.py speed --tiny        # CPU smoke test
-    # on the GPU machine, after installing the carried wheels:
+    python bench/gpu_conll.py prepare --bundle .gpu/ner
+    # on the GPU host, with the checkout, the bundle and the wheels of bench/gpu_wheels.sh installed:
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
-    python bench/gpu_training.py speed --encoders minilm --out $OUT      # one call
-    python bench/gpu_training.py speed --encoders bert-base --out $OUT   # another
-    python bench/gpu_training.py train --bundle .gpu/ner --out $OUT
-    # here, with the files brought back:
-    python bench/gpu_training.py check --bundle .gpu/ner --run DIR --model-out runs/gpu_conll/model
+    python bench/gpu_conll.py train --bundle .gpu/ner --out OUT
+    # here, with OUT's files:
+    python bench/gpu_conll.py check --bundle .gpu/ner --run OUT --model-out runs/gpu_conll/model
 
-With jax 0.11.2 on an H100, XLA aborted compiling a training step in its
-Triton GEMM tiling (``triton_tiling_propagation.cc``; see the README);
-``XLA_FLAGS=--xla_gpu_enable_triton_gemm=false`` avoids it.
+Training speed on a GPU, against the PyTorch peer, is ``bench/gpu_training.py``.
 """
 
 import argparse
@@ -108,37 +72,11 @@ MAX_LENGTH = 128
 DEV_BATCH = 64
 PART_BYTES = 15 * 2**20
 LIBRARY_PAD = 8  # BucketedBatches' pad_to_multiple, which ner train uses
-RETURN_BYTES = 62 * 2**20  # of the 64 MiB the device tool brings back; run.json and the log take the rest
+RETURN_BYTES = 62 * 2**20  # the weights train copies to OUT at most (the rest stays in --workdir)
 MAX_PARTS = 7
 CHUNK_VALUES = 2**21  # values per compressed piece of a weight
 
-#: Encoder shapes of ``speed`` (EncoderConfig fields); randomly initialised.
-ENCODERS = {
-    "minilm": {"vocab_size": 30522, "hidden_size": 384, "num_layers": 6, "num_heads": 12, "intermediate_size": 1536},
-    "bert-base": {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
-    "tiny": {"vocab_size": 1000, "hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 256},
-}
-#: Heads of ``speed``: NerTrainSettings fields. ``crf`` is ``ner train``'s
-#: default (BiLSTM + CRF); the two ``-no-lstm`` variants take the BiLSTM and
-#: then the CRF away, to name what each costs.
-HEADS = {
-    "crf": {"head": "crf"},
-    "global-pointer": {"head": "global-pointer"},
-    "crf-no-lstm": {"head": "crf", "lstm": False},
-    "softmax-no-lstm": {"head": "softmax", "lstm": False},
-}
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-#: CoNLL-2003's entity types (the speed rows' labels).
-TYPES = ("LOC", "MISC", "ORG", "PER")
-#: Dense (no sparsity) peak TFLOP/s by device name (``jax.devices()[0].device_kind``),
-#: from NVIDIA's H100/H200 datasheets; the first pattern found in the name wins.
-PEAKS = (
-    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2}),
-    ("H100 80GB HBM3", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # SXM5
-    ("H100 SXM", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
-    ("H200", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # same chip as the H100 SXM
-)
-PEAK_OF = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16", "float32": "tf32"}
 
 
 def fail(message):
@@ -148,7 +86,7 @@ def fail(message):
 
 
 def block_tensorflow():
-    """Make ``import tensorflow`` fail, as on the GPU machine (``--block-tensorflow``)."""
+    """Make ``import tensorflow`` fail, as on a host without it (``--block-tensorflow``)."""
     sys.modules["tensorflow"] = None
 
 
@@ -324,7 +262,7 @@ def load_bundle(bundle):
     them (``token_ids``, ``segment_ids``, ``padding_mask``, ``tags``)."""
     bundle = Path(bundle)
     if not (bundle / "bundle.json").exists():
-        fail(f"{bundle}: not a bundle (no bundle.json); write one with: python bench/gpu_training.py prepare --bundle {bundle}")
+        fail(f"{bundle}: not a bundle (no bundle.json); write one with: python bench/gpu_conll.py prepare --bundle {bundle}")
     meta = json.loads((bundle / "bundle.json").read_text())
     data = np.load(bundle / "data.npz")
     splits = {}
@@ -441,9 +379,9 @@ def unpacked_encoder(bundle):
 
     source = Path(bundle).resolve() / "encoder"
     if not (source / "weights.json").exists():
-        fail(f"{bundle}: no encoder/weights.json (write the bundle with: python bench/gpu_training.py prepare)")
+        fail(f"{bundle}: no encoder/weights.json (write the bundle with: python bench/gpu_conll.py prepare)")
     key = hashlib.sha1((str(source) + (source / "weights.json").read_text()).encode()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"gpu_training_encoder_{key}"
+    target = Path(tempfile.gettempdir()) / f"gpu_conll_encoder_{key}"
     if not (target / "model.safetensors").exists():
         target.mkdir(parents=True, exist_ok=True)
         for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
@@ -454,88 +392,8 @@ def unpacked_encoder(bundle):
 
 
 # =============================================================================
-# speed (JAX there; --tiny here)
+# train's helpers
 # =============================================================================
-
-
-def peak_tflops(device_kind):
-    for pattern, peaks in PEAKS:
-        if pattern in device_kind:
-            return pattern, peaks
-    return None, None
-
-
-def synthetic_rows(count, seq, vocab, head, seed=0):
-    """``count`` training rows of ``seq`` real tokens ([CLS] ... [SEP]) with
-    random ids and valid BIO tags (random entities of 1-3 tokens, about one
-    token in five inside one), or their GlobalPointer ``spans``."""
-    from kerasbert_apps.ner.tags import bio_tags
-
-    rng = np.random.default_rng(seed)
-    names = bio_tags(list(TYPES))
-    rows = {"token_ids": [], "segment_ids": [], "padding_mask": [], "tags" if head != "global-pointer" else "spans": []}
-    for _ in range(count):
-        ids = rng.integers(1000 if vocab > 2000 else 5, vocab, seq).astype(np.int32)
-        ids[0], ids[-1] = 101 % vocab, 102 % vocab
-        tags = np.zeros(seq, np.int32)
-        spans = []
-        position = 1
-        while position < seq - 1:
-            if rng.random() < 0.1:
-                length = int(min(rng.integers(1, 4), seq - 1 - position))
-                kind = int(rng.integers(len(TYPES)))
-                tags[position] = names.index(f"B-{TYPES[kind]}")
-                tags[position + 1 : position + length] = names.index(f"I-{TYPES[kind]}")
-                spans.append((position, position + length - 1, kind))
-                position += length
-            position += 1
-        rows["token_ids"].append(ids)
-        rows["segment_ids"].append(np.zeros(seq, np.int32))
-        rows["padding_mask"].append(np.ones(seq, np.int32))
-        if head == "global-pointer":  # SpanTagger.window_labels' codes: end * types + type + 1 at the start token
-            codes = np.zeros((seq, 1), np.int32)
-            for first, last, kind in spans:
-                codes[first, 0] = last * len(TYPES) + kind + 1
-            rows["spans"].append(codes)
-        else:
-            rows["tags"].append(tags)
-    return rows
-
-
-def model_flops(model, encoder_shape, tokens, seq):
-    """``(flops per step, N non-embedding trainable weights)`` by the formula of the module docstring."""
-    embedding = ("token_embedding/embeddings", "position_embedding/embeddings", "segment_embedding/embeddings")
-    n = sum(int(np.prod(v.shape)) for v in model.trainable_variables if not v.path.endswith(embedding))
-    layers, hidden = encoder_shape["num_layers"], encoder_shape["hidden_size"]
-    return 6 * n * tokens + 12 * layers * hidden * seq * tokens, n
-
-
-class StepClock:
-    """A Keras callback: wall time of each epoch and of the first batch."""
-
-    def __new__(cls):
-        import keras
-
-        class Clock(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.epochs, self.first_batch = [], None
-
-            def on_epoch_begin(self, epoch, logs=None):
-                self.start = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                if self.first_batch is None:
-                    if logs and "loss" in logs:
-                        float(logs["loss"])  # wait for the step
-                    self.first_batch = time.perf_counter() - self.start
-
-            def on_epoch_end(self, epoch, logs=None):
-                if logs and "loss" in logs:
-                    float(logs["loss"])  # the epoch's last step done (JAX dispatches ahead)
-                self.epochs.append(time.perf_counter() - self.start)
-
-        return Clock()
 
 
 def count_traces(model):
@@ -551,15 +409,6 @@ def count_traces(model):
 
     model.train_step = train_step
     return traces
-
-
-def jaxlib_version():
-    try:
-        import jaxlib
-
-        return jaxlib.__version__
-    except (ImportError, AttributeError):
-        return None
 
 
 def memory():
@@ -582,204 +431,6 @@ def host_and_transfer(batches, n):
         jax.block_until_ready(jax.device_put(data))
         transfer.append(time.perf_counter() - t)
     return host, transfer
-
-
-
-def run_speed(config):
-    """One speed row (a dict) for ``config``: encoder, head, precision, batch, seq, warmup, steps."""
-    import jax
-    import keras
-
-    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert_apps.ner.tags import bio_tags
-    from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.config import EncoderConfig
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import set_precision
-
-    batch, seq, steps, warmup = config["batch"], config["seq"], config["steps"], config["warmup"]
-    shape = ENCODERS[config["encoder"]]
-    settings = NerTrainSettings(checkpoint="(random)", train="(synthetic)", dev="(synthetic)", output="(none)",
-                                batch_size=batch, epochs=2, max_length=seq, precision=config["precision"],
-                                **HEADS[config["head"]])
-    settings.check()
-    set_precision(settings.precision)
-    keras.utils.set_random_seed(0)
-    encoder_config = EncoderConfig(**shape, max_position_embeddings=max(512, seq))
-    encoder = encoder_config.encoder_class()(**encoder_config.encoder_kwargs())
-    spans = settings.head == "global-pointer"
-    head = SpanTagger if spans else Tagger
-    labels = list(TYPES) if spans else bio_tags(list(TYPES))
-    model = head.build_model(encoder, labels, settings)
-    pipeline = head(model, None, labels, max_length=seq)
-    rows = synthetic_rows(batch * (warmup + steps), seq, shape["vocab_size"], settings.head)
-    batches = pipeline.batches(rows, settings)
-    traces = count_traces(model)
-    compile_for_training(model, len(batches), settings, head.head_prefix)
-    optimizer = type(model.optimizer).__name__
-    clock = StepClock()
-    started = time.perf_counter()
-    model.fit(batches, epochs=2, callbacks=[clock], verbose=0)
-    fit_seconds = time.perf_counter() - started
-    tokens = batch * seq
-    fit_step = clock.epochs[1] / len(batches)
-
-    # One step taken apart: host batching, transfer, the jitted step.
-    host, transfer = host_and_transfer(batches, 10)
-    step = []
-    on_device = [jax.device_put(batches[i]) for i in range(min(len(batches), 4))]
-    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True,
-                                 metrics_variables=True, purge_model_variables=False)
-    for i in range(steps):
-        t = time.perf_counter()
-        logs, state = model.train_function(state, iter([on_device[i % len(on_device)]]))
-        jax.block_until_ready(logs)
-        step.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    for i in range(steps):
-        logs, state = model.train_function(state, iter([on_device[i % len(on_device)]]))
-    jax.block_until_ready((logs, state))
-    back_to_back = (time.perf_counter() - t) / steps
-    loss = float(logs["loss"])
-
-    flops, n_weights = model_flops(model, shape, tokens, seq)
-    device = jax.devices()[0]
-    pattern, peaks = peak_tflops(device.device_kind)
-    row = {
-        "encoder": config["encoder"], "head": config["head"], "precision": config["precision"],
-        "batch": batch, "seq": seq, "real_tokens_per_step": tokens, "optimizer": optimizer,
-        "non_embedding_weights": n_weights, "model_flops_per_step": flops,
-        "flops_formula": "6*N*T + 12*L*H*S*T (T tokens per step, N non-embedding trainable weights)",
-        "fit_step_ms": round(fit_step * 1000, 3), "tokens_per_s": round(tokens / fit_step, 1),
-        "step_ms": median_ms(step), "back_to_back_step_ms": round(back_to_back * 1000, 3),
-        "step_tokens_per_s": round(tokens / float(np.median(step)), 1),
-        "host_batch_ms": median_ms(host), "transfer_ms": median_ms(transfer),
-        "first_step_s": round(clock.first_batch, 2), "fit_seconds": round(fit_seconds, 2),
-        "traces": len(traces), "trace_shapes": sorted(set(traces)), "final_loss": loss,
-        "device": device.device_kind, "platform": device.platform, "devices": len(jax.devices()),
-        "jax": jax.__version__, "jaxlib": jaxlib_version(), "keras": keras.__version__,
-        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision), **memory(),
-    }
-    if peaks is None:
-        row["mfu"] = None
-        row["mfu_note"] = f"no peak known for {device.device_kind!r}: MFU omitted"
-    else:
-        peak = peaks[PEAK_OF[config["precision"]]]
-        row.update({"peak_tflops": peak, "peak_name": f"{pattern} {PEAK_OF[config['precision']]} dense",
-                    "mfu": round(flops / fit_step / (peak * 1e12), 4),
-                    "mfu_step": round(flops / float(np.median(step)) / (peak * 1e12), 4)})
-        if config["precision"] == "float32":
-            row["mfu_vs_fp32_peak"] = round(flops / fit_step / (peaks["fp32"] * 1e12), 4)
-    return row
-
-
-def speed(args):
-    if args.block_tensorflow:
-        block_tensorflow()
-    if args.config:  # a child: one row
-        row = run_speed(json.loads(args.config))
-        print("ROW " + json.dumps(row), flush=True)
-        return
-    # The parent never touches jax: initialising the GPU there would take most of its memory
-    # (XLA preallocates) from the children that measure.
-    if os.environ.get("KERAS_BACKEND") != "jax":
-        fail(f"speed needs KERAS_BACKEND=jax (it is {os.environ.get('KERAS_BACKEND', 'unset')!r})")
-    encoders = args.encoders.split(",") if args.encoders else (["tiny"] if args.tiny else ["minilm", "bert-base"])
-    heads = args.heads.split(",")
-    precisions = args.precisions.split(",")
-    for given, known, what in ((encoders, ENCODERS, "encoder"), (heads, HEADS, "head"), (precisions, PRECISIONS, "precision")):
-        unknown = [g for g in given if g not in known]
-        if unknown:
-            fail(f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    batch, seq, steps, warmup = (4, 32, 5, 2) if args.tiny else (args.batch, args.seq, args.steps, args.warmup)
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; batch {batch} x {seq}, {warmup} warm-up + {steps} timed "
-          "steps per epoch, 2 epochs (the 2nd timed); each configuration in a process of its own", flush=True)
-    from results import flags_line
-
-    print(flags_line(), flush=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    rows = []
-    for encoder in encoders:
-        for head in heads:
-            for precision in precisions:
-                config = {"encoder": encoder, "head": head, "precision": precision, "batch": batch, "seq": seq,
-                          "steps": steps, "warmup": warmup}
-                command = [sys.executable, __file__, "speed", "--config", json.dumps(config)]
-                command += ["--block-tensorflow"] if args.block_tensorflow else []
-                started = time.perf_counter()
-                try:
-                    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.time_limit)
-                    output, status = done.stdout + done.stderr, done.returncode
-                except subprocess.TimeoutExpired as e:
-                    output, status = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
-                found = [line[4:] for line in output.splitlines() if line.startswith("ROW ")]
-                if found:
-                    row = json.loads(found[-1])
-                else:
-                    row = {**{k: config[k] for k in ("encoder", "head", "precision")},
-                           "error": f"status {status}: " + " | ".join(output.strip().splitlines()[-3:])}
-                row["process_seconds"] = round(time.perf_counter() - started, 1)
-                if not rows:
-                    print(f"device: {row.get('device')} ({row.get('platform')}, {row.get('devices')} device(s)); "
-                          f"jax {row.get('jax')}, keras {row.get('keras')}", flush=True)
-                rows.append(row)
-                print(format_row(row), flush=True)
-                if args.out:  # the rows so far, should the call be stopped before the end
-                    Path(args.out).mkdir(parents=True, exist_ok=True)
-                    (Path(args.out) / "speed_partial.json").write_text(json.dumps(rows, indent=1) + "\n")
-    print()
-    print("| encoder | head | precision | tokens/s (fit) | step ms (fit) | jitted step ms | host batch ms | transfer ms "
-          "| first step s | traces | MFU | peak GiB |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        if "error" in r:
-            print(f"| {r['encoder']} | {r['head']} | {r['precision']} | failed: {r['error'][:120]} |")
-            continue
-        mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "n/a"
-        peak = f"{r['peak_bytes_in_use'] / 2**30:.2f}" if "peak_bytes_in_use" in r else "n/a"
-        print(f"| {r['encoder']} | {r['head']} | {r['precision']} | {r['tokens_per_s']:,.0f} | {r['fit_step_ms']:.1f} | "
-              f"{r['step_ms']:.1f} | {r['host_batch_ms']:.2f} | {r['transfer_ms']:.2f} | {r['first_step_s']:.1f} | "
-              f"{r['traces']} | {mfu} | {peak} |")
-    print("\nMFU: 6*N*T + 12*L*H*S*T model FLOPs per step (T = batch x seq real tokens, N = non-embedding trainable "
-          "weights) / fit step time / dense peak " + ("(" + next((r['peak_name'] for r in rows if r.get('peak_name')), "") + " etc.)"
-                                                       if any(r.get("mfu") is not None for r in rows)
-                                                       else "(no peak known for this device: MFU omitted)"))
-    first = next((r for r in rows if "error" not in r), {})
-    setup = {"device": first.get("device"), "platform": first.get("platform"), "devices": first.get("devices"),
-             "versions": {k: first.get(k) for k in ("jax", "jaxlib", "keras")},
-             "xla_flags": os.environ.get("XLA_FLAGS", ""),
-             "jax_default_matmul_precision": first.get("jax_default_matmul_precision"),
-             "batch": batch, "seq": seq, "warmup_steps": warmup, "timed_steps": steps, "tiny": bool(args.tiny),
-             "data": "synthetic rows of seq real tokens (no padding), valid BIO tags / spans, 4 entity types",
-             "encoders": {e: ENCODERS[e] for e in encoders}, "weights": "randomly initialised",
-             "tokens_per_s": "real tokens per fit step, the 2nd epoch of warmup+steps batches (host batching, "
-                             "transfer and callbacks included)",
-             "flops_formula": "6*N*T + 12*L*H*S*T", "peaks_tflops": dict(PEAKS),
-             "peak_for_precision": PEAK_OF}
-    on_cpu = all(r.get("platform") == "cpu" for r in rows if "error" not in r)
-    if (args.tiny or on_cpu) and not args.save:
-        print(f"{'tiny' if args.tiny else 'on the CPU'}: a smoke test, not written to bench/results "
-              "(pass --save to write it)")
-        return
-    from results import write_result
-
-    path = write_result("gpu_training", rows, setup=setup, name="speed-tiny" if args.tiny else "speed")
-    if args.out:  # what comes back from the GPU machine: put it in bench/results/gpu_training/ here
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(args.out) / path.name)
-        print(f"copied to {Path(args.out) / path.name}")
-
-
-def format_row(r):
-    if "error" in r:
-        return f"{r['encoder']} {r['head']} {r['precision']}: FAILED {r['error']}"
-    mfu = f"MFU {r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "MFU n/a"
-    return (f"{r['encoder']} {r['head']} {r['precision']}: {r['tokens_per_s']:,.0f} tokens/s (fit step "
-            f"{r['fit_step_ms']:.1f} ms; jitted step {r['step_ms']:.1f} ms, back to back {r['back_to_back_step_ms']:.1f}; "
-            f"host batch {r['host_batch_ms']:.2f} ms, transfer {r['transfer_ms']:.2f} ms; first step "
-            f"{r['first_step_s']:.1f} s; {r['traces']} trace(s); {r['optimizer']}); N {r['non_embedding_weights'] / 1e6:.2f} M, "
-            f"{r['model_flops_per_step'] / 1e12:.4g} TFLOP per step; {mfu}; {r['process_seconds']:.0f} s")
 
 
 # =============================================================================
@@ -906,18 +557,17 @@ def train(args):
     model_dir = work / "model"
     copied, left = 0, []
     parts = sorted(model_dir.glob("weights-*.npz"), key=lambda p: int(p.stem.split("-")[1]))
-    for path in [model_dir / "weights.json"] + parts:  # what the device tool brings back: 64 MiB in all
+    for path in [model_dir / "weights.json"] + parts:  # at most RETURN_BYTES to OUT
         if copied + path.stat().st_size > RETURN_BYTES:
             left.append(str(path))
             continue
         shutil.copy(path, out / path.name)
         copied += path.stat().st_size
-    run["left_on_machine"] = left
+    run["left_in_workdir"] = left
     (out / "run.json").write_text(json.dumps(run, indent=1, default=str) + "\n")
     if left:
-        print(f"WARNING: the weights are over the {RETURN_BYTES / 2**20:.0f} MiB that come back in one call; "
-              f"left on the machine (fetch them with a second call, while it is warm: cp FILES $OUT/): "
-              + " ".join(left))
+        print(f"WARNING: the weights are over the {RETURN_BYTES / 2**20:.0f} MiB copied to OUT; left in "
+              "--workdir (copy them to OUT yourself where the host allows): " + " ".join(left))
     print(f"\ntrain seconds {metrics['train_seconds']:.1f} (epochs {', '.join(f'{s:.1f}' for s in epochs)} s); "
           f"tokens/s after the first epoch {metrics['train_tokens_per_s_after_first_epoch'] or 0:,.0f}; "
           f"{len(traces)} traces of the step over {len(widths)} bucket widths; compile about "
@@ -1044,7 +694,7 @@ def check(args):
         raise SystemExit(1 if differ else 0)
     from results import write_result
 
-    write_result("gpu_training", [{
+    write_result("gpu_conll", [{
         "system": "MiniLM-BiLSTM-CRF trained on the GPU, scored here", "device": run["device"],
         "precision": run["settings"]["precision"], "dev_f1": f1["testa"], "test_f1": f1["testb"],
         "cpu_test_f1": cpu and cpu["test F1"] / 100, "best_epoch": run["metrics"]["best_epoch"],
@@ -1090,25 +740,10 @@ def main():
     p.add_argument("--checkpoint", default=str(MINILM), help="an official or Hugging Face layout BERT folder")
     p.add_argument("--max-train", type=int, default=0, help="only the first N training sentences (0: all)")
     p.add_argument("--max-dev", type=int, default=0, help="only the first N dev sentences (0: all)")
-    p = commands.add_parser("speed", help="training speed per encoder, head and precision (JAX)")
-    p.add_argument("--tiny", action="store_true", help="a 2-layer H=64 encoder, batch 4 x 32, 2+5 steps (CPU smoke test)")
-    p.add_argument("--encoders", help=f"comma-separated, of {', '.join(ENCODERS)} (default: minilm,bert-base; tiny)")
-    p.add_argument("--heads", default="crf,global-pointer", help=f"comma-separated, of {', '.join(HEADS)}")
-    p.add_argument("--precisions", default=",".join(PRECISIONS), help="comma-separated")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--steps", type=int, default=30, help="timed steps per epoch (and of the jitted step)")
-    p.add_argument("--warmup", type=int, default=5, help="more steps per epoch")
-    p.add_argument("--time-limit", type=float, default=240, help="seconds for one configuration's process")
-    p.add_argument("--out", help="also copy the result file here (e.g. $OUT, to bring it back)")
-    p.add_argument("--save", action="store_true",
-                   help="write the result to bench/results even for --tiny or a CPU run (smoke tests otherwise)")
-    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
-    p.add_argument("--config", help=argparse.SUPPRESS)  # a child's configuration
     p = commands.add_parser("train", help="the MiniLM CoNLL-2003 run (JAX)")
     p.add_argument("--bundle", required=True)
     p.add_argument("--out", required=True, help="where the weights parts and run.json go (e.g. $OUT)")
-    p.add_argument("--workdir", default="/tmp/gpu_training_run", help="the run's output folder (replaced)")
+    p.add_argument("--workdir", default="/tmp/gpu_conll_run", help="the run's output folder (replaced)")
     p.add_argument("--precision", default="float32", choices=PRECISIONS)
     p.add_argument("--strategy", default="default", choices=("default", "mirrored"),
                    help="mirrored: keras.distribution.DataParallel over the machine's devices")
@@ -1125,7 +760,7 @@ def main():
     p.add_argument("--max-examples", type=int, default=0,
                    help="score only the first N sentences of eng.testa/testb (a smoke run; 0: all)")
     args = parser.parse_args()
-    {"prepare": prepare, "speed": speed, "train": train, "check": check}[args.command](args)
+    {"prepare": prepare, "train": train, "check": check}[args.command](args)
 
 
 if __name__ == "__main__":
