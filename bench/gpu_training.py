@@ -79,6 +79,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from gpu_conll import count_traces  # noqa: E402  (numpy only at import)
+from gpu_conll import memory as device_memory  # noqa: E402
 
 #: Encoder shapes (EncoderConfig fields); randomly initialised.
 ENCODERS = {
@@ -213,27 +215,6 @@ class StepClock:
                 self.epochs.append(time.perf_counter() - self.start)
 
         return Clock()
-
-
-def count_traces(model):
-    """Wrap ``model.train_step`` so that each trace of the jitted step is recorded with its batch shape."""
-    traces = []
-    original = model.train_step
-
-    def train_step(state, data):
-        x = data[0] if isinstance(data, (tuple, list)) else data
-        traces.append(tuple(int(d) for d in x["token_ids"].shape))
-        return original(state, data)
-
-    model.train_step = train_step
-    return traces
-
-
-def device_memory():
-    import jax
-
-    stats = jax.devices()[0].memory_stats() or {}
-    return {k: int(stats[k]) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit") if k in stats}
 
 
 def ours_rows(config):
