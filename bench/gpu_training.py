@@ -593,6 +593,15 @@ def targets(rows):
     }
 
 
+def recorded_command(argv):
+    """The command line as the record gives it: the script's name, and ``OUT`` for the output folder
+    (a path of the machine that ran it)."""
+    words = [Path(argv[0]).name]
+    for i, word in enumerate(argv[1:], 1):
+        words.append("OUT" if argv[i - 1] == "--out" else "--out=OUT" if word.startswith("--out=") else word)
+    return " ".join(words)
+
+
 def write_record(path, rows, setup, skipped, jobs):
     """The record (``bench/results``' format) at ``path``, replaced atomically."""
     from results import cpu
@@ -600,7 +609,7 @@ def write_record(path, rows, setup, skipped, jobs):
 
     compare(rows)
     record = {"bench": "gpu_training", "date": setup["started"],
-              "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "cpu": cpu(), "versions": versions(),
+              "command": recorded_command(sys.argv), "cpu": cpu(), "versions": versions(),
               "setup": setup, "summary": targets(rows), "notes": [f"not measured: {s}" for s in skipped],
               "jobs": jobs, "rows": rows, "columns": list(COLUMNS)}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -136,6 +136,8 @@ def test_plan_order_deadline_and_record(tmp_path, monkeypatch):
     assert len(records) == 1
     record = json.loads(records[0].read_text())
     assert record["bench"] == "gpu_training" and record["columns"][0] == "system"
+    assert gpu.recorded_command(["bench/gpu_training.py", "run", "--out", str(tmp_path), "--plan", "short"]) == \
+        "gpu_training.py run --out OUT --plan short"
     assert any(note.startswith("not measured: ") and "needs about" in note for note in record["notes"])
     summary = record["summary"]
     assert summary["best batch (ours, softmax, mixed_bfloat16)"] == 256
