@@ -143,6 +143,11 @@ class Backup(keras.callbacks.BackupAndRestore):
         # A worker other than the chief restores from the chief's backup (a
         # folder every worker sees) and never writes or deletes it.
         self.write = write
+        # Backing up once per epoch, its batch-end hook does nothing: Keras need
+        # not wait for every step's results because of it (see TrainingSpeed).
+        # Backing up every N steps, it saves the variables there, which must
+        # not run beside the next step.
+        self.async_safe = self.save_freq == "epoch"
 
     def on_train_end(self, logs=None):
         if self.write:
