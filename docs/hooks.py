@@ -5,6 +5,10 @@
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
 * ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
   ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
+* ``--8<-- "FILE:SECTION"`` (the Contributing and Changelog pages): the part of the repository's
+  ``FILE`` between ``<!-- --8<-- [start:SECTION] -->`` and ``<!-- --8<-- [end:SECTION] -->``, its
+  links into ``docs/`` (right from the repository root, where the file lives) made relative to
+  the site's pages;
 * the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
   leaves as text, shown as the code names they stand for.
 """
@@ -67,10 +71,26 @@ def auto_rule_table():
     return "\n".join(lines) + "\n"
 
 
+ROOT_SECTION = re.compile(r'^--8<-- "([\w.-]+):([\w-]+)"[ \t]*$', re.M)
+
+
+def root_section(match):
+    """The section a ``--8<-- "FILE:SECTION"`` line names, its ``](docs/...)`` links made
+    relative to the site (the file is written to be read from the repository root)."""
+    name, section = match.groups()
+    text = (ROOT / name).read_text(encoding="utf-8")
+    start, end = f"<!-- --8<-- [start:{section}] -->", f"<!-- --8<-- [end:{section}] -->"
+    if start not in text or end not in text:
+        raise ValueError(f"{name} has no section {section!r} ({start} ... {end})")
+    body = text.split(start, 1)[1].split(end, 1)[0]
+    return re.sub(r"\]\(docs/", "](", body)
+
+
 SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown = ROOT_SECTION.sub(root_section, markdown)
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
     markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)
