@@ -1,10 +1,21 @@
 """MkDocs hooks: the parts of pages that are generated from the code and the data at build time.
 
-* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``
-  (``docs/gen_bench.py``), and the figures they show copied into the site;
+* ``<!-- kerasbert:bench-summary -->`` (Benchmarks page): the table chosen in
+  ``bench/summary.toml``, read from the records of ``bench/results/`` (``docs/gen_bench.py``);
+* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``, and
+  the figures they show copied into the site;
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
+* ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
+  is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
 * ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
   ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
+* ``<!-- kerasbert:tutorial NAME -->`` (tutorial pages): the commands and outputs of
+  ``docs/tutorials/NAME.json``, written by ``docs/gen_tutorials.py`` (``docs/hooks_tutorials``);
+* ``<!-- kerasbert:settings NAME -->`` (API reference): the fields of a settings dataclass
+  (``ner`` or ``triples``: ``NerTrainSettings``, ``TriplesTrainSettings``) with their defaults and
+  help;
+* the notebooks (``notebooks/*.ipynb``, outside ``docs/``) added to the site, where
+  mkdocs-jupyter renders them with their committed outputs;
 * ``--8<-- "FILE:SECTION"`` (the Contributing and Changelog pages): the part of the repository's
   ``FILE`` between ``<!-- --8<-- [start:SECTION] -->`` and ``<!-- --8<-- [end:SECTION] -->``, its
   links into ``docs/`` (right from the repository root, where the file lives) made relative to
@@ -18,27 +29,50 @@ import re
 import sys
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
+SUMMARY_MARK = "<!-- kerasbert:bench-summary -->"
 BENCH_MARK = "<!-- kerasbert:bench-results -->"
+SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
+PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
 AUTO_SIZES = (100, 400, 1000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
+ROOT_SECTION = re.compile(r'^--8<-- "([\w.-]+):([\w-]+)"[ \t]*$', re.M)
+_PLOTS = {}
 
 
-def _gen_bench():
-    spec = importlib.util.spec_from_file_location("kerasbert_gen_bench", Path(__file__).with_name("gen_bench.py"))
+def _module(name):
+    spec = importlib.util.spec_from_file_location(f"kerasbert_docs_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _gen_bench():
+    return _module("gen_bench")
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files, which makes the notebooks pages
 def on_files(files, config):
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        uri = f"notebooks/{path.name}"
+        if files.get_file_from_path(uri) is None:
+            # a File whose src_dir is the repository (not a generated one: mkdocs-jupyter's wrapper
+            # finds the source through src_dir)
+            files.append(File(uri, src_dir=str(ROOT), dest_dir=config["site_dir"],
+                              use_directory_urls=config["use_directory_urls"]))
     gen = _gen_bench()
-    for path in sorted(set(gen.figures(gen.load_records()))):
+    records = gen.load_records()
+    for path in sorted(set(gen.figures(records))):
         if files.get_file_from_path(path) is None:
             files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    _PLOTS.clear()
+    _PLOTS.update(gen.plots(records))
+    for name, (png, _) in _PLOTS.items():
+        files.append(File.generated(config, f"{gen.PLOT_DIR}/{name}.png", content=png))
     return files
 
 
@@ -71,9 +105,6 @@ def auto_rule_table():
     return "\n".join(lines) + "\n"
 
 
-ROOT_SECTION = re.compile(r'^--8<-- "([\w.-]+):([\w-]+)"[ \t]*$', re.M)
-
-
 def root_section(match):
     """The section a ``--8<-- "FILE:SECTION"`` line names, its ``](docs/...)`` links made
     relative to the site (the file is written to be read from the repository root)."""
@@ -86,14 +117,26 @@ def root_section(match):
     return re.sub(r"\]\(docs/", "](", body)
 
 
-SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
+def _plot(match, page):
+    gen = _gen_bench()
+    name = match.group(1)
+    if name not in gen.PLOTS:
+        raise ValueError(f"{page.file.src_uri}: no plot named {name!r} (known: {', '.join(gen.PLOTS)})")
+    if name not in _PLOTS:
+        return f"*(no record to draw {name} from yet)*\n"
+    prefix = "../" * page.file.src_uri.count("/")
+    return gen.plot_markdown(name, _PLOTS[name][1], prefix)
 
 
 def on_page_markdown(markdown, page, config, files):
     markdown = ROOT_SECTION.sub(root_section, markdown)
+    if SUMMARY_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records()))
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
     markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)
+    markdown = PLOT_MARK.sub(lambda m: _plot(m, page), markdown)
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
     return markdown
