@@ -35,6 +35,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -257,7 +258,7 @@ def main():
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all)")
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--checkpoint", default=str(MINILM))
-    parser.add_argument("--workdir", default="/tmp/kerasbert_bench_ner")
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "kerasbert_bench_ner"))
     parser.add_argument("--cluener", action="store_true",
                         help="also train on CLUENER2020 and report dev F1 (needs a Chinese --checkpoint)")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -49,6 +49,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,7 +98,7 @@ def check_same_settings(out, config):
 
 
 def _comparable(key, value):
-    """A setting's value, a file's path resolved (``/tmp/shared/x`` through a link is ``/work/shared/x``)."""
+    """A setting's value, a file's path resolved (a path through a symbolic link is the path it points to)."""
     return str(Path(str(value)).resolve()) if key in ("train", "dev", "checkpoint") and value else value
 
 
@@ -234,7 +235,7 @@ def main():
     parser.add_argument("--layer-lr-decay", type=float, default=defaults["layer_lr_decay"],
                         help="layer-wise learning-rate decay of the encoder (1.0: off)")
     parser.add_argument("--checkpoint", default=str(MINILM))
-    parser.add_argument("--workdir", default="/tmp/kerasbert_bench_triples")
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "kerasbert_bench_triples"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
