@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
@@ -91,16 +92,96 @@ def test_site_builds_strict(tmp_path):
     warnings = [line for line in log.splitlines() if re.match(r"(?:\x1b\[[\d;]*m)?(WARNING|ERROR)\b", line)]
     assert not warnings, "\n".join(warnings)
     benchmarks = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
-    for folder in sorted(p for p in (REPO_ROOT / "bench" / "results").iterdir() if p.is_dir()):
-        assert f'id="{folder.name.replace("_", "_")}"' in benchmarks, folder.name
-    assert benchmarks.count("<table>") >= len(list((REPO_ROOT / "bench" / "results").glob("*/*.json"))) // 2
+    records = sorted((REPO_ROOT / "bench" / "results").glob("*/*.json"))
+    for folder in sorted({path.parent for path in records}):
+        assert f'id="{folder.name}"' in benchmarks, folder.name  # each bench under its own anchor
+    for path in records:  # every record on the page, as a table of its own
+        assert path.relative_to(REPO_ROOT).as_posix() in benchmarks, path
+    summary = _module("gen_bench").load_summary()["summary"]
+    assert benchmarks.count("<table>") >= len(records) + 1
+    first = benchmarks[benchmarks.index('id="at-a-glance"'):].split("</table>")[0]
+    first_row = first.split("<tbody>")[1].split("</tr>")[0]
+    assert "CoNLL-2003" in first_row and "Hugging Face" in first_row and summary[0]["peer"]
+    for plot in ("serving_latency", "heads_f1_time", "reliability"):
+        assert f"assets/bench/{plot}.png" in benchmarks, plot
     for figure in re.findall(r'src="([^"]+\.png)"', benchmarks):
         assert (site / "benchmarks" / figure).resolve().exists(), figure
+    for page in ("01_ner_custom_data", "02_triple_extraction", "03_serving"):  # with their outputs
+        notebook = (site / "notebooks" / page / "index.html").read_text(encoding="utf-8")
+        assert "data:image/png;base64" in notebook or page == "03_serving", page
+    assert '<mark class="entity"' in (site / "notebooks" / "01_ner_custom_data" / "index.html").read_text(encoding="utf-8")
+    for tutorial in ("conll-to-serving", "chinese-char-per-line", "triples-from-json"):
+        html = (site / "tutorials" / tutorial / "index.html").read_text(encoding="utf-8")
+        assert "kerasbert:tutorial" not in html and html.count("<pre") >= 5, tutorial
     api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
-    for name in ("load_encoder", "BertTokenizer", "Pipeline", "predict_request"):
+    for name in ("load_encoder", "BertTokenizer", "Pipeline", "predict_request", "lstm_units", "TaskModel"):
         assert name in api, name
     ner = (site / "ner" / "index.html").read_text(encoding="utf-8")
     assert "kerasbert:auto-rule" not in ner and "training sequences" in ner
+    found = [f"{page.relative_to(site)}: {word}" for page in sorted(site.rglob("*.html"))
+             if page.relative_to(site).as_posix() not in PENDING_REWRITE_PAGES
+             for word in workplace_words(page.read_text(encoding="utf-8"))]
+    assert not found, found
+
+
+# --- what the project says of itself ---------------------------------------------------------
+
+#: Paths of the machines the project is built on, and words about how GPU machines are lent to
+#: it or files carried to them, and issue numbers: none of it belongs in the project
+#: (history goes to the changelog, in words).
+WORKPLACE = re.compile(
+    r"/work/|/\.device\b|(?<![\w.~$-])/tmp/|/root/|/home/\w"
+    r"|\blent\b|lent[- ]machine|device tool|carried wheels|files_at|CARRY_LIMIT"
+    r"|README before docs move"
+    r"|\bissues? #?\d+|\bissue \d+'s",
+    re.IGNORECASE)
+#: Files another change rewrites (the GPU training guide and bench); the strict xfail below
+#: fails once they are clean: then remove them from here.
+PENDING_REWRITE = ("docs/gpu.md", "bench/gpu_training.py", "tests/test_gpu_training_bench.py")
+PENDING_REWRITE_PAGES = ("gpu/index.html",)
+
+
+def workplace_words(text):
+    return sorted({m.group(0) for m in WORKPLACE.finditer(text)})
+
+
+def _tracked_text_files():
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for name in sorted(filter(None, listed.decode().split("\0"))):
+        path = REPO_ROOT / name
+        if name.startswith("tests/data/") and not name.endswith((".py", ".md")) or not path.is_file():
+            continue
+        try:
+            yield name, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
+def test_the_project_speaks_of_itself_only():
+    """No path of a build machine, word of lent machines or carried files, or issue number in a
+    tracked file (code, docs, tests, benches, records, notebooks); this file names the patterns."""
+    this = Path(__file__).relative_to(REPO_ROOT).as_posix()
+    found = [f"{name}: {word}" for name, text in _tracked_text_files()
+             if name not in PENDING_REWRITE and name != this for word in workplace_words(text)]
+    assert not found, found
+    assert workplace_words("see issue 42; /tmp/x; the lent GPU; cd /work/main") == [
+        "/tmp/", "/work/", "issue 42", "lent"]
+
+
+@pytest.mark.xfail(strict=True, reason="rewritten by the GPU training change; remove them from PENDING_REWRITE then")
+def test_files_pending_their_rewrite_are_still_pending():
+    found = [word for name, text in _tracked_text_files() if name in PENDING_REWRITE for word in workplace_words(text)]
+    assert not found, found
+
+
+def test_no_chinese_results_from_an_english_vocabulary():
+    """A Chinese corpus scored with MiniLM (English vocabulary: most characters [UNK]) is not a
+    result: no record may hold one."""
+    chinese = ("CLUENER", "CMeIE", "Weibo", "MSRA", "DuIE", "People's Daily")
+    for path in sorted((REPO_ROOT / "bench" / "results").glob("*/*.json")):
+        text = path.read_text(encoding="utf-8")
+        if any(name.lower() in text.lower() for name in chinese):
+            assert not re.search(r"minilm|starter", text, re.I), path
 
 
 def test_home_page_leads_to_training_serving_and_the_export_choice():
