@@ -9,8 +9,9 @@
   is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
 * ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
   ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
-* ``<!-- kerasbert:tutorial NAME -->`` (tutorial pages): the commands and outputs of
-  ``docs/tutorials/NAME.json``, written by ``docs/gen_tutorials.py`` (``docs/hooks_tutorials``);
+* ``<!-- kerasbert:tutorial NAME STEP -->`` (the tutorials): the command of step ``STEP`` of
+  ``docs/tutorials/NAME.json`` and what it printed, as ``docs/gen_tutorials.py`` ran and recorded
+  it (a step the file lacks fails the build);
 * ``<!-- kerasbert:settings NAME -->`` (API reference): the fields of a settings dataclass
   (``ner`` or ``triples``: ``NerTrainSettings``, ``TriplesTrainSettings``) with their defaults and
   help;
@@ -25,6 +26,7 @@
 """
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -40,6 +42,8 @@ PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
 AUTO_SIZES = (100, 400, 1000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
+SETTINGS_MARK = re.compile(r"<!-- kerasbert:settings (ner|triples) -->")
+TUTORIAL_MARK = re.compile(r"<!-- kerasbert:tutorial ([\w-]+) ([\w-]+) -->")
 ROOT_SECTION = re.compile(r'^--8<-- "([\w.-]+):([\w-]+)"[ \t]*$', re.M)
 _PLOTS = {}
 
@@ -105,6 +109,31 @@ def auto_rule_table():
     return "\n".join(lines) + "\n"
 
 
+def settings_table(match):
+    """The fields of ``NerTrainSettings`` or ``TriplesTrainSettings``: the option, the Python
+    field, its default, its choices and its help, as ``kerasbert APP train --help`` prints them
+    (the fields are made by ``kerasbert_apps.base.heads.train_settings_class``: the task's, then
+    ``head``, then each registered head's)."""
+    import dataclasses
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from kerasbert.settings import help_text
+
+    if match.group(1) == "ner":
+        from kerasbert_apps.ner.train import NerTrainSettings as cls
+    else:
+        from kerasbert_apps.triples.train import TriplesTrainSettings as cls
+    lines = ["| option / field | default | help |", "|---|---|---|"]
+    for field in dataclasses.fields(cls):
+        choices = field.metadata.get("choices")
+        help_ = help_text(cls, field) + (f" Choices: {', '.join(f'`{c}`' for c in choices)}." if choices else "")
+        required = " **(required)**" if field.name in cls.required else ""
+        cell = f"`--{field.name.replace('_', '-')}`<br>`{field.name}`{required}"
+        lines.append(f"| {cell} | `{field.default!r}` | {help_.replace('|', '&#124;')} |")
+    return "\n".join(lines) + "\n"
+
+
 def root_section(match):
     """The section a ``--8<-- "FILE:SECTION"`` line names, its ``](docs/...)`` links made
     relative to the site (the file is written to be read from the repository root)."""
@@ -128,8 +157,40 @@ def _plot(match, page):
     return gen.plot_markdown(name, _PLOTS[name][1], prefix)
 
 
+def shown_command(command, width=88):
+    """A long shell command over several lines (``\\`` before each option past the first line)."""
+    if len(command) <= width or "\n" in command:
+        return command
+    lines, line = [], ""
+    for part in re.split(r" (?=--)", command):
+        if line and len(line) + len(part) + 1 > width:
+            lines.append(line + " \\")
+            line = "    " + part
+        else:
+            line = f"{line} {part}" if line else part
+    return "\n".join(lines + [line])
+
+
+def tutorial_step(match):
+    """The Markdown of ``<!-- kerasbert:tutorial NAME STEP -->``: the command and its output."""
+    name, step_id = match.groups()
+    path = ROOT / "docs" / "tutorials" / f"{name}.json"
+    steps = {step["id"]: step for step in json.loads(path.read_text(encoding="utf-8"))["steps"]}
+    if step_id not in steps:
+        raise ValueError(f"{path.name} has no step {step_id!r} (python docs/gen_tutorials.py {name} writes it)")
+    step = steps[step_id]
+    language = "python" if step["kind"] == "python" else "bash"
+    out = f"```{language}\n{shown_command(step['command']).rstrip()}\n```\n"
+    if step["output"]:
+        output_language = "json" if step["output"].lstrip().startswith("{") and step["kind"] == "show" else "text"
+        out += f"\n```{output_language}\n{step['output']}\n```\n"
+    return out
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = ROOT_SECTION.sub(root_section, markdown)
+    markdown = TUTORIAL_MARK.sub(tutorial_step, markdown)
+    markdown = SETTINGS_MARK.sub(settings_table, markdown)
     if SUMMARY_MARK in markdown:
         gen = _gen_bench()
         markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records()))
