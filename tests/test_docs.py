@@ -222,6 +222,27 @@ def test_cli_reference_has_every_command_and_option():
                     assert f"`{option}`" in sections[name], (name, option)
 
 
+def test_cli_reference_has_an_example_per_command_that_parses(capsys):
+    from kerasbert.cli import build_parser
+
+    gen = _module("gen_cli")
+    parser = build_parser()
+    commands = [path for path, _ in gen.walk(parser)]
+    assert sorted(gen.EXAMPLES) == sorted(commands)
+    for path, line in gen.EXAMPLES.items():
+        words = shlex.split(line.split(" | ")[-1])
+        assert words[:len(path) + 1] == ["kerasbert", *path], line
+        try:
+            args = parser.parse_args(words[1:])
+        except SystemExit as stop:  # --help prints and exits 0
+            assert stop.code == 0 and "--help" in words, line
+            continue
+        assert getattr(args, "func", None), line
+    reference = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert reference.count("Example:") == len(commands)
+    assert "| `--checkpoint` `CHECKPOINT` | **Required**" in reference
+
+
 def test_api_reference_covers_the_public_names():
     import kerasbert
 
