@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,8 @@ def _pages():
 
 
 def _blocks(text, language):
-    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+    """The code blocks of ``language`` (dedented: a block inside an admonition is indented)."""
+    return [textwrap.dedent(block) for block in re.findall(rf"```{language}\n(.*?)```", text, re.S)]
 
 
 def _require_mkdocs():
@@ -289,15 +291,42 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
                                                                                    "stages": {"a": 1.0, "b": 2}}])))
     (folder / "2026-01-03T0000-c.json").write_text(json.dumps(record("2026-01-03", [{"f1": 0.5}], part="other data")))
     (folder / "2026-01-04T0000-d.json").write_text(json.dumps(record("2026-01-04", [{"part": "rows' part", "g": 1}])))
-    text = gen.render(results=tmp_path / "results", bench_dir=tmp_path)
-    assert "## brand_new" in text and "### brand_new: other data" in text
+    (folder / "2026-01-05T0000-e.json").write_text(json.dumps(record("2026-01-05", [
+        {"system": "a", "threads": 1, "ms": 2.0}, {"system": "b", "threads": 1, "ms": 3.0, "by_op": {"x": 1}}],
+        part="threads")))
+    text = gen.render(results=tmp_path / "results", bench_dir=tmp_path, summary={})
+    assert "## Other benchmarks" in text and "### brand_new {#brand_new}" in text
+    assert "#### other data {#brand_new-other-data}" in text
     newest = text.index("| system | speed | memory GB | stages |")
     assert "| ours | 123.5 |  |  |" in text and "| peer |  | 2 | a: 1.0; b: 2 |" in text
     older = text.index('??? note "Older runs (1)"')
     assert newest < older and "    | system | x |" in text[older:]
     assert "Test CPU; flags: avx2; 2 cores; tensorflow 9" in text
     assert "| f1 |" in text
-    assert "### brand_new: rows' part" in text and "| g |" in text  # the rows' common "part" names the part
+    assert "#### rows' part" in text and "| g |" in text  # the rows' common "part" names the part
+    # a value the same in every row is said once; the key column first, dicts last
+    assert "- **Every row:** threads: 1" in text and "| system | ms | by_op |" in text
+    # the summary: ours and the peer read from one record, compared; a row it cannot find fails
+    summary = {"summary": [{"task": "Speed", "record": "brand_new/2026-01-05T0000-e.json", "field": "ms",
+                            "ours": {"system": "a"}, "peer": {"system": "b"}, "compare": "lower",
+                            "unit": "ms", "ours_name": "ours", "peer_name": "theirs"}],
+               "section": {"brand_new": {"title": "A brand new bench"}},
+               "group": [{"title": "Speed", "benches": ["brand_new"]}]}
+    records = gen.load_records(tmp_path / "results")
+    table = gen.summary_table(summary, records)
+    assert "| [Speed](#brand_new)<br><small>ms</small> | **2.0**<br><small>ours</small> | 3.0<br><small>theirs</small> | 1.50x faster |" in table
+    assert "## Speed\n\n### A brand new bench {#brand_new}" in gen.render(tmp_path / "results", tmp_path, summary=summary)
+    summary["summary"][0]["peer"] = {"system": "nobody"}
+    with pytest.raises(ValueError, match="matches 0 rows"):
+        gen.summary_table(summary, records)
+
+
+def test_plots_are_drawn_from_the_records():
+    gen = _module("gen_bench")
+    drawn = gen.plots(gen.load_records())
+    assert set(drawn) == set(gen.PLOTS)
+    for name, (png, caption) in drawn.items():
+        assert png.startswith(b"\x89PNG") and len(png) > 5000 and caption, name
 
 
 # --- what the pages quote from the code -----------------------------------------------------
