@@ -341,8 +341,8 @@ def plot_serving(records):
     throughput.set_yticklabels([])
     figure.suptitle("Serving: each export (blue) and the Hugging Face pipeline (orange), one run", fontsize=9)
     caption = ("Serving latency and throughput per export against the Hugging Face pipeline, one run "
-               f"({_run_line(record)}); `kerasbert-bf16`: `--precision bfloat16`, `-head-`: `--jit-compile head`, "
-               "`student`: a 3-layer distilled student.")
+               f"({_run_line(record)}); <code>-bf16</code>: <code>--precision bfloat16</code>, <code>-head-</code>: "
+               "<code>--jit-compile head</code>, <code>student</code>: a 3-layer distilled student.")
     return _png(figure), caption
 
 

@@ -64,7 +64,6 @@ for token_id, (start, end) in zip(batch.token_ids[0], batch.offsets[0]):
 TUTORIALS = {
     "conll-to-serving": [
         {"id": "data", "run": f"head -n 13 {CONLL}/train.conll"},
-        {"id": "count", "run": f"grep -c '^$' {CONLL}/train.conll {CONLL}/dev.conll {CONLL}/test.conll"},
         {"id": "train", "run": f"kerasbert ner train --checkpoint starter --train {CONLL}/train.conll "
                                f"--dev {CONLL}/dev.conll --output runs/conll --epochs 3"},
         {"id": "files", "run": "ls runs/conll runs/conll/model"},

@@ -183,7 +183,8 @@ def tutorial_step(match):
     out = f"```{language}\n{shown_command(step['command']).rstrip()}\n```\n"
     if step["output"]:
         output_language = "json" if step["output"].lstrip().startswith("{") and step["kind"] == "show" else "text"
-        out += f"\n```{output_language}\n{step['output']}\n```\n"
+        title = "reply" if step["kind"] == "show" else "output"
+        out += f'\n```{output_language} title="{title}"\n{step["output"]}\n```\n'
     return out
 
 
