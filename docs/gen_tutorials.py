@@ -95,7 +95,7 @@ TUTORIALS = {
         {"id": "predict", "run": "echo '李明在北京大学读书。' | kerasbert ner predict --model runs/chars -"},
     ],
     "triples-from-json": [
-        {"id": "casrel", "run": f"head -c 400 {TRIPLES}/train.json"},
+        {"id": "casrel", "run": f"head -n 3 {TRIPLES}/train.json"},
         {"id": "duie", "run": f"head -n 2 {TRIPLES}/duie.jsonl"},
         {"id": "train", "run": f"kerasbert triples train --checkpoint starter --train {TRIPLES}/train.json "
                                f"--dev {TRIPLES}/dev.json --output runs/triples --epochs 8"},
