@@ -26,6 +26,7 @@ Markdown.
 import ast
 import io
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -96,7 +97,7 @@ def fmt(value):
     elif isinstance(value, list):
         items = [fmt(v) for v in value]
         value = ", ".join(items[:MAX_ITEMS]) + (f", ... ({len(items) - MAX_ITEMS} more)" if len(items) > MAX_ITEMS else "")
-    return str(value).replace("|", "&#124;").replace("\n", " ")
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "&#124;").replace("\n", " ")
 
 
 def is_number(value):
@@ -128,7 +129,7 @@ def constant_columns(rows, columns):
     if len(rows) < 2:
         return []
     return [c for c in columns if all(c in r for r in rows) and all(r[c] == rows[0][c] for r in rows[1:])
-            and c not in KEY_COLUMNS[:3]]
+            and rows[0][c] not in (None, "") and c not in KEY_COLUMNS[:3]]
 
 
 def table(rows, indent="", columns=None):
@@ -423,7 +424,8 @@ def plots(records):
 
 def plot_markdown(name, caption, prefix=""):
     """The figure of plot ``name`` (``prefix``: the way from the page to the site's root)."""
-    return (f'<figure markdown="span">\n  ![{fmt(caption)}]({prefix}{PLOT_DIR}/{name}.png)\n'
+    alt = re.sub(r"<[^>]+>", "", caption)
+    return (f'<figure markdown="span">\n  ![{fmt(alt)}]({prefix}{PLOT_DIR}/{name}.png)\n'
             f"  <figcaption>{caption}</figcaption>\n</figure>\n")
 
 
