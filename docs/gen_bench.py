@@ -6,8 +6,10 @@ vector / bfloat16 flags, cores), the versions, a ``setup`` dict and ``rows`` (a 
 one per system measured in that run, the peer included). Optional keys: ``part`` (a bench that
 measures several things, e.g. one dataset each, keeps one newest record per part; rows that all
 carry the same ``"part"`` value make their record that part), ``columns`` (the row keys to show, in
-order), ``figures`` (``[[path, caption], ...]``, paths from the repository root), ``source`` and
-``date_note``.
+order), ``figures`` (``[[path, caption], ...]``, paths from the repository root), ``source``,
+``date_note``, ``summary`` (a dict of headline figures, e.g. the targets and how far the run got,
+shown as a two-column table above the rows) and ``notes`` (a list of lines shown below the
+setup, e.g. what a run left unmeasured and why).
 
 The page opens with the summary table chosen by hand in ``bench/summary.toml`` (each row: a
 record, the row of ours and of the peer in the same run, the field), then the plots drawn from
@@ -185,7 +187,20 @@ def setup_lines(record, indent=""):
     notes = [record[k] for k in ("source", "date_note") if record.get(k)]
     if notes:
         lines.append(f"{indent}- *{'; '.join(fmt(n) for n in notes)}*")
+    for note in record.get("notes") or []:
+        lines.append(f"{indent}- {fmt(note)}")
     return lines
+
+
+def summary_lines(record, indent=""):
+    """The record's ``summary`` (headline figures by name) as a two-column table, or nothing."""
+    summary = record.get("summary") or {}
+    if not summary:
+        return []
+    lines = [indent + "| figure | value |", indent + "|---|---:|"]
+    lines += [f"{indent}| {fmt(name)} | {fmt(value) if value is not None else 'not measured'} |"
+              for name, value in summary.items()]
+    return lines + [""]
 
 
 def figure_lines(record, indent=""):
@@ -454,6 +469,7 @@ def bench_lines(bench, parts, section, heading, bench_dir):
         if part:
             out += [f"{heading}# {part} {{#{bench}-{_slug(part)}}}", ""]
         out += setup_lines(newest) + [""]
+        out += summary_lines(newest)
         out += record_table(newest, first=first) + [""]
         out += figure_lines(newest)
         out.append(f"<small>Record: `{shown_path(path)}`</small>")
@@ -464,6 +480,7 @@ def bench_lines(bench, parts, section, heading, bench_dir):
             for old_path, old in reversed(older):
                 out += [f"    **{old.get('date', 'undated')}**, `{shown_path(old_path)}`", ""]
                 out += setup_lines(old, indent="    ") + [""]
+                out += summary_lines(old, indent="    ")
                 out += record_table(old, indent="    ", first=first) + [""]
     return out
 
