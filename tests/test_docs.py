@@ -121,7 +121,6 @@ def test_site_builds_strict(tmp_path):
     ner = (site / "ner" / "index.html").read_text(encoding="utf-8")
     assert "kerasbert:auto-rule" not in ner and "training sequences" in ner
     found = [f"{page.relative_to(site)}: {word}" for page in sorted(site.rglob("*.html"))
-             if page.relative_to(site).as_posix() not in PENDING_REWRITE_PAGES
              for word in workplace_words(page.read_text(encoding="utf-8"))]
     assert not found, found
 
@@ -137,12 +136,6 @@ WORKPLACE = re.compile(
     r"|README before docs move"
     r"|\bissues? #?\d+|\bissue \d+'s",
     re.IGNORECASE)
-#: Files another change rewrites (the GPU training guide and bench); the strict xfail below
-#: fails once they are clean: then remove them from here.
-PENDING_REWRITE = ("docs/gpu.md", "bench/gpu_training.py", "tests/test_gpu_training_bench.py")
-PENDING_REWRITE_PAGES = ("gpu/index.html",)
-
-
 def workplace_words(text):
     return sorted({m.group(0) for m in WORKPLACE.finditer(text)})
 
@@ -164,16 +157,10 @@ def test_the_project_speaks_of_itself_only():
     tracked file (code, docs, tests, benches, records, notebooks); this file names the patterns."""
     this = Path(__file__).relative_to(REPO_ROOT).as_posix()
     found = [f"{name}: {word}" for name, text in _tracked_text_files()
-             if name not in PENDING_REWRITE and name != this for word in workplace_words(text)]
+             if name != this for word in workplace_words(text)]
     assert not found, found
     assert workplace_words("see issue 42; /tmp/x; the lent GPU; cd /work/main") == [
         "/tmp/", "/work/", "issue 42", "lent"]
-
-
-@pytest.mark.xfail(strict=True, reason="rewritten by the GPU training change; remove them from PENDING_REWRITE then")
-def test_files_pending_their_rewrite_are_still_pending():
-    found = [word for name, text in _tracked_text_files() if name in PENDING_REWRITE for word in workplace_words(text)]
-    assert not found, found
 
 
 def test_no_chinese_results_from_an_english_vocabulary():
