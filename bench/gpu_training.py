@@ -59,7 +59,7 @@ installed, TensorFlow not needed::
     python bench/gpu_training.py run --out OUT            # about 7 minutes
     python bench/gpu_training.py run --plan short --out OUT   # the comparisons the targets name
     cp OUT/gpu_training/*.json bench/results/gpu_training/
-    KERAS_BACKEND=jax python bench/gpu_training.py run --tiny --out /tmp/gt   # CPU smoke test, every path
+    KERAS_BACKEND=jax python bench/gpu_training.py run --tiny --out gt-smoke   # CPU smoke test, every path
 
 With jax 0.11.2 on an H100, XLA aborted compiling a training step in its
 Triton GEMM tiling; ``XLA_FLAGS=--xla_gpu_enable_triton_gemm=false`` avoids it.

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -180,8 +181,9 @@ def test_mfu_by_device_name():
 
 def test_bad_input_is_one_line():
     env = dict(jax_env(), KERAS_BACKEND="tensorflow")
-    run = subprocess.run([sys.executable, str(BENCH), "run", "--out", "/tmp/x"], capture_output=True, text=True,
-                         env=env, timeout=120)
+    out = str(Path(tempfile.gettempdir()) / "x")
+    run = subprocess.run([sys.executable, str(BENCH), "run", "--out", out], capture_output=True, text=True, env=env,
+                         timeout=120)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines()[-1] == "error: run needs KERAS_BACKEND=jax (it is 'tensorflow')"
 
