@@ -3,7 +3,7 @@
 A pipeline folder holds everything needed to predict, nothing to train:
 
 * ``model.keras`` -- the Keras model WITHOUT optimizer state (the Adam slots
-  would triple the file), loadable with ``safe_mode`` on;
+  would triple the file) nor compile settings, loadable with ``safe_mode`` on;
 * ``vocab.txt`` -- the tokenizer's vocabulary;
 * ``<name>.json`` -- the app's settings (labels, max length, thresholds...)
   and the tokenizer's settings under ``"tokenizer"``.
@@ -13,7 +13,8 @@ with ``--lora-rank``) does not write ``model.keras``, which would hold the
 whole encoder (Keras saves a LoRA layer's kernel with the adapters merged
 in). Its folder holds instead:
 
-* ``model.json`` -- the Keras model's config (encoder architecture and head);
+* ``model.json`` -- the Keras model's config (encoder architecture and head),
+  without the training run's compile settings;
 * ``encoder.lora.h5`` -- the adapters, written by keras-hub's
   ``Backbone.save_lora_weights``;
 * ``head.weights.npz`` -- every model weight outside the encoder, in the
@@ -24,6 +25,11 @@ and :func:`load_pipeline` loads the encoder checkpoint named by
 ``lora.checkpoint`` (the original, frozen weights), enables LoRA
 (:func:`kerasbert.lora.enable_lora`) and puts the adapters and the head on
 top. The checkpoint must still be there, unchanged.
+
+Nothing in a folder needs a class that only training imports: compile
+settings (:data:`TRAINING_ONLY`) are not written, and loading ignores them
+(the ``model.json`` of earlier versions carries the run's optimizer and its
+schedule).
 
 Write it through :func:`kerasbert.files.atomic_write_dir` to replace a
 previous version atomically. A training run keeps its best pipeline in
@@ -43,6 +49,11 @@ HEAD_WEIGHTS_FILE = "head.weights.npz"
 VOCAB_FILE = "vocab.txt"
 #: Where a training run (``OUTPUT``) keeps its best pipeline.
 MODEL_DIR = "model"
+#: Entries of a serialized Keras model that belong to training (the
+#: optimizer, its learning-rate schedule, loss scaling: classes of
+#: :mod:`kerasbert.optimizer` that an inference process does not import):
+#: never written, ignored when found.
+TRAINING_ONLY = ("compile_config",)
 
 
 def resolve_model_dir(directory, settings_name, what):
@@ -132,7 +143,7 @@ def _load_keras_model(path):
 
     check_file(path, "zip", "the Keras model")
     try:
-        return keras.saving.load_model(path)
+        return keras.saving.load_model(path, compile=False)  # compile settings are training's (TRAINING_ONLY)
     except (ValueError, OSError, KeyError, TypeError, zipfile.BadZipFile) as e:
         raise damaged(path, f"the archive does not load as a Keras model ({_first_line(e)})") from e
 
@@ -155,10 +166,17 @@ def _save_lora_model(directory, model):
 
     from kerasbert.lora import ADAPTERS_FILE
 
-    config = keras.saving.serialize_keras_object(model)
+    config = _without_training_state(keras.saving.serialize_keras_object(model))
     (directory / LORA_CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     model.encoder.save_lora_weights(str(directory / ADAPTERS_FILE))
     np.savez(directory / HEAD_WEIGHTS_FILE, *[np.asarray(v) for v in _head_weights(model)])
+
+
+def _without_training_state(config):
+    """A serialized model's ``config`` without its :data:`TRAINING_ONLY` entries."""
+    if not isinstance(config, dict):
+        return config  # not a model's config: deserializing it says so
+    return {key: value for key, value in config.items() if key not in TRAINING_ONLY}
 
 
 def _load_lora_model(directory, lora):
@@ -180,7 +198,7 @@ def _load_lora_model(directory, lora):
     check_file(directory / ADAPTERS_FILE, "hdf5", "the LoRA adapters")
     check_file(directory / HEAD_WEIGHTS_FILE, "zip", "the head's weights")
     try:
-        model = keras.saving.deserialize_keras_object(config)
+        model = keras.saving.deserialize_keras_object(_without_training_state(config))
     except (ValueError, KeyError, TypeError) as e:
         raise damaged(directory / LORA_CONFIG_FILE, f"not a Keras model config ({_first_line(e)})") from e
     if not isinstance(model, keras.Model) or not hasattr(model, "encoder"):
