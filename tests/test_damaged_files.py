@@ -272,6 +272,7 @@ def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
             "--epochs", "1", "--batch-size", "8", "--max-length", "16", "--lstm-units", "4", "--no-calibrate",
             "--resume"]
     (output / "backup").mkdir(parents=True)
+    (output / "settings.json").write_text(json.dumps({"output": str(output), "resume": False}))  # as a run wrote it
     (output / "backup" / "latest.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     status, last, err = run_cli(capsys, *argv)
     assert status == 2 and "Traceback" not in err
