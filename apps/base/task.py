@@ -291,12 +291,15 @@ def read_unlabeled(path):
     """The non-empty texts of ``path`` (:func:`kerasbert_apps.base.cli.read_texts`:
     plain lines or JSON lines with a ``"text"``); empty lines are counted."""
     from kerasbert_apps.base.cli import read_texts
+    from kerasbert_apps.base.cli import repaired_note
 
-    texts, empty = [], 0
-    for _, text in read_texts(path):
+    texts, empty, repaired = [], 0, []
+    for _, text in read_texts(path, repaired):
         if text.strip():
             texts.append(text)
         else:
             empty += 1
     print(f"unlabeled: {path}\n  {len(texts)} texts" + (f"; {empty} empty lines skipped" if empty else ""))
+    if repaired:
+        print("  " + repaired_note(path, repaired))
     return texts
