@@ -3,7 +3,9 @@
 Every command and subcommand (the library's own and those the apps register
 through the ``kerasbert.commands`` entry points), with its usage line, its
 description and every option with the help text ``--help`` prints (defaults
-included). Run it after changing a command or an option:
+included). The kit's own: heads of other packages installed here (the
+``kerasbert.heads`` entry points) are left out, by rendering in a process
+with ``KERASBERT_NO_PLUGINS=1``. Run it after changing a command or an option:
 
     python docs/gen_cli.py            # rewrite docs/reference/cli.md
     python docs/gen_cli.py --check    # exit 1 if the committed file is stale
@@ -13,6 +15,7 @@ included). Run it after changing a command or an option:
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,6 +65,12 @@ def option_rows(parser):
 
 
 def render():
+    from importlib.metadata import entry_points
+
+    if os.environ.get("KERASBERT_NO_PLUGINS") != "1" and entry_points(group="kerasbert.heads"):
+        # a head of another package is installed: the kit's reference comes from a process that loads none
+        return subprocess.run([sys.executable, __file__, "--stdout"], capture_output=True, text=True, check=True,
+                              env=dict(os.environ, KERASBERT_NO_PLUGINS="1")).stdout
     os.environ["COLUMNS"] = WIDTH
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from kerasbert.cli import build_parser
@@ -115,8 +124,12 @@ def render():
 
 
 def main(argv=None):
-    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    argv = argv if argv is not None else sys.argv[1:]
+    check = "--check" in argv
     text = render()
+    if "--stdout" in argv:
+        sys.stdout.write(text)
+        return 0
     if check:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:

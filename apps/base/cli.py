@@ -14,6 +14,7 @@ run's output folder (``OUTPUT``, whose ``model/`` is then used; the folder
 used is printed).
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -98,6 +99,39 @@ def add_task_commands(subparsers, task):
     task.add_options(export, "export")
     export.set_defaults(func=lambda args: _export(task, args))
     return commands
+
+
+def register_heads(subparsers):
+    """``kerasbert heads`` (a ``kerasbert.commands`` entry point): every
+    registered head of every task with the package it comes from."""
+    parser = subparsers.add_parser(
+        "heads", help="list the heads of every task and the package each comes from",
+        description="List the heads --head offers (the first of a task is its default), each with the package "
+        "it comes from (kerasbert, or the distribution whose kerasbert.heads entry point registered it), the "
+        "train options it adds and its settings file; then any head plugin that failed to load, and why. "
+        "KERASBERT_NO_PLUGINS=1 loads no head of another package.")
+    parser.set_defaults(func=cmd_heads)
+
+
+def cmd_heads(args):
+    from kerasbert_apps.base import heads
+
+    for task in heads.TASKS:
+        listed = heads.heads(task)
+        width = max(len(h.name) for h in listed) + 2
+        print(f"{task} (kerasbert {task} train --head NAME; the first is the default):")
+        for head in listed:
+            fields = dataclasses.fields(head.settings) if head.settings else ()
+            options = ", ".join("--" + f.name.replace("_", "-") for f in fields) or "none"
+            print(f"  {head.name:<{width}}from {heads.package(head)}; train options: {options}")
+            if head.help:
+                print(f"  {'':<{width}}{head.help}")
+    failed = heads.failed_plugins()
+    if failed:
+        print("left out (failed to load):")
+        for dist, point, value, error in failed:
+            print(f"  {point} = {value} (from {dist}): {error}")
+    return 0
 
 
 def add_labelled_file_command(commands, name, task, func, help, description):
