@@ -158,7 +158,19 @@ def test_a_head_without_a_selection_measure_is_refused_in_one_line():
     assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "biaffine" in str(error.value)
     assert not consumed
     for head in heads("ner"):
-        assert get("ner", head.name).pipeline_class().selection_measure in sel.HEAD_MEASURES, head.name
+        assert get("ner", head.name).pipeline_class().selection_measure, head.name
+
+
+def test_a_head_declares_its_own_selection_measure():
+    """The measure is the head's: any head whose pipeline declares one (and computes it in
+    ``selection_log_best``) is taken, not only the built-in heads' measures."""
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
+
+    class OwnMeasure(SpanTagger):
+        selection_measure = "the product of each start and end pointer's max(p, 1 - p)"
+        head_name = "pointers"
+
+    assert sel.selection_measure(OwnMeasure.__new__(OwnMeasure)) == OwnMeasure.selection_measure
 
 
 # --- ranking on the model's outputs ---------------------------------------------------------
@@ -212,6 +224,7 @@ def test_ranking_follows_the_measure_and_the_summary_counts(taggers, monkeypatch
     assert (s.lines, s.empty, s.repeated, s.scored, s.selected) == (8, 2, 1, 5, 2)
     assert s.quantiles["max"] == pytest.approx(0.8) and s.quantiles["min"] == pytest.approx(0.01)
     assert s.log_quantiles["max"] == pytest.approx(-np.log(0.2)) and "-log P(best labelling)" in s.text()
+    assert "P(best labelling): the CRF's probability of its Viterbi path" in s.text()  # the head's measure
     by_entropy = sel.select_texts(taggers["crf"], pool, 3, strategy="entropy", diversity=1.0)
     assert [c["text"] for c in by_entropy.chosen] == ["c", "d", "b"]
 
