@@ -205,8 +205,9 @@ def diverse_order(vectors, budget, threshold):
 # ``selection_outputs(head_input, padding_mask, fused)`` (the head's outputs
 # on the encoder's output, in ``keras.ops``), ``selection_decode(texts,
 # windows, outputs)`` (the entities, as ``infer`` decodes them, and the
-# outputs the measure needs) and ``selection_log_best(outputs, lengths)``
-# (numpy: log P(best) per window row). The built-in heads' measures are the
+# outputs the measure needs, named unlike the entity outputs: ``start``,
+# ``end``, ...) and ``selection_log_best(outputs, lengths)`` (numpy: log
+# P(best) per window row). The built-in heads' measures are the
 # functions above: the BIO heads' :func:`crf_log_best` and
 # :func:`softmax_log_best`, the GlobalPointer head's :func:`span_log_best`,
 # the biaffine head's :func:`span_class_log_best`; a head of another package
@@ -297,6 +298,11 @@ def _infer(tagger, texts, windows, run):
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
     entities, head = tagger.selection_decode(texts, windows, {k: v for k, v in out.items() if k != "sequence"})
+    taken = sorted(set(head) & (set(entities) | set(rows)))
+    if taken:
+        raise KerasbertError(f"the {tagger.head_name} head's selection outputs {', '.join(taken)} are named like "
+                             f"the entity outputs or the rows' ({', '.join(sorted(set(entities) | set(rows)))}); "
+                             "name them after the head")
     rows.update(head)
     return {**entities, **rows}
 
