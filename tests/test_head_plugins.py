@@ -11,6 +11,7 @@ and the modules it names, in a temporary folder put on ``sys.path`` (in this pro
 import copy
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -95,8 +96,8 @@ def test_a_plugin_that_fails_is_left_out_with_one_warning_line(registry, tmp_pat
     assert registry.package(registry.get("ner", "fake-head")) == "fakeplug"
     assert {registry.package(registry.get("ner", n)) for n in KIT_NER} == {"kerasbert"}
     assert [failed[:2] for failed in registry.failed_plugins()] == [("fakeplug", "broken"), ("fakeplug", "clash")]
-    with pytest.raises(KerasbertError, match=r"unknown ner head 'pointers'; .*left out: broken \(from fakeplug\)"):
-        registry.get("ner", "pointers")
+    with pytest.raises(KerasbertError, match=r"unknown ner head 'nope'; .*left out: broken \(from fakeplug\)"):
+        registry.get("ner", "nope")
     registry.load_plugins()  # once: no second warning
     assert capsys.readouterr().err == ""
 
@@ -173,5 +174,6 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     assert "fake-head" in listing and "from fakeplug; train options: --fake-size" in listing
     assert "left out (failed to load):\n  broken = fakeplug_broken (from fakeplug): ImportError" in listing
     train_help = " ".join(run.stdout.split("STATUS 0")[1].split())
-    assert "{crf,softmax,global-pointer,biaffine,fake-head}" in train_help
+    choices = re.search(r"--head \{([^}]*)\}", train_help).group(1).split(",")
+    assert choices[:4] == list(KIT_NER) and "fake-head" in choices  # (and any head installed here)
     assert "fake-head (from fakeplug): a fake head" in train_help and "--fake-size" in train_help
