@@ -177,3 +177,25 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     choices = re.search(r"--head \{([^}]*)\}", train_help).group(1).split(",")
     assert choices[:4] == list(KIT_NER) and "fake-head" in choices  # (and any head installed here)
     assert "fake-head (from fakeplug): a fake head" in train_help and "--fake-size" in train_help
+
+
+def test_how_to_add_a_head_quotes_the_real_files():
+    """Every code block of docs/add-a-head.md that starts with ``# <file>`` quotes that file:
+    its lines (but blank ones and ``# ...`` elisions) appear in the file, in order."""
+    from conftest import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "add-a-head.md").read_text(encoding="utf-8")
+    quoted = 0
+    for block in re.findall(r"```(?:python|toml)\n# ([\w./-]+\.(?:py|toml))\n(.*?)```", page, re.S):
+        path, body = block
+        source = (REPO_ROOT / path).read_text(encoding="utf-8").splitlines()
+        at = 0
+        for line in body.splitlines():
+            if not line.strip() or line.strip().startswith("# ..."):
+                continue
+            try:
+                at = source.index(line.rstrip(), at) + 1
+            except ValueError:
+                pytest.fail(f"docs/add-a-head.md quotes {path} with a line it does not have (in that order): {line!r}")
+        quoted += 1
+    assert quoted >= 9
