@@ -146,17 +146,18 @@ def test_a_clashing_evaluate_option_is_refused(registry):
 BROKEN_CLI = r"""
 from kerasbert.cli import main
 print("STATUS", main(["heads"]), flush=True)
-try:
-    main(["ner", "train", "--help"])
-except SystemExit as stop:
-    print("STATUS", stop.code, flush=True)
+for argv in (["ner", "train", "--help"], ["--help"]):
+    try:
+        main(argv)
+    except SystemExit as stop:
+        print("STATUS", stop.code, flush=True)
 """
 
 
 def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     """``kerasbert`` in a fresh process with a plugin that raises on import and one that works:
     ``kerasbert heads`` lists every head with its package and the one left out, ``ner train
-    --help`` offers every head; one warning line in all."""
+    --help`` offers every head, ``kerasbert --help`` works; one warning line in all."""
     fake_distribution(tmp_path, "fakeplug", {"broken": "raise ImportError('needs a module that is not there')\n",
                                              "good": GOOD})
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
@@ -164,7 +165,7 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     env.pop("KERASBERT_NO_PLUGINS", None)
     run = subprocess.run([sys.executable, "-c", BROKEN_CLI], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.count("STATUS 0") == 2, run.stdout[-3000:]
+    assert run.stdout.count("STATUS 0") == 3, run.stdout[-3000:]
     warnings = [line for line in run.stderr.splitlines() if line.startswith("kerasbert:")]
     assert warnings == ["kerasbert: warning: head plugin broken = fakeplug_broken (from fakeplug) is left out: "
                         "ImportError: needs a module that is not there"]
@@ -174,6 +175,7 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     assert "fake-head" in listing and "from fakeplug; train options: --fake-size" in listing
     assert "left out (failed to load):\n  broken = fakeplug_broken (from fakeplug): ImportError" in listing
     train_help = " ".join(run.stdout.split("STATUS 0")[1].split())
+    assert "usage: kerasbert [-h] COMMAND" in run.stdout.split("STATUS 0")[2]
     choices = re.search(r"--head \{([^}]*)\}", train_help).group(1).split(",")
     assert choices[:4] == list(KIT_NER) and "fake-head" in choices  # (and any head installed here)
     assert "fake-head (from fakeplug): a fake head" in train_help and "--fake-size" in train_help
