@@ -68,7 +68,9 @@ MAX_LENGTH = 16
 SMALL = {"lstm_units": 8, "pointer_size": 8, "biaffine_size": 16, "calibrate": False}
 
 
-def _sentences(n, seed):
+def toy_sentences(n, seed):
+    """``n`` random sentences (lists of words) of :data:`WORDS`, each with
+    ``jack likes dull boy`` or ``dull jack`` in it."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -108,12 +110,12 @@ def toy_records(task, n, seed):
     """``n`` records of ``task`` (``"ner"`` or ``"triples"``, the kit's own
     JSON lines) of random toy sentences."""
     record = ner_record if task == "ner" else triples_record
-    return [record(words) for words in _sentences(n, seed)]
+    return [record(words) for words in toy_sentences(n, seed)]
 
 
 #: The texts every check predicts: toy sentences, a long one (many
 #: windows), empty and blank ones, emoji and characters the vocabulary lacks.
-TEXTS = [" ".join(w) for w in _sentences(24, 9)] + [
+TEXTS = [" ".join(w) for w in toy_sentences(24, 9)] + [
     " ".join(random.Random(5).choice(WORDS) for _ in range(120)), "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
 
 
