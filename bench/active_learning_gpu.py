@@ -3,9 +3,9 @@
 ``bench/active_learning.py`` runs issue 43's simulation as ``kerasbert`` CLI
 subprocesses with TensorFlow: 63 trainings, hours on a CPU. The lent GPU
 machines have JAX but no TensorFlow, so this bench splits the work as
-``bench/gpu_training.py`` does:
+``bench/gpu_conll.py`` does:
 
-1. ``prepare`` (here, TensorFlow): ``gpu_training.py prepare`` at max length
+1. ``prepare`` (here, TensorFlow): ``gpu_conll.py prepare`` at max length
    64 (eng.train's and eng.testa's rows exactly as ``kerasbert ner train
    --max-length 64`` makes them, the tag list, the MiniLM weights trimmed to
    the vocabulary used and packed), plus ``al.npz``: how many rows (windows)
@@ -37,7 +37,7 @@ training puts its variables back to their values before the first step
 step is traced and compiled once per batch shape and process (JAX's
 persistent compilation cache, shared by the processes, serves the shapes
 another process compiled first). The dev
-score is ``gpu_training.py``'s: micro entity F1 over the BIO tags of
+score is ``gpu_conll.py``'s: micro entity F1 over the BIO tags of
 eng.testa's window rows (the model's Viterbi tags against the rows' gold
 tags, entities chunked as conlleval), after every epoch; the best epoch's
 weights are kept and score the pool.
@@ -98,7 +98,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import gpu_training as gpu  # noqa: E402  (numpy only at import)
+import gpu_conll as gpu  # noqa: E402  (numpy only at import)
 
 MAX_LENGTH = 64
 #: Rows per forward batch (dev scoring, pool scoring): one shape.
@@ -110,7 +110,7 @@ DIVERSITY = 0.95
 POOL_FACTOR = 4
 FIGURE = ROOT / "bench" / "figures" / "active_learning.png"
 DEV_F1 = ("micro entity F1 over the BIO tags of eng.testa's window rows at max length 64 (the model's Viterbi "
-          "tags against the rows' gold tags, entities chunked as conlleval; bench/gpu_training.py's dev score), "
+          "tags against the rows' gold tags, entities chunked as conlleval; bench/gpu_conll.py's dev score), "
           "of the best epoch")
 
 

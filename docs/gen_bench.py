@@ -7,7 +7,10 @@ one per system measured in that run, the peer included). Optional keys: ``part``
 measures several things, e.g. one dataset each, keeps one newest record per part; rows that all
 carry the same ``"part"`` value make their record that part), ``columns`` (the row keys to show, in
 order; default: all of them), ``figures``
-(``[[path, caption], ...]``, paths from the repository root), ``source`` and ``date_note``.
+(``[[path, caption], ...]``, paths from the repository root), ``source``, ``date_note``, ``summary``
+(a dict of headline figures, e.g. the targets and how far the run got, shown as a two-column
+table above the rows) and ``notes`` (a list of lines shown below the setup, e.g. what a run
+left unmeasured and why).
 
 For each bench (and part), the newest record is shown as a table (the columns: the union of the
 rows' keys, in the order they first appear), with its setup in a few lines; older records of the
@@ -139,7 +142,20 @@ def setup_lines(record, indent=""):
     notes = [record[k] for k in ("source", "date_note") if record.get(k)]
     if notes:
         lines.append(f"{indent}- *{'; '.join(fmt(n) for n in notes)}*")
+    for note in record.get("notes") or []:
+        lines.append(f"{indent}- {fmt(note)}")
     return lines
+
+
+def summary_lines(record, indent=""):
+    """The record's ``summary`` (headline figures by name) as a two-column table, or nothing."""
+    summary = record.get("summary") or {}
+    if not summary:
+        return []
+    lines = [indent + "| figure | value |", indent + "|---|---:|"]
+    lines += [f"{indent}| {fmt(name)} | {fmt(value) if value is not None else 'not measured'} |"
+              for name, value in summary.items()]
+    return lines + [""]
 
 
 def figure_lines(record, indent=""):
@@ -200,6 +216,7 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##", only=None):
             if part:
                 out += [f"{heading}# {bench}: {part}", ""]
             out += setup_lines(newest) + [""]
+            out += summary_lines(newest)
             out += table(newest.get("rows") or [], columns=newest.get("columns")) + [""]
             out += figure_lines(newest)
             out.append(f"<small>Record: `{shown_path(path)}`</small>")
@@ -210,6 +227,7 @@ def render(results=RESULTS, bench_dir=BENCH, heading="##", only=None):
                 for old_path, old in reversed(older):
                     out += [f"    **{old.get('date', 'undated')}**, `{shown_path(old_path)}`", ""]
                     out += setup_lines(old, indent="    ") + [""]
+                    out += summary_lines(old, indent="    ")
                     out += table(old.get("rows") or [], indent="    ", columns=old.get("columns")) + [""]
     return "\n".join(out).rstrip() + "\n"
 
