@@ -56,6 +56,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -743,7 +744,7 @@ def main():
     p = commands.add_parser("train", help="the MiniLM CoNLL-2003 run (JAX)")
     p.add_argument("--bundle", required=True)
     p.add_argument("--out", required=True, help="where the weights parts and run.json go (e.g. $OUT)")
-    p.add_argument("--workdir", default="/tmp/gpu_conll_run", help="the run's output folder (replaced)")
+    p.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpu_conll_run"), help="the run's output folder (replaced)")
     p.add_argument("--precision", default="float32", choices=PRECISIONS)
     p.add_argument("--strategy", default="default", choices=("default", "mirrored"),
                    help="mirrored: keras.distribution.DataParallel over the machine's devices")

@@ -17,7 +17,7 @@ measured:
   gets, host batching and callbacks included) and then the jitted step alone,
   back to back (``jitted_step_ms``). Heads: ``softmax`` (no BiLSTM: the
   peer's architecture), ``crf`` (the BiLSTM-CRF, ``ner train``'s default, its
-  BiLSTM by :mod:`kerasbert.bilstm`: ``auto`` is cuDNN on a CUDA GPU; ``keras``
+  BiLSTM by :mod:`kerasbert.bilstm`: ``auto`` is its fused scan; ``cudnn`` cuDNN's kernel; ``keras``
   is Keras's own masked LSTM, the implementation before it; ``scan`` the
   portable one), ``crf, no BiLSTM``;
 * **the peer**: ``BertForTokenClassification`` of the same configuration
@@ -59,7 +59,7 @@ installed, TensorFlow not needed::
     python bench/gpu_training.py run --out OUT            # about 7 minutes
     python bench/gpu_training.py run --plan short --out OUT   # the comparisons the targets name
     cp OUT/gpu_training/*.json bench/results/gpu_training/
-    KERAS_BACKEND=jax python bench/gpu_training.py run --tiny --out /tmp/gt   # CPU smoke test, every path
+    KERAS_BACKEND=jax python bench/gpu_training.py run --tiny --out gt-smoke   # CPU smoke test, every path
 
 With jax 0.11.2 on an H100, XLA aborted compiling a training step in its
 Triton GEMM tiling; ``XLA_FLAGS=--xla_gpu_enable_triton_gemm=false`` avoids it.
@@ -196,6 +196,8 @@ class StepClock:
         import keras
 
         class Clock(keras.callbacks.Callback):
+            async_safe = True  # as kerasbert's TrainingSpeed: Keras then does not wait for each step
+
             def __init__(self):
                 super().__init__()
                 self.epochs, self.first_batch = [], None
@@ -426,8 +428,8 @@ class Plan:
     """The jobs of a run, in order, each ``(kind, config, what it measures)``;
     ``best`` and ``largest`` batches are filled in from the rows measured so far."""
 
-    def __init__(self, name, tiny):
-        self.name, self.tiny = name, tiny
+    def __init__(self, name, tiny, batch=None):
+        self.name, self.tiny, self.batch = name, tiny, batch
         self.encoder = "tiny" if tiny else "bert-base"
         self.seq = 16 if tiny else 128
         self.steps, self.warmup = (3, 2) if tiny else (10, 3)
@@ -444,6 +446,18 @@ class Plan:
                                          "batches": batches(rows) if callable(batches) else list(batches)}
 
         best = self.best_batch
+        if self.name == "at-batch":  # every comparison at one batch (--batch), the peer beside it, then batch 32
+            n = self.batch or b
+            yield ours("softmax", "mixed_bfloat16", sorted({b, n}))
+            yield "peer", {**base, "runs": [("bf16 autocast", n, False), ("float32 (TF32)", n, False)]
+                           + ([("bf16 autocast", b, False)] if b != n else [])}
+            yield ours("crf", "mixed_bfloat16", [n])
+            yield ours("crf, no BiLSTM", "mixed_bfloat16", [n])
+            yield ours("softmax", "float32", [n])
+            yield ours("crf", "mixed_bfloat16", [self.small])
+            yield ours("crf, no BiLSTM", "mixed_bfloat16", [self.small])
+            yield ours("crf", "mixed_bfloat16", [self.small], bilstm="keras")
+            return
         yield ours("softmax", "mixed_bfloat16", (a, b))
         yield "peer", {**base, "runs": [("bf16 autocast", a, False), ("bf16 autocast", b, False),
                                         ("float32 (TF32)", b, False), ("float32 (TF32)", a, False),
@@ -650,14 +664,14 @@ def run(args):
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     path = out / "gpu_training" / f"{now.strftime('%Y-%m-%dT%H%M')}-speed{'-tiny' if args.tiny else ''}.json"
-    plan = Plan(args.plan, args.tiny)
+    plan = Plan(args.plan, args.tiny, args.batch)
     from results import flags_line
 
     print(flags_line(), flush=True)
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; plan {args.plan}; deadline {args.deadline:.0f} s; "
           f"record: {path}", flush=True)
     setup = {
-        "started": now.strftime("%Y-%m-%d %H:%M UTC"), "plan": args.plan, "tiny": bool(args.tiny),
+        "started": now.strftime("%Y-%m-%d %H:%M UTC"), "plan": args.plan, "batch": args.batch, "tiny": bool(args.tiny),
         "encoder": {plan.encoder: ENCODERS[plan.encoder]}, "seq": plan.seq, "weights": "randomly initialised",
         "data": "synthetic rows of seq real tokens (no padding), valid BIO tags, 4 entity types (9 tags)",
         "ours": "the library's model, BucketedBatches and compile_for_training (grouped AdamW); tokens/s and "
@@ -723,9 +737,11 @@ def main():
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("run", help="measure ours and the peer, most important first, until the deadline")
     p.add_argument("--out", required=True, help="where the record (OUT/gpu_training/*.json) and the log go")
-    p.add_argument("--plan", choices=("full", "short"), default="full",
+    p.add_argument("--plan", choices=("full", "short", "at-batch"), default="full",
                    help="short: only the comparisons the targets name (softmax and peer at 128 and 256, the CRF "
-                        "heads at the better batch, float32)")
+                        "heads at the better batch, float32); at-batch: every comparison at --batch, then the "
+                        "CRF heads at batch 32")
+    p.add_argument("--batch", type=int, help="the batch of --plan at-batch (default: the second first batch, 256)")
     p.add_argument("--deadline", type=float, default=400, help="seconds for the whole run (default 400)")
     p.add_argument("--tiny", action="store_true",
                    help="a 2-layer H=64 encoder, batches of 2-8 x 16 tokens (a smoke test of every path, on a CPU)")

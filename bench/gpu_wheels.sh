@@ -5,8 +5,8 @@
 # backend, in the versions of the environment that runs this script. On the
 # host (no TensorFlow needed; keras-hub imports without tensorflow-text):
 #
-#   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site WHEELS/*.whl
-#   export PYTHONPATH=/tmp/site KERAS_BACKEND=jax
+#   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target gpu-site WHEELS/*.whl
+#   export PYTHONPATH=$PWD/gpu-site KERAS_BACKEND=jax
 #
 # usage: bench/gpu_wheels.sh [DIR]   (default: .whl; replaced)
 set -euo pipefail

@@ -31,7 +31,9 @@ parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -150,7 +152,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="conll,genia")
     parser.add_argument("--heads", default=",".join(HEADS))
-    parser.add_argument("--work", default="/tmp/kerasbert-heads")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert-heads"))
     parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per head")
     parser.add_argument("--genia-epochs", type=int, default=4)
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")

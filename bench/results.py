@@ -57,6 +57,20 @@ def versions():
     return found
 
 
+def require_chinese_vocabulary(checkpoint, data):
+    """Stop (exit 2, one line) unless ``checkpoint``'s vocabulary has Chinese characters: a
+    Chinese corpus (``data``) tokenized with an English vocabulary is mostly ``[UNK]``, and
+    its figures describe the vocabulary, not the kit."""
+    vocab = next((p for p in (Path(checkpoint) / "vocab.txt", Path(checkpoint).parent / "vocab.txt") if p.is_file()), None)
+    if vocab is None and str(checkpoint) != "starter":
+        return  # no vocab.txt to read (e.g. a tokenizer.json folder): the bench trusts the checkpoint given
+    text = vocab.read_text(encoding="utf-8", errors="replace") if vocab else ""
+    chinese = sum(1 for line in text.splitlines() if len(line) == 1 and "\u4e00" <= line <= "\u9fff")
+    if chinese < 1000:
+        raise SystemExit(f"error: {data} is Chinese, but the vocabulary of {checkpoint} has {chinese} Chinese characters: give a Chinese "
+                         "checkpoint (--checkpoint), or leave the Chinese data out")
+
+
 def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
     """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
 

@@ -18,11 +18,15 @@ load unchanged -- and, on JAX, computes the same function another way
   recurrent products as one batched product per step), unrolled
   :data:`UNROLL` steps;
 * ``"keras"``: Keras's own (the reference);
-* ``"auto"`` (the default): ``"cudnn"`` on a CUDA GPU where a first call of it
-  matches ``"scan"`` on a tiny input (checked once per process; otherwise a
-  warning and ``"scan"``), else ``"scan"`` on JAX; Keras's own on TensorFlow,
-  which already runs it with cuDNN on a GPU (and the serving graphs with
-  TensorFlow's fused kernel: :mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`).
+* ``"auto"`` (the default): ``"scan"`` on JAX -- on a GPU too, where it
+  measured faster than cuDNN's kernel as ``jax.experimental.rnn`` runs it
+  (the ``gpu_training`` benchmark record has both); Keras's own on
+  TensorFlow, which already runs it with cuDNN on a GPU (and the serving
+  graphs with TensorFlow's fused kernel:
+  :mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`). ``"cudnn"`` is used
+  only where asked for, and only where a first call of it matches ``"scan"``
+  on a tiny input (checked once per process; otherwise a warning and
+  ``"scan"``).
 
 The mask must be right-padded (each row's real tokens first), as every padding
 mask of the kit is: cuDNN takes lengths, not a mask. ``"scan"`` computes
@@ -80,9 +84,9 @@ class Bidirectional(keras.layers.Bidirectional):
         if keras.backend.backend() != "jax" or self.implementation == "keras" or not self.fast_path_applies(
                 initial_state, training):
             return "keras"
-        if self.implementation == "auto":
+        if self.implementation == "cudnn":
             return "cudnn" if cudnn_works() else "scan"
-        return self.implementation
+        return "scan"  # "auto" and "scan"
 
     def fast_path_applies(self, initial_state=None, training=None):
         """Whether the configuration is the one the fast paths compute: two
@@ -186,7 +190,7 @@ def cudnn_bilstm(x, mask, forward_cell, backward_cell, lstm=None):
 
 @functools.lru_cache(maxsize=None)
 def cudnn_works():
-    """Whether ``"auto"`` uses cuDNN: JAX on a CUDA GPU with
+    """Whether ``"cudnn"`` runs cuDNN: JAX on a CUDA GPU with
     ``jax.experimental.rnn``'s cuDNN kernels, whose output and gradients on a
     tiny ragged batch match :func:`scan_bilstm`'s (computed once per process;
     a failure is a warning, and the scan is used)."""

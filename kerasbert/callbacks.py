@@ -89,6 +89,13 @@ class TrainingSpeed(keras.callbacks.Callback):
     (unpadded) tokens turn it into tokens/s, logged as ``train_tokens_per_s``.
     The first epoch includes graph tracing."""
 
+    #: Keras waits for every step's results before the next step is dispatched
+    #: when a callback has a batch-end hook that is not ``async_safe``: on a
+    #: GPU the host's work for the next batch would then never overlap the
+    #: device's. This hook only reads the clock, in Keras's callback thread,
+    #: after that step's results are there (Keras converts them first).
+    async_safe = True
+
     def __init__(self, tokens_per_epoch):
         super().__init__()
         self.tokens_per_epoch = int(tokens_per_epoch)
@@ -103,7 +110,7 @@ class TrainingSpeed(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         import time
 
-        self._last = time.perf_counter()
+        self._last = max(self._last, time.perf_counter())  # the hooks may run in more than one thread
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self._last - self._start
@@ -136,6 +143,11 @@ class Backup(keras.callbacks.BackupAndRestore):
         # A worker other than the chief restores from the chief's backup (a
         # folder every worker sees) and never writes or deletes it.
         self.write = write
+        # Backing up once per epoch, its batch-end hook does nothing: Keras need
+        # not wait for every step's results because of it (see TrainingSpeed).
+        # Backing up every N steps, it saves the variables there, which must
+        # not run beside the next step.
+        self.async_safe = self.save_freq == "epoch"
 
     def on_train_end(self, logs=None):
         if self.write:

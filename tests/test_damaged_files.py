@@ -1,6 +1,6 @@
 """A damaged or missing file in a model folder or a checkpoint folder: one
 line naming the file and what is wrong, exit status 2 (``inspect``: 1), no
-traceback, from every command that reads one (issue 42).
+traceback, from every command that reads one.
 
 Each kind of file is damaged the way it happens (a copy cut short, an empty
 file, a file that is not what its name says, a file removed) in a copy of a

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,7 @@ def test_hugging_face_names_invert_the_loader_mapping():
 
 def test_bad_input_is_one_line():
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, str(BENCH), "train", "--bundle", "/nonexistent/bundle", "--out", "/tmp/x"],
+    out = str(Path(tempfile.gettempdir()) / "x")
+    run = subprocess.run([sys.executable, str(BENCH), "train", "--bundle", "/nonexistent/bundle", "--out", out],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].startswith("error: /nonexistent/bundle: not a bundle")

@@ -1,4 +1,4 @@
-"""What users' files really hold, thrown at every command (issue 42):
+"""What users' files really hold, thrown at every command:
 byte-order marks, Latin-1 and UTF-16 files, CRLF and CR line endings,
 control characters and NUL bytes, extremely long texts, empty files and
 empty lines, label names with spaces and non-ASCII letters, files cut short.
