@@ -144,6 +144,24 @@ def demo_run(tmp_path_factory):
     return SimpleNamespace(folder=folder, run=folder / "run", stdout=run.stdout, seconds=seconds)
 
 
+def same_results(got, expected):
+    """``predict`` results equal to ``expected`` (read from a JSON file):
+    equal but for the scores, within 2e-4 (both rounded to 4 decimals)."""
+    if isinstance(expected, dict):
+        assert got.keys() == expected.keys()
+        for key in expected:
+            if key == "score":
+                assert abs(got[key] - expected[key]) <= 2e-4, (got, expected)
+            else:
+                same_results(got[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            same_results(a, b)
+    else:
+        assert got == expected
+
+
 def conll_slice(tmp_path, name, start, count):
     """The sentences [start, start + count) of CoNLL-2003 eng.testa as a file."""
     source = require_shared("data", "conll2003", "eng.testa").read_text(encoding="utf-8")

@@ -167,6 +167,77 @@ def test_triples_settings_and_archive(runs, tmp_path, capsys):
     assert_one_line(status, last, err, f"{run / 'model' / 'extractor.json'}: damaged: empty (0 bytes)")
 
 
+# --- a model config naming a class this process cannot load: not damaged -------
+
+
+def renamed_class(config, name, new_name, new_module):
+    """``config`` (a serialized Keras model) with the class ``name`` renamed
+    ``new_name`` of the module ``new_module``, wherever it appears."""
+    if isinstance(config, list):
+        return [renamed_class(item, name, new_name, new_module) for item in config]
+    if not isinstance(config, dict):
+        return config
+    config = {key: renamed_class(value, name, new_name, new_module) for key, value in config.items()}
+    if config.get("class_name") == name:
+        config.update(class_name=new_name, module=new_module, registered_name=f"{new_module.split('.')[0]}>{new_name}")
+    return config
+
+
+def rename_in_model_json(model, *renaming):
+    path = model / "model.json"
+    path.write_text(json.dumps(renamed_class(json.loads(path.read_text(encoding="utf-8")), *renaming)), encoding="utf-8")
+
+
+def rename_in_model_keras(model, *renaming):
+    """The same in the ``config.json`` of ``model.keras`` (the archive rewritten whole)."""
+    import zipfile
+
+    path = model / "model.keras"
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    entries["config.json"] = json.dumps(renamed_class(json.loads(entries["config.json"]), *renaming)).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+UNKNOWN_CLASS_CASES = {
+    # name: (run, file, renaming (class, new name, new module), message after "<file>: ")
+    "LoRA config, a package not installed": (
+        "ner_lora", "model.json", ("NerModel", "PluginTagger", "kerasbert_plugin_heads.tagger"),
+        "the model uses the Keras class PluginTagger of the module kerasbert_plugin_heads.tagger, which is not "
+        "installed: install the package that provides kerasbert_plugin_heads (e.g. a head from another package), "
+        "then load the model again"),
+    "Keras archive, a package not installed": (
+        "ner", "model.keras", ("BertEncoder", "PluginEncoder", "kerasbert_plugin_heads.encoder"),
+        "the model uses the Keras class PluginEncoder of the module kerasbert_plugin_heads.encoder, which is not "
+        "installed: install the package that provides kerasbert_plugin_heads (e.g. a head from another package), "
+        "then load the model again"),
+    "Keras archive, a module of another kerasbert version": (
+        "ner", "model.keras", ("BertEncoder", "NewEncoder", "kerasbert.new_encoder"),
+        "the model uses the Keras class NewEncoder of the module kerasbert.new_encoder, which this version of kerasbert "
+        "does not have: the folder was written with another version of kerasbert; load it with that one"),
+    "LoRA config, a class its module does not have": (
+        "ner_lora", "model.json", ("NerModel", "RenamedModel", "kerasbert_apps.ner.heads.bio.model"),
+        "the model uses the Keras class RenamedModel of the module kerasbert_apps.ner.heads.bio.model, which this "
+        "version of kerasbert does not have"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_CLASS_CASES))
+def test_a_class_this_process_cannot_load_is_named_not_damaged(runs, tmp_path, capsys, case):
+    """A config naming a class that cannot be located (a head's package not
+    installed, a folder of another version): one line naming the class, its
+    module and what to install or use; the file is not called damaged."""
+    name, file, renaming, message = UNKNOWN_CLASS_CASES[case]
+    rename = rename_in_model_json if file == "model.json" else rename_in_model_keras
+    run = damaged_copy(runs, name, tmp_path, lambda m: rename(m, *renaming))
+    status, last, err = run_cli(capsys, "ner", "predict", "--model", run, runs["texts"])
+    assert status == 2 and "Traceback" not in err, err
+    assert last.startswith(f"kerasbert: error: {run / 'model' / file}: {message}"), err
+    assert "damaged" not in last
+
+
 # --- every command that reads a model folder ----------------------------------
 
 
