@@ -618,18 +618,12 @@ def recorded_command(argv):
 
 def write_record(path, rows, setup, skipped, jobs):
     """The record (``bench/results``' format) at ``path``, replaced atomically."""
-    from results import cpu
-    from results import versions
+    from results import write_result
 
     compare(rows)
-    record = {"bench": "gpu_training", "date": setup["started"],
-              "command": recorded_command(sys.argv), "cpu": cpu(), "versions": versions(),
-              "setup": setup, "summary": targets(rows), "notes": [f"not measured: {s}" for s in skipped],
-              "jobs": jobs, "rows": rows, "columns": list(COLUMNS)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_result("gpu_training", rows, setup=setup, columns=COLUMNS, path=path, date=setup["started"],
+                 command=recorded_command(sys.argv), summary=targets(rows),
+                 notes=[f"not measured: {s}" for s in skipped], jobs=jobs)
 
 
 def describe(kind, config):
@@ -664,14 +658,14 @@ def run(args):
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     path = out / "gpu_training" / f"{now.strftime('%Y-%m-%dT%H%M')}-speed{'-tiny' if args.tiny else ''}.json"
-    plan = Plan(args.plan, args.tiny, args.batch)
+    plan = Plan(args.plan, args.tiny, getattr(args, "batch", None))
     from results import flags_line
 
     print(flags_line(), flush=True)
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; plan {args.plan}; deadline {args.deadline:.0f} s; "
           f"record: {path}", flush=True)
     setup = {
-        "started": now.strftime("%Y-%m-%d %H:%M UTC"), "plan": args.plan, "batch": args.batch, "tiny": bool(args.tiny),
+        "started": now.strftime("%Y-%m-%d %H:%M UTC"), "plan": args.plan, "batch": getattr(args, "batch", None), "tiny": bool(args.tiny),
         "encoder": {plan.encoder: ENCODERS[plan.encoder]}, "seq": plan.seq, "weights": "randomly initialised",
         "data": "synthetic rows of seq real tokens (no padding), valid BIO tags, 4 entity types (9 tags)",
         "ours": "the library's model, BucketedBatches and compile_for_training (grouped AdamW); tokens/s and "

@@ -71,7 +71,7 @@ def require_chinese_vocabulary(checkpoint, data):
                          "checkpoint (--checkpoint), or leave the Chinese data out")
 
 
-def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
+def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, **fields):
     """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
 
     ``rows``: a list of dicts, one per system measured in this run (the peer included);
@@ -80,7 +80,10 @@ def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
     name would write the same file). ``setup``: a dict of what the run measured and how
     (sizes, data, threads, notes). ``root``: another folder to write ``<bench>/...`` into
     (a machine whose results are copied back into ``bench/results/`` later). ``columns``:
-    the row keys the docs table shows, in order (default: all of them).
+    the row keys the docs table shows, in order (default: all of them). ``path``: the file
+    to write instead (a run that rewrites its record as it goes); other keyword arguments are
+    further fields of the record (``summary``, ``notes``, or ``date`` and ``command`` given by
+    the caller).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {
@@ -92,11 +95,13 @@ def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
         "setup": setup or {},
         "rows": rows,
     }
+    record.update(fields)
     if columns:
         record["columns"] = list(columns)
-    folder = Path(root or RESULTS) / bench
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    if path is None:
+        path = Path(root or RESULTS) / bench / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
     os.replace(partial, path)

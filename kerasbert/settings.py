@@ -180,6 +180,9 @@ EPOCHS_HELP = ("training epochs; auto: at least {auto_min_epochs}, and enough fo
 BATCH_SIZE_HELP = ("sequences per batch; auto: {auto_batch_size}, halved (down to {AUTO_MIN_BATCH_SIZE}) while an "
                    "epoch would have fewer than {AUTO_MIN_BATCHES_PER_EPOCH} batches")
 
+OVERWRITE_HELP = ("replace the earlier run of this command in OUTPUT (a folder with its run.json), deleting what it "
+                  "holds; never a folder that is not a kerasbert run")
+
 
 @dataclasses.dataclass
 class RunSettings:
@@ -222,6 +225,7 @@ class RunSettings:
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
+    overwrite: bool = setting(False, OVERWRITE_HELP)
 
     def check(self):
         check_settings(self, required=self.required)
@@ -373,6 +377,7 @@ class PretrainSettings:
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
+    overwrite: bool = setting(False, OVERWRITE_HELP)
 
     def check(self):
         check_settings(self, required=self.required)

@@ -8,10 +8,19 @@ for the next batch then never overlaps the device's step. The callbacks
 N steps must (it saves the variables in that hook)."""
 
 import keras
+import pytest
+from keras.src.callbacks import callback_list
 
 from kerasbert.callbacks import EpochEvaluator
 from kerasbert.callbacks import TrainingSpeed
 from kerasbert.callbacks import training_callbacks
+
+
+@pytest.fixture(autouse=True)
+def thread_safe_backend(monkeypatch):
+    # Keras dispatches ahead only on a backend it marks thread-safe (JAX, not
+    # TensorFlow): the decision on the callbacks is the same on every backend.
+    monkeypatch.setattr(callback_list.backend, "IS_THREAD_SAFE", True)
 
 
 def _callback_list(tmp_path, backup_every_steps=None):

@@ -343,6 +343,7 @@ def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
             "--epochs", "1", "--batch-size", "8", "--max-length", "16", "--lstm-units", "4", "--no-calibrate",
             "--resume"]
     (output / "backup").mkdir(parents=True)
+    (output / "settings.json").write_text(json.dumps({"output": str(output), "resume": False}))  # as a run wrote it
     (output / "backup" / "latest.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     status, last, err = run_cli(capsys, *argv)
     assert status == 2 and "Traceback" not in err
@@ -352,3 +353,45 @@ def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
     status, last, err = run_cli(capsys, *argv)
     assert status == 2 and "Traceback" not in err
     assert last.startswith(f"kerasbert: error: {output / 'history.jsonl'}, line 2: damaged: not valid JSON"), err
+
+
+# --- settings that disagree with the weights ------------------------------------
+
+
+def edit_settings(path, edit):
+    settings = json.loads(Path(path).read_text(encoding="utf-8"))
+    edit(settings)
+    Path(path).write_text(json.dumps(settings), encoding="utf-8")
+
+
+SETTINGS_CASES = {
+    # name: (run, settings file, edit, message after "<settings file>: ")
+    "a tag list one short": ("ner", "tagger.json", lambda s: s["tags"].pop(),
+                             '"tags" lists 8 labels, but the model (model.keras) scores 9: the settings do not belong '
+                             "to these weights"),
+    "a tag list two short": ("ner", "tagger.json", lambda s: s.update(tags=s["tags"][:-2]),
+                             '"tags" lists 7 labels, but the model (model.keras) scores 9'),
+    "a LoRA model's tag list one long": ("ner_lora", "tagger.json", lambda s: s["tags"].append("B-NEW"),
+                                         '"tags" lists 10 labels, but the model (model.json) scores 9'),
+    "a predicate list one short": ("triples", "extractor.json", lambda s: s["predicates"].pop(),
+                                   '"predicates" lists '),
+    "max_length beyond the position table": ("ner", "tagger.json", lambda s: s.update(max_length=10_000),
+                                             '"max_length" 10000 is longer than the encoder\'s '),
+    "an unknown head": ("ner", "tagger.json", lambda s: s.update(head="no-such-head"),
+                        "\"head\": unknown ner head 'no-such-head'; the heads are: "),
+}
+
+
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_settings_that_do_not_fit_the_weights_are_refused_naming_the_file_and_field(runs, tmp_path, capsys, case):
+    """A settings file edited by hand (or copied from another model): a tag
+    list one entry short used to predict silently different scores, two
+    short to crash mid-stream, a max_length beyond the encoder's positions
+    to fail on the first long text; an unknown head's message did not name
+    the file."""
+    name, settings_file, edit, message = SETTINGS_CASES[case]
+    run = damaged_copy(runs, name, tmp_path, lambda m: edit_settings(m / settings_file, edit))
+    task = "ner" if name.startswith("ner") else "triples"
+    status, last, err = run_cli(capsys, task, "predict", "--model", run, runs["texts"])
+    assert status == 2 and "Traceback" not in err, err
+    assert last.startswith(f"kerasbert: error: {run / 'model' / settings_file}: {message}"), err

@@ -103,6 +103,36 @@ def fake_rows(kind, config, memory_per_row=2**20):
              "batch": config["batch"], "step_ms": 3.0}]
 
 
+def test_at_batch_plan_compares_everything_at_one_batch(tmp_path, monkeypatch):
+    """``--plan at-batch --batch N``: our softmax head at 256 and N, the peer beside it (bf16, float32),
+    the CRF heads and float32 at N, then the CRF heads at 32."""
+    gpu = bench()
+    calls = []
+
+    def run_child(kind, config, timeout, block_tensorflow, log):
+        calls.append((kind, config))
+        return fake_rows(kind, config), 0, 1.0, []
+
+    monkeypatch.setattr(gpu, "run_child", run_child)
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    args = type("Args", (), {"out": str(tmp_path), "plan": "at-batch", "batch": 512, "deadline": 1e6, "tiny": False,
+                             "block_tensorflow": False})()
+    gpu.run(args)
+    kinds = [(k, c.get("head"), c.get("precision"), c.get("bilstm"), c.get("batches") or c.get("runs"))
+             for k, c in calls]
+    assert kinds[0] == ("ours", "softmax", "mixed_bfloat16", "auto", [256, 512])
+    assert kinds[1][0] == "peer" and kinds[1][4] == [("bf16 autocast", 512, False), ("float32 (TF32)", 512, False),
+                                                     ("bf16 autocast", 256, False)]
+    assert kinds[2:5] == [("ours", "crf", "mixed_bfloat16", "auto", [512]),
+                          ("ours", "crf, no BiLSTM", "mixed_bfloat16", "auto", [512]),
+                          ("ours", "softmax", "float32", "auto", [512])]
+    assert [k[1:] for k in kinds[5:]] == [("crf", "mixed_bfloat16", "auto", [32]),
+                                          ("crf, no BiLSTM", "mixed_bfloat16", "auto", [32]),
+                                          ("crf", "mixed_bfloat16", "keras", [32])]
+    record = json.loads(next((tmp_path / "gpu_training").glob("*-speed.json")).read_text())
+    assert record["setup"]["plan"] == "at-batch" and record["setup"]["batch"] == 512
+
+
 def test_plan_order_deadline_and_record(tmp_path, monkeypatch):
     gpu = bench()
     calls, clock = [], [0.0]
@@ -151,7 +181,7 @@ def test_plan_order_deadline_and_record(tmp_path, monkeypatch):
     gen = load(ROOT / "docs" / "gen_bench.py", "gen_bench_for_gpu_training")
     text = gen.render(results=tmp_path, bench_dir=ROOT / "bench", only=["gpu_training"])
     assert "| system | head | bilstm | precision | batch | tokens_per_s | vs_peer |" in text
-    assert "| softmax bf16 / peer bf16 (>= 1.0) | 1.111 |" in text
+    assert "| softmax bf16 / peer bf16 (&gt;= 1.0) | 1.111 |" in text  # cells are HTML-escaped
     assert "- not measured: " in text
 
 
