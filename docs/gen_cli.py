@@ -4,8 +4,10 @@ Every command and subcommand (the library's own and those the apps register
 through the ``kerasbert.commands`` entry points), with its usage line, its
 description, an example (:data:`EXAMPLES`; a test parses each) and every
 option with the help text ``--help`` prints (defaults included; required
-options marked, also those a settings file may give). Run it after changing a
-command or an option:
+options marked, also those a settings file may give). The kit's own: heads of
+other packages installed here (the ``kerasbert.heads`` entry points) are left
+out, by rendering in a process with ``KERASBERT_NO_PLUGINS=1``. Run it after
+changing a command or an option:
 
     python docs/gen_cli.py            # rewrite docs/reference/cli.md
     python docs/gen_cli.py --check    # exit 1 if the committed file is stale
@@ -15,6 +17,7 @@ command or an option:
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +32,7 @@ EXAMPLES = {
     ("inspect",): "kerasbert inspect chinese_roberta_wwm_ext_L-12_H-768_A-12",
     ("pretrain",): "kerasbert pretrain --checkpoint chinese_roberta_wwm_ext_L-12_H-768_A-12 --text domain.txt.gz "
                    "--output runs/pretrained --epochs 1",
+    ("heads",): "kerasbert heads",
     ("ner",): "kerasbert ner train --help",
     ("ner", "train"): "kerasbert ner train --checkpoint starter --train train.conll --dev dev.conll --output runs/ner",
     ("ner", "distill"): "kerasbert ner distill --teacher runs/ner --train train.conll --dev dev.conll "
@@ -94,6 +98,12 @@ def option_rows(parser):
 
 
 def render():
+    from importlib.metadata import entry_points
+
+    if os.environ.get("KERASBERT_NO_PLUGINS") != "1" and entry_points(group="kerasbert.heads"):
+        # a head of another package is installed: the kit's reference comes from a process that loads none
+        return subprocess.run([sys.executable, __file__, "--stdout"], capture_output=True, text=True, check=True,
+                              env=dict(os.environ, KERASBERT_NO_PLUGINS="1")).stdout
     os.environ["COLUMNS"] = WIDTH
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from kerasbert.cli import build_parser
@@ -149,8 +159,12 @@ def render():
 
 
 def main(argv=None):
-    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    argv = argv if argv is not None else sys.argv[1:]
+    check = "--check" in argv
     text = render()
+    if "--stdout" in argv:
+        sys.stdout.write(text)
+        return 0
     if check:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:

@@ -23,13 +23,19 @@
   the site's pages;
 * the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
   leaves as text, shown as the code names they stand for.
+
+The site is the kit's own: a head of another package installed where it is built is not loaded
+(``KERASBERT_NO_PLUGINS``, as ``docs/gen_cli.py`` does for the command-line reference).
 """
 
 import importlib.util
 import json
+import os
 import re
 import sys
 from pathlib import Path
+
+os.environ["KERASBERT_NO_PLUGINS"] = "1"  # before anything imports the head registry
 
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File

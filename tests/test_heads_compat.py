@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import kerasbert_apps.ner
+import kerasbert_apps.triples
 from conftest import same_results
 from kerasbert_apps.base import heads
 from kerasbert_apps.ner.train import NER
@@ -24,6 +26,7 @@ from kerasbert.errors import KerasbertError
 
 DATA = Path(__file__).parent / "data" / "heads_33d6836"
 TASKS = {"crf": NER, "softmax": NER, "global-pointer": NER, "casrel": TRIPLES, "gplinker": TRIPLES}
+LOAD = {"ner": kerasbert_apps.ner.load, "triples": kerasbert_apps.triples.load}
 TEXTS = ["all work and no play makes jack a dull boy", "jack", "", "dull dull jack boy play work all and no makes"]
 
 
@@ -38,7 +41,7 @@ def test_a_folder_written_before_the_registry_loads_and_predicts_the_same(name, 
     assert ("head" in json.loads((folder / settings_file).read_text())) == (name == "gplinker")
     # crf and softmax share tagger.json: the folder is loaded by the first (the same pipeline class)
     assert head.pipeline_class() is heads.get(task.name, name).pipeline_class()
-    pipeline = task.load(folder)
+    pipeline = LOAD[task.name](folder)  # the one documented loader of the task, whatever the head
     assert pipeline.head_name == name
     expected = json.loads((folder / "expected.json").read_text())
     assert sum(len(r.get("entities", r.get("triples", []))) for r in expected) > 0  # a check that could fail
@@ -49,7 +52,18 @@ def test_a_folder_written_before_the_registry_loads_and_predicts_the_same(name, 
     pipeline.save_settings(folder)
     assert json.loads((folder / settings_file).read_text())["head"] == name
     assert heads.head_of(task.name, folder).name == name
-    assert task.load(folder).head_name == name
+    assert LOAD[task.name](folder).head_name == name
+
+
+def test_a_head_class_load_names_the_loader_of_any_head(tmp_path):
+    """``Tagger.load`` keeps loading its own heads' folders; given another head's folder it
+    names the loader that loads any head's."""
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+
+    assert Tagger.load(DATA / "softmax").head_name == "softmax"
+    with pytest.raises(KerasbertError, match=r"a global-pointer NER model, which Tagger.load does not load; "
+                                             r"kerasbert_apps.ner.load\(folder\) loads a folder of any head$"):
+        Tagger.load(DATA / "global-pointer")
 
 
 def test_an_unknown_recorded_head_is_a_one_line_error(tmp_path):

@@ -1,16 +1,28 @@
-"""The head contract (:mod:`heads_contract`) over every registered NER head, and the registry itself."""
+"""The head contract (:mod:`kerasbert_apps.testing`, the module every head's tests use) over the
+kit's own NER heads, and the registry's rules for names."""
 
-from heads_contract import jax_test_for
-from heads_contract import lora_fresh_process_test_for
-from heads_contract import test_ids_export_gives_the_ids_endpoint  # noqa: F401
-from heads_contract import test_lora_folder_loads_back_and_merges  # noqa: F401
-from heads_contract import test_save_load_round_trip  # noqa: F401
-from heads_contract import test_the_registry_lists_heads_without_model_code_and_names_the_choices  # noqa: F401
-from heads_contract import test_training_records_the_head  # noqa: F401
-from heads_contract import text_exports_test_for
-from heads_contract import trained_fixture
+import dataclasses
 
-trained = trained_fixture("ner")
-test_predict_on_the_jax_backend_gives_what_tensorflow_gives = jax_test_for("ner")
-test_lora_folders_answer_predict_in_a_fresh_process = lora_fresh_process_test_for("ner")
-test_text_exports_in_a_fresh_process_give_what_predict_gives = text_exports_test_for("ner")
+import pytest
+
+from kerasbert.errors import KerasbertError
+from kerasbert_apps.base import heads
+from kerasbert_apps.testing import HeadContract
+from kerasbert_apps.testing import kit_heads
+
+
+class TestNerHeads(HeadContract):
+    heads = kit_heads("ner")
+
+
+def test_the_registry_names_the_choices_and_registers_a_name_once():
+    """The default head first; an unknown head is a one-line error naming the choices; a name is
+    registered once per task (the same head again is a no-op). That listing the heads imports no
+    model code is the contract's check."""
+    assert heads.names("ner")[:4] == ("crf", "softmax", "global-pointer", "biaffine")  # the default first
+    assert heads.names("triples")[:2] == ("casrel", "gplinker")
+    with pytest.raises(KerasbertError, match=r"^unknown ner head 'nope'; the heads are: crf, softmax, global-pointer"):
+        heads.get("ner", "nope")
+    with pytest.raises(KerasbertError, match="already registered"):
+        heads.register(dataclasses.replace(heads.get("ner", "crf"), help="another"))
+    assert heads.register(heads.get("ner", "crf")) is heads.get("ner", "crf")  # the same head again: a no-op

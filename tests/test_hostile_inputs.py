@@ -267,9 +267,14 @@ def test_label_names_with_spaces_and_non_ascii_letters_train_and_export(tmp_path
     assert status == 0, err
     labels = json.loads((run / "model" / "tagger.json").read_text(encoding="utf-8"))["tags"]
     assert "B-Person name" in labels and "I-地名" in labels
+    beside = sorted(tmp_path.iterdir())
     status, out, _, err = cli(capsys, "ner", "evaluate", "--model", run, "--data", data)
     assert status == 0, err
-    assert set(json.loads((tmp_path / "data.jsonl.scores.json").read_text(encoding="utf-8"))["per_type"]) == \
+    assert "f1" in out.lower() and sorted(tmp_path.iterdir()) == beside  # printed; nothing written beside the data
+    status, out, _, err = cli(capsys, "ner", "evaluate", "--model", run, "--data", data, "--output",
+                              tmp_path / "scores.json")
+    assert status == 0, err
+    assert set(json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))["per_type"]) == \
         {"Person name", "地名"}  # both gold types are scored by their names
     status, out, _, err = cli(capsys, "ner", "export", "--model", run, "--output", tmp_path / "export")
     assert status == 0, err

@@ -21,9 +21,9 @@ from kerasbert_apps.ner.train import NER
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import require_shared
-from heads_contract import ner_record
 from kerasbert.cli import main as cli_main
 from kerasbert.errors import KerasbertError
+from kerasbert_apps.testing import ner_record
 
 WORDS = "all work and no play makes jack a dull boy".split()
 

@@ -1,7 +1,8 @@
 """``kerasbert ner select`` (apps/ner/select.py): the informativeness measures on lattices whose
 answer is known, the streamed pool with its bounded candidate heap, the diversity step, seeded
 ties, the written tasks read back by the kit's readers, and the command end to end on tiny
-random models of every head."""
+random models (that every head's analysis gives predict's entities and a probability is the
+head contract's check, kerasbert_apps.testing)."""
 
 import itertools
 import json
@@ -34,9 +35,7 @@ def _encoder(tokenizer):
 
 @pytest.fixture(scope="module")
 def taggers(tokenizer):
-    """Tiny random models of the four heads (max_length 16: long texts are windowed)."""
-    from kerasbert_apps.ner.heads.biaffine.model import BiaffineNerModel
-    from kerasbert_apps.ner.heads.biaffine.pipeline import BiaffineTagger
+    """Tiny random models of two heads (max_length 16: long texts are windowed)."""
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
@@ -50,13 +49,8 @@ def taggers(tokenizer):
     crf.crf.transitions.assign(rng.normal(0, 1.0, (len(TAGS), len(TAGS))).astype("float32"))
     return {
         "crf": Tagger(crf, tokenizer, TAGS, max_length=16),
-        "softmax": Tagger(NerModel(_encoder(tokenizer), len(TAGS), lstm_units=8, use_crf=False), tokenizer, TAGS,
-                          max_length=16),
         "global-pointer": SpanTagger(GlobalPointerNerModel(_encoder(tokenizer), 2, head_size=8), tokenizer,
                                      ["LOC", "PER"], max_length=16),
-        # none_prior 0: the random model predicts some entities
-        "biaffine": BiaffineTagger(BiaffineNerModel(_encoder(tokenizer), 2, size=8, none_prior=0.0), tokenizer,
-                                   ["LOC", "PER"], max_length=16),
     }
 
 
@@ -141,6 +135,7 @@ def test_a_head_without_a_selection_measure_is_refused_in_one_line():
     from kerasbert.errors import KerasbertError
     from kerasbert_apps.base.heads import get
     from kerasbert_apps.base.heads import heads
+    from kerasbert_apps.base.heads import is_builtin
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
 
     class NoMeasure(SpanTagger):
@@ -158,23 +153,27 @@ def test_a_head_without_a_selection_measure_is_refused_in_one_line():
     assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "biaffine" in str(error.value)
     assert not consumed
     for head in heads("ner"):
-        assert get("ner", head.name).pipeline_class().selection_measure in sel.HEAD_MEASURES, head.name
+        if is_builtin(head):
+            assert get("ner", head.name).pipeline_class().selection_measure, head.name
+
+
+def test_a_head_declares_its_own_selection_measure():
+    """The measure is the head's: any head whose pipeline declares one (and computes it in
+    ``selection_log_best``) is taken, not only the built-in heads' measures."""
+    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
+
+    class OwnMeasure(SpanTagger):
+        selection_measure = "the product of each start and end pointer's max(p, 1 - p)"
+        head_name = "pointers"
+
+    assert sel.selection_measure(OwnMeasure.__new__(OwnMeasure)) == OwnMeasure.selection_measure
 
 
 # --- ranking on the model's outputs ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("head", ["crf", "softmax", "global-pointer", "biaffine"])
-def test_every_head_gives_predicts_entities_and_a_probability(taggers, head):
-    tagger = taggers[head]
-    found = sel.analyse(tagger, TEXTS, batch_size=2)
-    assert [f[0] for f in found] == tagger.predict(TEXTS)  # the serving path's entities, windows and all
-    for (result, log_best, entropy, vector), text in zip(found, TEXTS):
-        assert log_best <= 1e-6 and np.isfinite(log_best)
-        assert entropy == pytest.approx(sel.entity_entropy([e["score"] for e in result["entities"]]), abs=1e-3)
-        assert vector.shape == (16,) and np.linalg.norm(vector) > 0
-    # a longer text has more labellings to doubt: the longest text is the least sure
-    assert min(range(len(TEXTS)), key=lambda i: found[i][1]) == 3
+# That every head's analysis gives predict's entities and a probability is the head
+# contract's check (kerasbert_apps.testing), on each head's trained model.
 
 
 def test_a_higher_temperature_lowers_every_best_labellings_probability(taggers):
@@ -212,6 +211,7 @@ def test_ranking_follows_the_measure_and_the_summary_counts(taggers, monkeypatch
     assert (s.lines, s.empty, s.repeated, s.scored, s.selected) == (8, 2, 1, 5, 2)
     assert s.quantiles["max"] == pytest.approx(0.8) and s.quantiles["min"] == pytest.approx(0.01)
     assert s.log_quantiles["max"] == pytest.approx(-np.log(0.2)) and "-log P(best labelling)" in s.text()
+    assert "P(best labelling): the CRF's probability of its Viterbi path" in s.text()  # the head's measure
     by_entropy = sel.select_texts(taggers["crf"], pool, 3, strategy="entropy", diversity=1.0)
     assert [c["text"] for c in by_entropy.chosen] == ["c", "d", "b"]
 

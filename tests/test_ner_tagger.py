@@ -201,7 +201,7 @@ def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, t
     tagger = Tagger(NerModel(encoder, len(TAGS), lstm_units=4), tokenizer, TAGS, max_length=16)
     tagger.save(tmp_path / "run" / "model")
     # What it predicts after a round trip is the head contract's check
-    # (tests/heads_contract.py); here: both folders load the same weights.
+    # (kerasbert_apps.testing); here: both folders load the same weights.
     want = [np.asarray(w) for w in tagger.model.weights]
     for folder in (tmp_path / "run" / "model", tmp_path / "run"):
         loaded = Tagger.load(folder, verbose=True)

@@ -18,6 +18,20 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci_commands == test_block.strip().splitlines()
 
 
+def test_the_test_command_installs_every_example_package_and_collects_its_tests():
+    """Each package under ``examples/`` (a head of another package running the shipped contract)
+    is installed by the README's test install line, and its tests are among the folders the
+    README's ``pytest`` collects (``testpaths``): uninstalled, its contract would fail, not skip."""
+    install = next(b for b in _blocks() if "pytest" in b).strip().splitlines()[-2]
+    testpaths = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"][
+        "ini_options"]["testpaths"]
+    examples = sorted(p.parent.name for p in (REPO_ROOT / "examples").glob("*/pyproject.toml"))
+    assert examples, "no example package"
+    for name in examples:
+        assert f"-e examples/{name}" in install.split("&&")[0], name
+        assert f"examples/{name}/tests" in testpaths, name
+
+
 def test_readme_commands_name_real_extras_and_entry_points():
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = set(project["optional-dependencies"])

@@ -15,7 +15,7 @@ is the ``--checkpoint`` of a ``--lora-rank`` run in ``mixed_float16`` (loss
 scaling: the most training-only state of the mixed precisions), exported;
 ``distill`` of that LoRA run; ``--freeze-encoder`` (the layer mix) in
 ``mixed_bfloat16``. Every head's LoRA folder (NER and triples) answers
-``predict`` in a fresh process in the head contract (``heads_contract.py``).
+``predict`` in a fresh process in the head contract (``kerasbert_apps.testing``).
 Tiny runs (the toy checkpoint, a few toy sentences, one epoch); one fresh
 process per folder, running the next command of its option (the imports of
 TensorFlow are most of its cost)."""
@@ -30,9 +30,9 @@ import keras
 import pytest
 
 from conftest import require_shared
-from heads_contract import ner_record
-from heads_contract import toy_sentences
 from kerasbert.cli import main
+from kerasbert_apps.testing import ner_record
+from kerasbert_apps.testing import toy_sentences
 
 KERASBERT = Path(sys.executable).with_name("kerasbert")
 TEXTS = ["jack likes dull boy", "all work and no play makes jack a dull boy", "dull jack"]

@@ -340,7 +340,7 @@ def test_predict_cli_thresholds_are_the_extractors(run, tmp_path, capsys):
     """``triples predict --threshold-entity 0.7 --threshold-link 0.3`` gives
     what the extractor at those thresholds predicts (below 0.5: triples only
     the lowered link threshold lets through). The exports, at non-default
-    thresholds, in a fresh process: the head contract (tests/heads_contract.py)."""
+    thresholds, in a fresh process: the head contract (kerasbert_apps.testing)."""
     tmp, (_, dev) = run
     extractor = GPLinkerExtractor.load(tmp / "run").with_thresholds({"entity": 0.7, "link": 0.3})
     texts = [json.loads(line)["text"] for line in dev.read_text().splitlines()] + ["", "😀 🎉", "李白出生于碎叶城"]

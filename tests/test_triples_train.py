@@ -4,6 +4,7 @@ resume, and bad input at the CLI."""
 
 import json
 import os
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -88,11 +89,17 @@ def test_predict_cli_offsets_are_true(trained, tmp_path, capsys):
 
 @pytest.mark.usefixtures("one_load_per_model_folder")  # one load of the run's model
 def test_evaluate_cli_prints_and_writes_json(trained, data, tmp_path, capsys):
+    beside = sorted(Path(data[1]).parent.iterdir())
+    assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1])]) == 0
+    printed = capsys.readouterr().out
+    assert "exact" in printed and "partial" in printed and "scores written" not in printed
+    assert sorted(Path(data[1]).parent.iterdir()) == beside  # without --output nothing is written
     out = tmp_path / "scores.json"
     assert main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]),
                  "--output", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "exact" in printed and "partial" in printed and "SEO" in printed
+    assert f"scores written to {out}" in printed
     scores = json.loads(out.read_text())
     expected = json.loads((trained / "model" / "dev_scores.json").read_text())
     assert scores["exact"] == expected["exact"]  # same model, same data, same thresholds

@@ -14,6 +14,7 @@ run's output folder (``OUTPUT``, whose ``model/`` is then used; the folder
 used is printed).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -58,7 +59,8 @@ def add_task_commands(subparsers, task):
     evaluate = commands.add_parser("evaluate", help="scores of a trained model on a labelled file")
     evaluate.add_argument("--model", required=True, help=MODEL_HELP)
     evaluate.add_argument("--data", required=True, help="labelled data file")
-    evaluate.add_argument("--output", help="write the scores as JSON here (default: beside the data, <data>.scores.json)")
+    evaluate.add_argument("--output", metavar="FILE", help="also write the scores as JSON to FILE (atomically); "
+                          "without it evaluate only prints them and writes nothing")
     evaluate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
     add_settings_options(evaluate, task.read_settings, settings_file=False)
     _precision_option(evaluate)
@@ -101,6 +103,39 @@ def add_task_commands(subparsers, task):
     return commands
 
 
+def register_heads(subparsers):
+    """``kerasbert heads`` (a ``kerasbert.commands`` entry point): every
+    registered head of every task with the package it comes from."""
+    parser = subparsers.add_parser(
+        "heads", help="list the heads of every task and the package each comes from",
+        description="List the heads --head offers (the first of a task is its default), each with the package "
+        "it comes from (kerasbert, or the distribution whose kerasbert.heads entry point registered it), the "
+        "train options it adds and its settings file; then any head plugin that failed to load, and why. "
+        "KERASBERT_NO_PLUGINS=1 loads no head of another package.")
+    parser.set_defaults(func=cmd_heads)
+
+
+def cmd_heads(args):
+    from kerasbert_apps.base import heads
+
+    for task in heads.TASKS:
+        listed = heads.heads(task)
+        width = max(len(h.name) for h in listed) + 2
+        print(f"{task} (kerasbert {task} train --head NAME; the first is the default):")
+        for head in listed:
+            fields = dataclasses.fields(head.settings) if head.settings else ()
+            options = ", ".join("--" + f.name.replace("_", "-") for f in fields) or "none"
+            print(f"  {head.name:<{width}}from {heads.package(head)}; train options: {options}")
+            if head.help:
+                print(f"  {'':<{width}}{head.help}")
+    failed = heads.failed_plugins()
+    if failed:
+        print("left out (failed to load):")
+        for dist, point, value, error in failed:
+            print(f"  {point} = {value} (from {dist}): {error}")
+    return 0
+
+
 def add_labelled_file_command(commands, name, task, func, help, description):
     """Add command ``name`` (an app's own, e.g. ``ner calibrate``, ``triples
     tune``) that reads a trained model and a labelled file: ``--model``,
@@ -120,7 +155,7 @@ def _precision_option(parser, export=False):
 
     parser.add_argument(
         "--precision", choices=PRECISIONS, default="float32",
-        help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head, CRF and decoding stay float32)"
+        help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head and decoding stay float32)"
         + ("; the export is half the size" if export else "; to see what a bfloat16 export would give")
         + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo); see "
         "'Which export for which CPU' in the docs, docs/serving-speed.md (default: %(default)s)")
@@ -150,7 +185,8 @@ def _evaluate(task, args):
     settings = settings_from_args(task.read_settings, args)
     scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size)
     print(task.format_scores(scores))
-    write_scores(scores, args.data, args.output)
+    if args.output:
+        write_scores(scores, args.output)
     return 0
 
 
@@ -258,16 +294,16 @@ def print_predictions(predict, source, batch_size, chunk=256, record=None, array
     return 0
 
 
-def write_scores(scores, data_path, output=None):
-    """Write evaluation ``scores`` as JSON to ``output`` (default: beside the
-    data, ``<data>.scores.json``), atomically; returns the path."""
+def write_scores(scores, output):
+    """Write evaluation ``scores`` as JSON to the file ``output``, atomically,
+    and say where; returns the path. A file that cannot be written is a
+    one-line error (after the scores were printed)."""
     from pathlib import Path
 
+    from kerasbert.errors import WriteError
     from kerasbert.files import atomic_write_text
 
-    out = Path(output) if output else Path(str(data_path) + ".scores.json")
-    from kerasbert.errors import WriteError
-
+    out = Path(output)
     try:
         atomic_write_text(out, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
     except WriteError as e:

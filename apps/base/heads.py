@@ -46,11 +46,34 @@ Built-in heads are found by importing every subpackage of
 ``kerasbert_apps.<task>.heads`` (:func:`discover`), so a new head is a new
 folder; heads of other distributions register through the entry-point group
 ``kerasbert.heads`` (an entry point names a module; importing it registers).
+
+Heads of other packages are first-class, and a broken one cannot break the
+kit:
+
+* an entry point whose import fails (or whose registration is refused) is
+  left out with ONE warning line on stderr naming the distribution, the
+  entry point and the error; every other head works (:func:`failed_plugins`
+  lists them, and ``kerasbert heads`` prints them);
+* :func:`package` says which distribution a head comes from (``kerasbert``
+  for the kit's own); ``kerasbert heads`` and ``--head``'s help show it;
+* the options of a task's heads share ONE namespace with the task's own
+  ``train`` options (what a user types: ``--pointer-size``, ``--dropout``):
+  a head whose option would take a flag that the task or another head of
+  the task already has is refused at registration, in one line naming both
+  (a head reads the task's options, ``settings.dropout``, without declaring
+  them; two heads of one folder may share one settings dataclass);
+* the ``--head`` choices are the kit's heads in the order their task's
+  ``heads`` package lists them (``ORDER``, the default first), then other
+  folders by name, then other packages' heads by distribution;
+* ``KERASBERT_NO_PLUGINS=1`` loads no head of another package (the kit's
+  own command-line reference, ``docs/gen_cli.py``, is written so).
 """
 
 import dataclasses
 import importlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -60,6 +83,12 @@ from kerasbert.errors import KerasbertError
 TASKS = ("ner", "triples")
 #: Entry-point group of heads from other packages.
 ENTRY_POINT_GROUP = "kerasbert.heads"
+#: Set (to anything but ``0`` or empty) to load no head of another package.
+NO_PLUGINS = "KERASBERT_NO_PLUGINS"
+#: What :func:`package` says of the kit's own heads.
+KIT = "kerasbert"
+#: Flags every ``train`` parser has besides its settings' (``--settings FILE``, ``--help``).
+RESERVED_FLAGS = frozenset({"--settings", "--config", "--help", "-h", "--head", "--no-head"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,62 +130,171 @@ class Head:
 
 _REGISTRY = {}  # task -> {name: Head}
 _DISCOVERED = set()
+_PLUGINS = {"loaded": False, "failed": [], "origin": {}}  # origin: (task, name) -> distribution
+_TASK_FLAGS = {}  # task -> {flag: "the task's own option"}: the task's train options (train_settings_class)
 
 
 def register(head):
     """Add ``head`` (a :class:`Head`) to the registry; returns it. Registering
-    the same name twice for a task is an error unless it is the same head."""
+    the same name twice for a task is an error unless it is the same head; so
+    is a head whose options would take a flag the task or another head of the
+    task already has (one line naming both: :func:`option_clash`)."""
     if head.task not in TASKS:
         raise KerasbertError(f"head {head.name!r}: unknown task {head.task!r}; known: {', '.join(TASKS)}")
     if ":" not in head.pipeline:
         raise KerasbertError(f"head {head.name!r}: pipeline must be 'module:Class', got {head.pipeline!r}")
     known = _REGISTRY.setdefault(head.task, {})
-    if head.name in known and known[head.name] != head:
-        raise KerasbertError(f"a {head.task} head named {head.name!r} is already registered")
+    if head.name in known:
+        if known[head.name] != head:
+            raise KerasbertError(f"a {head.task} head named {head.name!r} is already registered "
+                                 f"(from {package(known[head.name])})")
+        return known[head.name]
+    clash = option_clash(head)
+    if clash:
+        raise KerasbertError(clash)
     known[head.name] = head
     return head
 
 
-def discover(task):
-    """Import the head folders of ``task`` (``kerasbert_apps.<task>.heads.*``)
-    and the ``kerasbert.heads`` entry points, once."""
-    if task in _DISCOVERED:
-        return
-    _DISCOVERED.add(task)
+def _flags(field):
+    """The command-line flags a settings field makes (:func:`kerasbert.settings.add_settings_options`)."""
+    flag = "--" + field.name.replace("_", "-")
+    return (flag, "--no-" + flag[2:]) if isinstance(field.default, bool) else (flag,)
+
+
+def option_flags(head):
+    """``{flag: field name}`` of the ``train`` options ``head`` adds."""
+    fields = dataclasses.fields(head.settings) if head.settings else ()
+    return {flag: f.name for f in fields for flag in _flags(f)}
+
+
+def option_clash(head):
+    """A one-line refusal naming both, when an option of ``head`` would take
+    a flag that its task's ``train`` has (``--dropout``) or that another head
+    of the task adds (the GlobalPointer head's ``--pointer-size``), or when it
+    reads an evaluate / predict / export option (:attr:`Head.options`) that
+    another head reads; else None. Two heads with the same settings
+    dataclass (one folder's heads) share its options."""
+    who = f"the {head.task} head {head.name!r} (from {package(head)})"
+    mine = option_flags(head)
+    taken = dict.fromkeys(RESERVED_FLAGS, f"an option of every {head.task} train") | _TASK_FLAGS.get(head.task, {})
+    for flag, name in mine.items():
+        if flag in taken:
+            return (f"{who} declares the option {name!r} ({flag}), which is already {taken[flag]}; "
+                    f"name it after the head (e.g. {head.name.replace('-', '_')}_{name})")
+    options = {o for o, _ in head.options}
+    for other in _REGISTRY.get(head.task, {}).values():
+        if other.name == head.name:
+            continue
+        if other.settings is not head.settings:
+            for flag in mine.keys() & option_flags(other).keys():
+                return (f"{who} declares the option {mine[flag]!r} ({flag}), which the {other.name!r} head (from "
+                        f"{package(other)}) already declares; name it after the head "
+                        f"(e.g. {head.name.replace('-', '_')}_{mine[flag]})")
+        for option in sorted(options & {o for o, _ in other.options}):
+            return (f"{who} reads the option {option!r}, which the {other.name!r} head (from {package(other)}) "
+                    "already reads; name it after the head")
+    return None
+
+
+def discover(task=None):
+    """Import the kit's head folders (``kerasbert_apps.<task>.heads.*``, of
+    every task: the options of other packages' heads are checked against all
+    of them), then the ``kerasbert.heads`` entry points, once
+    (:func:`load_plugins`). ``task`` is accepted for callers that name one."""
     import pkgutil
 
-    package = importlib.import_module(f"kerasbert_apps.{task}.heads")
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg:
-            importlib.import_module(f"{package.__name__}.{info.name}")
+    for name in TASKS:
+        if name in _DISCOVERED:
+            continue
+        _DISCOVERED.add(name)
+        package_ = importlib.import_module(f"kerasbert_apps.{name}.heads")
+        for info in pkgutil.iter_modules(package_.__path__):
+            if info.ispkg:
+                importlib.import_module(f"{package_.__name__}.{info.name}")
+    load_plugins()
+
+
+def load_plugins():
+    """Import the modules the ``kerasbert.heads`` entry points name, once (none
+    with ``KERASBERT_NO_PLUGINS`` set). One that fails -- an exception on
+    import, a refused registration -- is left out, with the heads it had
+    registered, and says so in ONE line on stderr naming its distribution,
+    the entry point and the error (:func:`failed_plugins`)."""
+    if _PLUGINS["loaded"] or os.environ.get(NO_PLUGINS, "") not in ("", "0"):
+        return
+    _PLUGINS["loaded"] = True
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        importlib.import_module(point.value.partition(":")[0])
+        dist = point.dist.name if point.dist is not None else "an unknown distribution"
+        before = {task: set(known) for task, known in _REGISTRY.items()}
+        try:
+            importlib.import_module(point.value.partition(":")[0].strip())
+        except Exception as error:  # noqa: BLE001  (any failure of someone else's code: left out, said once)
+            for task, known in _REGISTRY.items():
+                for name in set(known) - before.get(task, set()):
+                    del known[name]
+            reason = " ".join(f"{type(error).__name__}: {error}".split())
+            _PLUGINS["failed"].append((dist, point.name, point.value, reason))
+            print(f"kerasbert: warning: head plugin {point.name} = {point.value} (from {dist}) is left out: "
+                  f"{reason}", file=sys.stderr, flush=True)
+            continue
+        for task, known in _REGISTRY.items():
+            for name in set(known) - before.get(task, set()):
+                _PLUGINS["origin"][(task, name)] = dist
 
 
-def _builtin_order(task, folder):
-    """Built-in heads first, in the order of their ``--head`` choices (the
-    first is the task's default), then the others by folder name."""
-    order = {"ner": ("bio", "global_pointer"), "triples": ("casrel", "gplinker")}[task]
-    return (order.index(folder), "") if folder in order else (len(order), folder)
+def failed_plugins():
+    """``(distribution, entry point name, entry point value, error)`` of each
+    ``kerasbert.heads`` entry point left out (:func:`load_plugins`)."""
+    discover()
+    return list(_PLUGINS["failed"])
+
+
+def package(head):
+    """The distribution ``head`` comes from: ``"kerasbert"`` for the kit's
+    own heads, the distribution of the ``kerasbert.heads`` entry point that
+    registered it, or else the top-level package of its pipeline module."""
+    origin = _PLUGINS["origin"].get((head.task, head.name))
+    if origin:
+        return origin
+    top = head.pipeline.partition(":")[0].partition(".")[0]
+    return KIT if top == "kerasbert_apps" else top
+
+
+def is_builtin(head):
+    """Whether ``head`` is one of the kit's own (a folder of ``kerasbert_apps.<task>.heads``)."""
+    return _folder(head) is not None
+
+
+def _order(task, head):
+    """The sort key of ``head`` among ``task``'s heads: the kit's first, in
+    the order of the ``ORDER`` of ``kerasbert_apps.<task>.heads`` (the first
+    is the task's default head), then the kit's other folders by name; then
+    the heads of other packages by distribution."""
+    folder = _folder(head)
+    if folder is None:
+        return (1, 0, package(head))
+    order = tuple(getattr(importlib.import_module(f"kerasbert_apps.{task}.heads"), "ORDER", ()))
+    return (0, order.index(folder), "") if folder in order else (0, len(order), folder)
 
 
 def heads(task):
-    """The registered heads of ``task``: the built-in ones in the order of
-    their ``--head`` choices (the first is the default), then the others by
-    folder; a folder's heads in registration order."""
+    """The registered heads of ``task``: the kit's, the default first (see
+    :func:`_order`), then those of other packages; a folder's (a package's)
+    heads in registration order."""
     discover(task)
     registered = list(_REGISTRY.get(task, {}).values())
-    return sorted(registered, key=lambda h: (_builtin_order(task, _folder(h)), registered.index(h)))
+    return sorted(registered, key=lambda h: (_order(task, h), registered.index(h)))
 
 
 def _folder(head):
-    """The head folder of ``head`` (its pipeline module's package under
-    ``kerasbert_apps.<task>.heads``), or its pipeline module's name."""
+    """The kit's head folder of ``head`` (its pipeline module's package under
+    ``kerasbert_apps.<task>.heads``), or None for a head of another package."""
     module = head.pipeline.partition(":")[0]
     prefix = f"kerasbert_apps.{head.task}.heads."
-    return module[len(prefix):].partition(".")[0] if module.startswith(prefix) else module
+    return module[len(prefix):].partition(".")[0] if module.startswith(prefix) else None
 
 
 def names(task):
@@ -170,7 +308,8 @@ def get(task, name):
     try:
         return _REGISTRY[task][name]
     except KeyError:
-        raise KerasbertError(f"unknown {task} head {name!r}; the heads are: {', '.join(names(task))}") from None
+        failed = "".join(f"; left out: {point} (from {dist}), {error}" for dist, point, _, error in _PLUGINS["failed"])
+        raise KerasbertError(f"unknown {task} head {name!r}; the heads are: {', '.join(names(task))}{failed}") from None
 
 
 def settings_files(task):
@@ -228,15 +367,26 @@ def train_settings_class(task, base, what="head"):
     the first; its help says ``what`` a head is and each head's ``help``),
     then the fields of every head's ``settings`` dataclass; ``check`` also
     runs every head's ``check``."""
+    _TASK_FLAGS[task] = {flag: f"an option of {task} train" for f in dataclasses.fields(base) for flag in _flags(f)}
+    for head in heads(task):  # registered before the task's options were known
+        clash = option_clash(head)
+        if clash and is_builtin(head):
+            raise KerasbertError(clash)
+        if clash:
+            del _REGISTRY[task][head.name]
+            _PLUGINS["failed"].append((package(head), head.name, head.pipeline, clash))
+            print(f"kerasbert: warning: {task} head {head.name} (from {package(head)}) is left out: {clash}",
+                  file=sys.stderr, flush=True)
     registered = heads(task)
     choices = tuple(h.name for h in registered)
-    help = f"the {what}: " + "; ".join(f"{h.name}: {h.help}" for h in registered if h.help)
+    help = f"the {what}: " + "; ".join(
+        f"{h.name}{'' if is_builtin(h) else f' (from {package(h)})'}: {h.help}" for h in registered if h.help)
     fields = [("head", str, dataclasses.field(default=choices[0], metadata={
         "help": help, "choices": choices, "type": None}))]
-    seen = {f.name for f in dataclasses.fields(base)} | {"head"}
+    seen = {"head"}
     for head in registered:
         for f in dataclasses.fields(head.settings) if head.settings else ():
-            if f.name in seen:
+            if f.name in seen:  # the same field of a settings dataclass two heads share
                 continue
             seen.add(f.name)
             fields.append((f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)))

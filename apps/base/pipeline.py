@@ -371,6 +371,14 @@ class Pipeline:
         import sys
 
         importlib.import_module(cls.model_module)  # registers the model's classes for deserialization
+        if cls.task:
+            from kerasbert_apps.base import heads
+
+            found = heads.settings_path(cls.task, directory)
+            if found is not None and found.name != cls.settings_file:
+                raise KerasbertError(f"{found.parent}: a {heads.head_of(cls.task, directory).name} {cls.kind}, which "
+                                     f"{cls.__name__}.load does not load; kerasbert_apps.{cls.task}.load(folder) "
+                                     "loads a folder of any head")
         directory = resolve_model_dir(directory, cls.settings_file, cls.kind)
         if verbose:
             print(f"model: {directory}", file=sys.stderr)

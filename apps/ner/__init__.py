@@ -1,0 +1,22 @@
+"""Named-entity recognition: train a tagger on your data, then predict entities with character
+offsets, evaluate, calibrate, select texts to label and export for TF Serving.
+
+:func:`load` loads a trained NER model of any head (``crf``, ``softmax``, ``global-pointer``,
+``biaffine`` or a head from another package); training is :func:`kerasbert_apps.ner.train.train`.
+"""
+
+
+def load(folder, verbose=False):
+    """The trained NER model saved in ``folder``, whatever its head: a model
+    folder, or a training run's output folder (whose ``model/`` is used). The
+    head recorded in the folder's settings file picks the pipeline class
+    (:func:`kerasbert_apps.base.heads.head_of`); a LoRA folder loads its
+    adapters onto the checkpoint it names. The result is a
+    :class:`~kerasbert_apps.base.pipeline.Pipeline`: ``predict``, ``export``,
+    ``save``.
+
+    With ``verbose``, the folder used is printed on standard error.
+    """
+    from kerasbert_apps.ner.train import NER
+
+    return NER.load(folder, verbose=verbose)

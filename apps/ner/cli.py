@@ -19,11 +19,11 @@ def register(subparsers):
         commands, "calibrate", NER, cmd_calibrate,
         help="fit a model's entity-score temperature on a labelled file (dev)",
         description="Fit the temperature T of a model's entity scores on a labelled file (your dev set), so that a "
-        "score is a better probability of the entity being exactly right, and write it into the model folder (its "
-        "tagger.json or span_tagger.json). CRF and softmax heads: the emission scores and CRF transitions are divided "
-        "by T before an entity's probability is taken; GlobalPointer: sigmoid(logit / T), nested entities kept. No "
-        "entity changes. Training does this on dev already (--calibrate); use this for a model trained without it, "
-        "or to fit on other data. Exports made afterwards carry the temperature.",
+        "score is a better probability of the entity being exactly right, and write it into the model folder's "
+        "settings file. The head's logits are divided by T before an entity's probability is taken (nested "
+        "entities kept for a head that keeps them); no entity changes. Training does this on dev already "
+        "(--calibrate); use this for a model trained without it, or to fit on other data. Exports made afterwards "
+        "carry the temperature.",
     )
     demo = commands.add_parser(
         "demo", help="train, evaluate, predict and export on the shipped sample corpus (offline, ~3 minutes)",
@@ -51,6 +51,7 @@ def cmd_demo(args):
 
 def cmd_calibrate(args):
     from kerasbert_apps.base.heads import head_of
+    from kerasbert_apps.base.heads import package
     from kerasbert_apps.ner.calibration import format_temperature
     from kerasbert_apps.ner.train import NER
     from kerasbert.saving import resolve_model_dir
@@ -61,6 +62,10 @@ def cmd_calibrate(args):
     examples = NER.read(args.data, settings, "data (nested and overlapping entities kept)" if head.keep_overlaps
                         else "data", keep_overlaps=head.keep_overlaps)
     tagger = NER.load(args.model, verbose=True)
+    if not hasattr(tagger, "calibrate"):
+        from kerasbert.errors import KerasbertError
+
+        raise KerasbertError(f"the {head.name} head (from {package(head)}) has no score temperature to calibrate")
     result = tagger.calibrate(examples, batch_size=args.batch_size)
     directory = resolve_model_dir(args.model, tagger.settings_file, tagger.kind)
     tagger.save_settings(directory)

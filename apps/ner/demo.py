@@ -43,6 +43,7 @@ def demo_settings(output, epochs=4, checkpoint="starter", max_train_examples=0):
 def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_examples=0, example=EXAMPLE):
     """Train, evaluate, predict, export; print where everything went. Returns
     a dict of the figures and paths."""
+    from kerasbert_apps.base.cli import write_scores
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.evaluate import format_scores
     from kerasbert_apps.ner.evaluate import score
@@ -50,7 +51,6 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     from kerasbert_apps.ner.train import train
     from kerasbert.export import next_version
     from kerasbert.export import unpad
-    from kerasbert.files import atomic_write_text
     from kerasbert.runs import RUN_FILE
 
     output = Path(output)
@@ -67,8 +67,7 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     test = read_ner_file(sample_path("test"))
     scores = score(test.examples, tagger.predict([e.text for e in test.examples]))
     print(format_scores(scores))
-    scores_path = output / "test_scores.json"
-    atomic_write_text(scores_path, json.dumps(scores, indent=2) + "\n")
+    scores_path = write_scores(scores, output / "test_scores.json")  # what evaluate --output writes
 
     print("\n== 3/4 predict")
     prediction = tagger.predict([example])[0]

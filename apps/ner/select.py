@@ -198,35 +198,34 @@ def diverse_order(vectors, budget, threshold):
 # =============================================================================
 
 
-#: The measures :func:`analyse` computes, by what a head's pipeline declares in
-#: its ``selection_measure`` class attribute: ``"bio"`` (a per-token tagger
-#: with ``potentials`` and ``tags``: the CRF lattice, or the softmax head
-#: without transitions; :func:`crf_log_best`, :func:`softmax_log_best`),
-#: ``"spans"`` (per-type span logits read as independent sigmoids:
-#: :func:`span_log_best`) or ``"span-classes"`` (span logits over the types
-#: and "no entity", one softmax per span: :func:`span_class_log_best`). The
-#: pipeline computes them through three hooks, so that this module names no
-#: head: ``selection_outputs(head_input, padding_mask, fused)`` (the head's
-#: outputs on the encoder's output, in ``keras.ops``),
-#: ``selection_decode(texts, windows, outputs)`` (the entities, as ``infer``
-#: decodes them, and the outputs the measure needs) and
-#: ``selection_log_best(outputs, lengths)`` (numpy: log P(best) per window
-#: row, by one of the functions above). A head that declares no measure is
-#: refused with a one-line error.
-HEAD_MEASURES = ("bio", "spans", "span-classes")
+# What a head provides for ``select`` (the measure is the head's, so that
+# this module names no head). Its pipeline declares ``selection_measure``, a
+# short description of what ``P(best labelling)`` is for its outputs (printed
+# in the summary), and computes it through three hooks:
+# ``selection_outputs(head_input, padding_mask, fused)`` (the head's outputs
+# on the encoder's output, in ``keras.ops``), ``selection_decode(texts,
+# windows, outputs)`` (the entities, as ``infer`` decodes them, and the
+# outputs the measure needs, named unlike the entity outputs: ``start``,
+# ``end``, ...) and ``selection_log_best(outputs, lengths)`` (numpy: log
+# P(best) per window row). The built-in heads' measures are the
+# functions above: the BIO heads' :func:`crf_log_best` and
+# :func:`softmax_log_best`, the GlobalPointer head's :func:`span_log_best`,
+# the biaffine head's :func:`span_class_log_best`; a head of another package
+# may use one of them or compute its own. A head that declares no measure is
+# refused with a one-line error.
 
 
 def selection_measure(tagger):
-    """The measure ``tagger``'s head supports (one of :data:`HEAD_MEASURES`), or a
-    one-line :class:`~kerasbert.errors.KerasbertError` naming the heads that do."""
+    """The measure ``tagger``'s head declares (its pipeline's
+    ``selection_measure``), or a one-line
+    :class:`~kerasbert.errors.KerasbertError` naming the heads that declare one."""
     measure = getattr(tagger, "selection_measure", None)
-    if measure in HEAD_MEASURES:
+    if isinstance(measure, str) and measure:
         return measure
     from kerasbert.errors import KerasbertError
     from kerasbert_apps.base.heads import heads
 
-    able = [head.name for head in heads("ner")
-            if getattr(head.pipeline_class(), "selection_measure", None) in HEAD_MEASURES]
+    able = [head.name for head in heads("ner") if getattr(head.pipeline_class(), "selection_measure", None)]
     raise KerasbertError(f"ner select does not support the {tagger.head_name or type(tagger).__name__} head yet "
                          f"(it needs a selection measure of its outputs); heads it supports: {', '.join(able)}")
 
@@ -299,6 +298,11 @@ def _infer(tagger, texts, windows, run):
         "row_tokens": tf.reduce_sum(text_tokens, axis=1),
     }
     entities, head = tagger.selection_decode(texts, windows, {k: v for k, v in out.items() if k != "sequence"})
+    taken = sorted(set(head) & (set(entities) | set(rows)))
+    if taken:
+        raise KerasbertError(f"the {tagger.head_name} head's selection outputs {', '.join(taken)} are named like "
+                             f"the entity outputs or the rows' ({', '.join(sorted(set(entities) | set(rows)))}); "
+                             "name them after the head")
     rows.update(head)
     return {**entities, **rows}
 
@@ -362,6 +366,9 @@ class SelectionSummary:
     #: least-confident: the quantiles of -log P(best labelling) (nats), which
     #: tell apart texts whose 1 - P(best) all print as 1.
     log_quantiles: dict = dataclasses.field(default_factory=dict)
+    #: least-confident: what P(best labelling) is for the model's head (the
+    #: head's ``selection_measure``).
+    measure: str = ""
 
     def text(self):
         out = [f"pool: {self.source}",
@@ -373,6 +380,8 @@ class SelectionSummary:
         if self.log_quantiles:
             q = ", ".join(f"{name} {value:.4g}" for name, value in self.log_quantiles.items())
             out.append(f"  -log P(best labelling) (nats): {q}")
+        if self.measure:
+            out.append(f"  P(best labelling): {self.measure}")
         out.append(f"  {self.candidates} candidates kept (the best, at most budget x pool factor)")
         if self.diversity < 1.0:
             out.append(f"  {self.dropped_by_diversity} dropped by diversity (encoder mean vector cosine > "
@@ -505,13 +514,15 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
     ``(line number, text)`` pairs, consumed once) to label next, by
     ``strategy`` (one of :data:`STRATEGIES`) with the diversity step at
     cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
-    pipeline (:class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger` or
-    :class:`~kerasbert_apps.ner.heads.global_pointer.pipeline.SpanTagger`). Returns a :class:`Selection`."""
+    pipeline of a head that declares a selection measure
+    (:func:`selection_measure`). Returns a :class:`Selection`."""
     check_options(budget, strategy, diversity, pool_factor)
-    if strategy != "random":
-        selection_measure(tagger)  # a head without a measure is refused before the pool is read
+    # a head without a measure is refused before the pool is read
+    measure = selection_measure(tagger) if strategy != "random" else ""
     budget = int(budget)
-    summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity))
+    summary = SelectionSummary(source=str(source), strategy=strategy, budget=budget, diversity=float(diversity),
+                               measure=f"{measure} (the {tagger.head_name} head)" if strategy == "least-confident"
+                               else "")
 
     def score_chunk(chunk_texts):
         found = analyse(tagger, chunk_texts, batch_size)
@@ -622,8 +633,8 @@ def add_command(commands):
         "select", help="choose which unlabelled texts to label next (active learning)",
         description="Rank a pool of unlabelled texts by how unsure the model is about them and write the BUDGET "
         "most informative ones, with the model's entities as pre-annotations, for Label Studio or doccano. "
-        "least-confident: 1 - the probability of the model's best labelling of the text (CRF: forward algorithm; "
-        "softmax: product of the tokens' top probabilities; GlobalPointer: every span a yes/no); entropy: the sum "
+        "least-confident: 1 - the probability of the model's best labelling of the text, as the model's head "
+        "measures it (printed with the summary; kerasbert heads lists the heads); entropy: the sum "
         "of the binary entropies of the predicted entities' scores; random: a uniform sample. A diversity step "
         "skips a text whose encoder mean vector is too close (cosine) to one already chosen. The pool is read as a "
         "stream; only the best BUDGET x POOL_FACTOR candidates are kept. See the docs page 'Label less'.",

@@ -56,14 +56,15 @@ class NerCalibrateSettings:
     """The score temperature, fitted at the end of ``train`` and ``distill``."""
 
     calibrate: bool = setting(True, "after training, fit the temperature T of the entity scores on dev, so that they "
-                              "are better probabilities of being exactly right (CRF/softmax heads: emission scores "
-                              "and transitions divided by T; GlobalPointer: sigmoid(logit / T)); no entity changes")
+                              "are better probabilities of being exactly right (the head's logits divided by T); no "
+                              "entity changes")
 
 
 @dataclasses.dataclass
 class NerTrainSettings(NerCalibrateSettings, NerReadSettings, TrainSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
+                                         "--learning-rate)")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
 
 
@@ -76,13 +77,14 @@ NerTrainSettings = heads.train_settings_class("ner", NerTrainSettings, "tagging 
 class NerDistillSettings(NerCalibrateSettings, NerReadSettings, DistillSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz): the gold labels, "
                          "and texts the teacher scores")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the BiLSTM/Dense/CRF head")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
+                                         "--learning-rate)")
 
 
 class NerTask(Task):
     name = "ner"
     help = "named-entity recognition: train, evaluate, predict, export, demo"
-    description = "BERT -> BiLSTM -> CRF named-entity recognition."
+    description = "Named-entity recognition on a BERT encoder; --head picks the tagging head (kerasbert heads lists them)."
     trains = "an NER tagger"
     train_settings = NerTrainSettings
     read_settings = NerReadSettings

@@ -59,7 +59,8 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
     auto_min_epochs: ClassVar[int] = 10
 
     train: str = setting("", "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the pointer heads and subject conditioning")
+    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
+                                        "--learning-rate)")
     seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
     schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
                           "(default: the training data's predicates)")

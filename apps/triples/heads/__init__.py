@@ -6,6 +6,10 @@ under that head, each in its range."""
 
 from kerasbert.errors import KerasbertError
 
+#: The ``--head`` choices' order of the kit's triple head folders (the first,
+#: ``casrel``, is the default); other folders follow by name.
+ORDER = ("casrel", "gplinker")
+
 
 def check_thresholds(settings, head, low_open):
     """Check ``head``'s ``threshold_<option>`` settings: each in ``[0, 1)``

@@ -25,9 +25,9 @@ class BiaffineTagger(SpanPipeline):
     ``[batch, len, len, types + 1]``, "no entity" last; the score temperature
     as in :mod:`kerasbert_apps.ner.heads.biaffine.decode`)."""
 
-    #: What ``kerasbert ner select`` measures on this head's outputs
-    #: (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`): one softmax per span.
-    selection_measure = "span-classes"
+    #: What ``kerasbert ner select``'s P(best labelling) is for this head
+    #: (:meth:`selection_log_best`): one softmax per span.
+    selection_measure = "the product over the spans of each span's largest class probability (types and no entity)"
 
     settings_file = SETTINGS_FILE
     head_name = NAME

@@ -51,8 +51,10 @@ class Tagger(ScoreTemperature, NerPipeline):
             :meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`).
     """
 
-    #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
-    selection_measure = "bio"
+    #: What ``kerasbert ner select``'s P(best labelling) is for this head
+    #: (:meth:`selection_log_best`; :mod:`kerasbert_apps.ner.select`).
+    selection_measure = ("the CRF's probability of its Viterbi path (softmax head: the product of each token's "
+                         "largest tag probability)")
     compiled_head = True  # export(..., jit_compile="head"): fused_bilstm.graph_scorers
 
     settings_file = "tagger.json"

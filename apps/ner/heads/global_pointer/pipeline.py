@@ -21,8 +21,9 @@ class SpanTagger(SpanPipeline):
     or any Keras model with the encoder's inputs and an output ``logits``
     ``[batch, len, len, types]``)."""
 
-    #: What ``kerasbert ner select`` measures on this head's outputs (:data:`kerasbert_apps.ner.select.HEAD_MEASURES`).
-    selection_measure = "spans"
+    #: What ``kerasbert ner select``'s P(best labelling) is for this head
+    #: (:meth:`~kerasbert_apps.ner.span_pipeline.SpanPipeline.selection_log_best`).
+    selection_measure = "the product over the spans and types of max(p, 1 - p), p = sigmoid(logit / T)"
 
     settings_file = SETTINGS_FILE
     head_name = "global-pointer"
