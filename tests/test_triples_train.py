@@ -3,7 +3,6 @@ evaluate / predict from the CLI, artifacts, true offsets, mixed precision,
 resume, and bad input at the CLI."""
 
 import json
-import os
 from pathlib import Path
 
 import keras
@@ -193,17 +192,7 @@ def test_missing_model_or_input_is_a_clear_error(tmp_path, data, trained, capsys
     assert main(["triples", "predict", "--model", str(trained / "model"), str(tmp_path / "missing.txt")]) == 2
     err = capsys.readouterr().err
     assert "missing.txt: cannot open" in err and "Traceback" not in err
-    (tmp_path / "ro").mkdir()
-    (tmp_path / "ro" / "dev.jsonl").write_text(data[1].read_text())
-    (tmp_path / "ro").chmod(0o555)
-    try:
-        status = main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(tmp_path / "ro" / "dev.jsonl")])
-    finally:
-        (tmp_path / "ro").chmod(0o755)
-    err = capsys.readouterr().err
-    if os.geteuid() != 0:  # root writes anywhere
-        assert status == 2 and "choose another --output" in err and "Traceback" not in err
-    # A place no one can write to, root included: under a file.
+    # --output where no one can write, root included: under a file.
     (tmp_path / "a_file").write_text("")
     status = main(["triples", "evaluate", "--model", str(trained / "model"), "--data", str(data[1]),
                    "--output", str(tmp_path / "a_file" / "scores.json")])
