@@ -132,6 +132,36 @@ def test_a_clashing_option_is_refused_at_registration_in_one_line(registry, sett
     assert "my-head" not in registry.names("ner")
 
 
+def test_heads_whose_settings_inherit_one_declaration_share_its_option(registry):
+    """Two heads whose settings dataclasses subclass one that declares an option (the span
+    heads' shared threshold) share that option; the same name declared anew is refused."""
+
+    @dataclasses.dataclass
+    class SharedMargin:
+        shared_margin: float = setting(0.0, "a margin both heads read")
+
+    @dataclasses.dataclass
+    class First(SharedMargin):
+        first_size: int = setting(1, "the first head's size")
+
+    @dataclasses.dataclass
+    class Second(SharedMargin):
+        second_size: int = setting(1, "the second head's size")
+
+    @dataclasses.dataclass
+    class Anew:
+        shared_margin: float = setting(0.5, "my own margin")
+
+    for name, settings in (("first-head", First), ("second-head", Second)):
+        registry.register(heads.Head(name=name, task="ner", pipeline=f"pkg_{name[:-5]}.pipeline:P",
+                                     settings_file=f"{name}.json", settings=settings))
+    assert {"first-head", "second-head"} <= set(registry.names("ner"))
+    with pytest.raises(KerasbertError, match=r"declares the option 'shared_margin' \(--shared-margin\), which the "
+                                             r"'first-head' head \(from pkg_first\) already declares"):
+        registry.register(heads.Head(name="anew-head", task="ner", pipeline="pkg_anew.pipeline:P",
+                                     settings_file="anew.json", settings=Anew))
+
+
 def test_a_clashing_evaluate_option_is_refused(registry):
     head = heads.Head(name="my-extractor", task="triples", pipeline="my_package.pipeline:Mine",
                       settings_file="mine.json", options=(("entity", "my threshold"),))

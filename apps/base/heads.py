@@ -168,13 +168,20 @@ def option_flags(head):
     return {flag: f.name for f in fields for flag in _flags(f)}
 
 
+def _declaration(head, name):
+    """The dataclass field of ``head``'s settings named ``name``: the same
+    object for every subclass of the dataclass that declares it."""
+    return next(f for f in dataclasses.fields(head.settings) if f.name == name)
+
+
 def option_clash(head):
     """A one-line refusal naming both, when an option of ``head`` would take
     a flag that its task's ``train`` has (``--dropout``) or that another head
     of the task adds (the GlobalPointer head's ``--pointer-size``), or when it
     reads an evaluate / predict / export option (:attr:`Head.options`) that
-    another head reads; else None. Two heads with the same settings
-    dataclass (one folder's heads) share its options."""
+    another head reads; else None. An option declared once is shared: two
+    heads with the same settings dataclass (one folder's heads), or whose
+    settings subclass one that declares it (the span heads' threshold)."""
     who = f"the {head.task} head {head.name!r} (from {package(head)})"
     mine = option_flags(head)
     taken = dict.fromkeys(RESERVED_FLAGS, f"an option of every {head.task} train") | _TASK_FLAGS.get(head.task, {})
@@ -186,8 +193,9 @@ def option_clash(head):
     for other in _REGISTRY.get(head.task, {}).values():
         if other.name == head.name:
             continue
-        if other.settings is not head.settings:
-            for flag in mine.keys() & option_flags(other).keys():
+        theirs = option_flags(other)
+        for flag in sorted(mine.keys() & theirs.keys()):
+            if _declaration(head, mine[flag]) is not _declaration(other, theirs[flag]):
                 return (f"{who} declares the option {mine[flag]!r} ({flag}), which the {other.name!r} head (from "
                         f"{package(other)}) already declares; name it after the head "
                         f"(e.g. {head.name.replace('-', '_')}_{mine[flag]})")
