@@ -198,8 +198,8 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     feeds = {k: tf.constant(v) for k, v in windows.items()}
     texts = tf.constant([text, "", "no entity here"])
 
-    def entities(temperature):
-        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature)
+    def entities(temperature, threshold=0.0):
+        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature, threshold)
         assert out["count"].numpy().tolist()[1:] == [0, 0]
         return [(int(s), int(e), t.decode(), float(p)) for s, e, t, p in
                 zip(out["start"][0], out["end"][0], out["type"][0].numpy(), out["score"][0])][: int(out["count"][0])]
@@ -216,6 +216,10 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     hot = entities(2.0)
     assert [x[:3] for x in hot] == [x[:3] for x in got]
     np.testing.assert_allclose([x[3] for x in hot], 1 / (1 + np.exp(-np.log(p / (1 - p)) / 2)), rtol=1e-5)
+    # the decision threshold: a candidate's best type logit must beat "no entity" + threshold
+    assert [x[:3] for x in entities(1.0, threshold=0.3)] == [x[:3] for x in got if x[:2] != span(4, 4)]  # 1.0 < 0.8 + 0.3
+    loose = [x[:2] for x in entities(1.0, threshold=-0.5)]  # (5, 5): 1.0 > 1.0 - 0.5; every other span: 0 > 6 - 0.5 no
+    assert loose == sorted([span(a, b) for a, b in kept] + [span(5, 5)])
 
 
 def test_decoding_merges_windows_as_the_span_heads_do():

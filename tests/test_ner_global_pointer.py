@@ -91,10 +91,12 @@ def test_training_rows_keep_nested_entities_and_count_window_edges():
 # --- decoding
 
 
-def test_window_merge_against_brute_force():
+@pytest.mark.parametrize("threshold", [0.0, -0.7])
+def test_window_merge_against_brute_force(threshold):
     """Random span logits per window, the same text seen by several windows
     with different verdicts: each span is decided by its window furthest from
-    a cut (ties: the earlier window), as a brute-force numpy reading says."""
+    a cut (ties: the earlier window), as a brute-force numpy reading says; an
+    entity where that logit is above the decision threshold."""
     tokenizer = kerasbert.load_tokenizer(_toy())
     tagger = SpanTagger(None, tokenizer, ["A", "B"], max_length=9)
     texts = [" ".join(random.Random(s).choice(WORDS) for _ in range(n)) for s, n in ((0, 23), (1, 3), (2, 0), (3, 15))]
@@ -102,7 +104,8 @@ def test_window_merge_against_brute_force():
     rng = np.random.default_rng(0)
     rows, width = w["token_ids"].shape
     logits = rng.normal(0, 1, size=(rows, width, width, 2)).astype("float32")
-    got = span_entities(tf.constant(texts), {k: tf.constant(v) for k, v in w.items()}, tf.constant(logits), ["A", "B"])
+    got = span_entities(tf.constant(texts), {k: tf.constant(v) for k, v in w.items()}, tf.constant(logits), ["A", "B"],
+                        threshold=threshold)
 
     for t, text in enumerate(texts):
         row_ids = [r for r in range(rows) if w["text_index"][r] == t]
@@ -121,7 +124,7 @@ def test_window_merge_against_brute_force():
                     if (a, b) not in best or key > best[(a, b)][0]:
                         best[(a, b)] = (key, logits[r, a - s + 1, b - s + 1])
         expected = sorted((offsets[a][0], offsets[b][1], kind, 1 / (1 + np.exp(-v[kind])))
-                          for (a, b), (_, v) in best.items() for kind in range(2) if v[kind] > 0)
+                          for (a, b), (_, v) in best.items() for kind in range(2) if v[kind] > threshold)
         n = int(got["count"][t])
         ours = [(int(got["start"][t, i]), int(got["end"][t, i]), got["type"][t, i].numpy().decode(),
                  float(got["score"][t, i])) for i in range(n)]

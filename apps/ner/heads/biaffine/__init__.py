@@ -14,6 +14,8 @@ import dataclasses
 
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
+from kerasbert_apps.ner.heads import SpanThresholdSettings
+from kerasbert_apps.ner.heads import check_span_threshold
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import setting
 
@@ -21,7 +23,7 @@ NAME = "biaffine"
 
 
 @dataclasses.dataclass
-class BiaffineSettings:
+class BiaffineSettings(SpanThresholdSettings):
     biaffine_size: int = setting(150, "units of the biaffine head's start and end feed-forward networks")
     biaffine_lstm: int = setting(0, "units per direction of a BiLSTM between the encoder and the biaffine head's "
                                  "feed-forward networks, as the paper (0: none)")
@@ -29,6 +31,7 @@ class BiaffineSettings:
 
 
 def check(settings):
+    check_span_threshold(settings)
     if settings.head != NAME:
         return
     if settings.biaffine_size < 1:

@@ -6,6 +6,8 @@ import dataclasses
 
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
+from kerasbert_apps.ner.heads import SpanThresholdSettings
+from kerasbert_apps.ner.heads import check_span_threshold
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import setting
 
@@ -13,11 +15,12 @@ NAME = "global-pointer"
 
 
 @dataclasses.dataclass
-class GlobalPointerSettings:
+class GlobalPointerSettings(SpanThresholdSettings):
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
 
 
 def check(settings):
+    check_span_threshold(settings)
     if settings.head == NAME and (settings.pointer_size < 2 or settings.pointer_size % 2):
         raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {settings.pointer_size}")
 
