@@ -222,6 +222,7 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
         "best_epoch": evaluator.best_epoch,
         "batch_size": settings.batch_size,
         "epochs": settings.epochs,
+        "steps_per_epoch": len(batches),
         "patience": settings.patience,
         "head_learning_rate": settings.head_learning_rate,
         "dev": best_dev_scores(output, best),

@@ -108,6 +108,9 @@ def test_loss_counts_only_real_spans_and_learns_a_toy_batch():
     logits[0, 0, 1] = [2, 0, 0]
     want = (2 * np.log(3) + np.log(1 + 2 * np.exp(-2))) / 3
     assert float(biaffine_crossentropy(classes, logits, keep)) == pytest.approx(want, rel=1e-5)
+    # the entity cell (0, 1) weighs 4, each "no entity" cell 1
+    want = (2 * np.log(3) + 4 * np.log(1 + 2 * np.exp(-2))) / 6
+    assert float(biaffine_crossentropy(classes, logits, keep, entity_weight=4.0)) == pytest.approx(want, rel=1e-5)
 
     keras.utils.set_random_seed(0)
     layer = BiaffineSpanScorer(2, size=16, none_prior=2.0)
@@ -251,6 +254,9 @@ def test_registered_with_its_options():
     settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine")
     settings.check()
     assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 0, 0)
+    with pytest.raises(KerasbertError, match="biaffine_entity_weight must be above 0"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine",
+                         biaffine_entity_weight=0.0).check()
     with pytest.raises(KerasbertError, match="biaffine_size must be at least 1"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_size=0).check()
     with pytest.raises(KerasbertError, match="must be 0 or more"):

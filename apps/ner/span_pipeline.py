@@ -91,9 +91,11 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         return {**super().settings(), "threshold": self.threshold}
 
     # ------------------------------------------------------------ decision threshold
-    #: The thresholds :meth:`fit_threshold` tries first, then halfway to the
-    #: neighbours of the best.
+    #: The thresholds :meth:`fit_threshold` tries first; while the best is at
+    #: an edge, it goes on one further (up to :attr:`THRESHOLD_LIMIT`); then
+    #: halfway to the best one's neighbours.
     THRESHOLD_GRID = (-3.0, -2.0, -1.0, 0.0, 1.0)
+    THRESHOLD_LIMIT = 6.0
 
     #: While :meth:`fit_threshold` runs: a ``tf.Variable`` the decoding reads
     #: the threshold from (the grid is scored without tracing again).
@@ -116,9 +118,10 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
 
     def fit_threshold(self, examples, batch_size=32):
         """Set the decision threshold with the best exact-span entity F1 on
-        labelled ``examples`` (dev): those of :attr:`THRESHOLD_GRID`, then
-        halfway between the best and each neighbour (ties: the one nearest
-        0); one traced prediction function for all of them. Small-data span
+        labelled ``examples`` (dev): those of :attr:`THRESHOLD_GRID` (and
+        beyond, while the best is at an edge), then halfway between the best
+        and each neighbour (ties: the one nearest 0); one traced prediction
+        function for all of them. Small-data span
         models are precise and miss entities; a threshold below 0 trades
         some precision for more recall. Returns ``threshold``, ``f1``,
         ``precision``, ``recall``, ``f1_at_0`` and the ``grid`` tried
@@ -141,9 +144,11 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
             return max(sorted(tried), key=lambda t: (tried[t]["f1"], -abs(t)))
 
         try:
-            grid = sorted(set(self.THRESHOLD_GRID) | {0.0})
-            for threshold in grid:
+            for threshold in sorted(set(self.THRESHOLD_GRID) | {0.0}):
                 score(threshold)
+            while best() in (min(tried), max(tried)) and abs(best()) < self.THRESHOLD_LIMIT:  # at an edge: go on
+                score(best() + (1.0 if best() == max(tried) else -1.0))
+            grid = sorted(tried)
             at = grid.index(best())
             for neighbour in grid[max(at - 1, 0): at + 2]:
                 score((grid[at] + neighbour) / 2)

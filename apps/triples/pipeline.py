@@ -101,10 +101,53 @@ class TriplePipeline(Pipeline):
     def settings(self):
         return {**super().settings(), "thresholds": self.thresholds}
 
+    #: ``{threshold key: tf.Variable}`` of a :meth:`live_copy` (None: the
+    #: decoding uses :attr:`thresholds` as constants).
+    _live = None
+
+    def decision_thresholds(self):
+        """The thresholds :meth:`decode` decides with: :attr:`thresholds`
+        (floats), or in a :meth:`live_copy` the variables holding them."""
+        return dict(self._live) if self._live is not None else dict(self.thresholds)
+
+    def live_copy(self):
+        """A copy whose decoding reads the thresholds from ``tf.Variable`` s:
+        :meth:`set_live_thresholds` then changes them without tracing the
+        graph again (threshold tuning scores many pairs; a new extractor per
+        pair would trace each time). Predict with it; export this extractor
+        or one made by :meth:`with_thresholds` instead."""
+        import tensorflow as tf
+
+        copy = self.with_thresholds({})
+        copy._live = {k: tf.Variable(float(v), trainable=False, dtype=tf.float32, name=f"threshold_{k}")
+                      for k, v in copy.thresholds.items()}
+        return copy
+
+    def set_live_thresholds(self, thresholds):
+        """Set thresholds (a dict of any of the head's keys, or what
+        :meth:`with_threshold_options` takes when ``options``) of a
+        :meth:`live_copy`; returns it."""
+        if self._live is None:
+            raise KerasbertError("set_live_thresholds needs a live_copy(); use with_thresholds otherwise")
+        self.thresholds = self.complete_thresholds({**self.thresholds, **thresholds})
+        for key, variable in self._live.items():
+            variable.assign(self.thresholds[key])
+        return self
+
+    def live_threshold_options(self, given):
+        """:meth:`set_live_thresholds` with thresholds named as in
+        :attr:`threshold_options` (the tuning grid's names)."""
+        return self.set_live_thresholds(self.threshold_keys(given))
+
+    def threshold_keys(self, given):
+        """Thresholds named as in :attr:`threshold_options` -> the head's
+        threshold keys (the same names unless the head says)."""
+        return dict(given)
+
     def with_threshold_options(self, given):
         """The same extractor with thresholds named as in
         :attr:`threshold_options` (from the command line or the tuning grid)."""
-        return self.with_thresholds(given)
+        return self.with_thresholds(self.threshold_keys(given))
 
     def with_thresholds(self, thresholds):
         """The same extractor with other thresholds: a dict of any of the

@@ -9,10 +9,9 @@ examples (one pass of the extractor each) and returns the pair with the best
 F1 (in the reader's match mode); the command writes it into the model folder,
 so ``predict``, ``evaluate`` and exports made afterwards use it. Tune on dev,
 report on test: F1 tuned on the data it is reported on is optimistic. The
-GPLinker head's graph is traced once for the whole grid (its thresholds are
-read from a variable while tuning:
-:meth:`~kerasbert_apps.triples.heads.gplinker.pipeline.GPLinkerExtractor.live_copy`); the CasRel
-head's is traced again for each pair.
+extractor's graph is traced once for the whole grid (its thresholds are read
+from variables while tuning:
+:meth:`~kerasbert_apps.triples.pipeline.TriplePipeline.live_copy`).
 """
 
 import itertools
@@ -47,11 +46,11 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
     values = sorted({float(v) for v in values} | {0.5})
     names = extractor.threshold_options
     texts = [e.text for e in examples]
-    live = extractor.live_copy() if hasattr(extractor, "live_copy") else None
+    live = extractor.live_copy()
     grid = []
     for first, second in itertools.product(values, values):
         pair = dict(zip(names, (first, second)))
-        candidate = live.set_live_thresholds(pair) if live is not None else extractor.with_threshold_options(pair)
+        candidate = live.live_threshold_options(pair)
         scores = score(examples, candidate.predict(texts, batch_size=batch_size))
         entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
         grid.append(entry)

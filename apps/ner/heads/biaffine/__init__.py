@@ -28,6 +28,8 @@ class BiaffineSettings(SpanThresholdSettings):
     biaffine_lstm: int = setting(0, "units per direction of a BiLSTM between the encoder and the biaffine head's "
                                  "feed-forward networks, as the paper (0: none)")
     biaffine_max_span: int = setting(0, "the biaffine head never predicts spans of more tokens (0: no limit)")
+    biaffine_entity_weight: float = setting(1.0, "the weight in the biaffine head's loss of a span that is an entity "
+                                            "(a span that is none weighs 1; most spans are none)")
 
 
 def check(settings):
@@ -36,6 +38,8 @@ def check(settings):
         return
     if settings.biaffine_size < 1:
         raise KerasbertError(f"biaffine_size must be at least 1, got {settings.biaffine_size}")
+    if not settings.biaffine_entity_weight > 0:
+        raise KerasbertError(f"biaffine_entity_weight must be above 0, got {settings.biaffine_entity_weight}")
     if settings.biaffine_lstm < 0 or settings.biaffine_max_span < 0:
         raise KerasbertError(f"biaffine_lstm and biaffine_max_span must be 0 or more, got "
                              f"{settings.biaffine_lstm} and {settings.biaffine_max_span}")

@@ -64,4 +64,5 @@ class BiaffineTagger(SpanPipeline):
 
         return BiaffineNerModel(encoder, len(types), size=settings.biaffine_size, use_lstm=settings.biaffine_lstm > 0,
                                 lstm_units=max(settings.biaffine_lstm, 1), max_span_length=settings.biaffine_max_span,
-                                dropout=settings.dropout, layer_mix=settings.freeze_encoder)
+                                dropout=settings.dropout, layer_mix=settings.freeze_encoder,
+                                entity_weight=settings.biaffine_entity_weight)

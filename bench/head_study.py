@@ -1,0 +1,156 @@
+"""What each head's training needs on small data: the study behind the defaults the heads declare (MiniLM, dev figures).
+
+Figures, not a test. Each head declares in its registration what its training
+needs (:class:`kerasbert_apps.base.heads.Head`: head learning rate, optimizer
+steps; the span heads' decision threshold, fitted on dev at the end of
+training); this bench holds the runs they were chosen from, on DEV only.
+Every variant is one ``kerasbert ner|triples train`` CLI run, as a user runs
+it, on one small setting:
+
+* ``genia`` (NER): the first 500 sentences of the GENIA training split of
+  ``ner_heads.py`` (the first 80% of GENIA dev), the model selected and scored
+  on the rest of that split (334 sentences), nested entities kept, exact spans;
+* ``webnlg`` (triples): the setting of ``triples_small_data.py``: the first 400
+  WebNLG* training sentences, the first 150 validation sentences as dev,
+  ``--max-length 64``.
+
+A study (``--study``, one record part each) is a list of variants (name,
+head, options). A row: the variant and its options, batch size, epochs and
+optimizer steps, the best epoch's dev precision, recall and F1 at the
+head's default decision (span heads: margin above 0; triples: thresholds
+0.5), the dev F1 per epoch, for the span heads the threshold fitted on dev
+and the F1 it gives (fitted on the data it is scored on: optimistic) and the
+nested entities' F1 at it, and the run's wall seconds (on a shared machine:
+not a timing).
+
+A variant whose work folder holds a finished run is not trained again, so
+variants can run one per command (``--only NAME``) and ``--record`` then
+writes the study's record from the finished runs.
+
+    python bench/head_study.py --study NAME [--only VARIANT] [--work DIR] [--record]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from finetuning_strategies import MINILM  # noqa: E402
+from finetuning_strategies import SHARED  # noqa: E402
+from finetuning_strategies import genia_split  # noqa: E402
+from results import flags_line  # noqa: E402
+from results import write_result  # noqa: E402
+
+WEBNLG = SHARED / "webnlg_casrel_star"
+GENIA_TRAIN = 500
+SETTINGS = {
+    "genia": "GENIA: first 500 sentences of the ner_heads.py training split (first 80% of GENIA dev), selected and "
+             "scored on the rest of that split (334 sentences), nested entities kept, exact spans; MiniLM, max "
+             "length 128",
+    "webnlg": "WebNLG* (CasRel form): first 400 training sentences, first 150 validation sentences as dev, max "
+              "length 64; MiniLM",
+}
+#: study -> (setting, description, [(variant, head, options)]).
+STUDIES = {
+    "span-heads-genia": ("genia", "the span heads and the flat CRF on 500 GENIA sentences: learning rate of the head, "
+                         "optimizer steps, decision threshold", [
+                             ("crf, defaults", "crf", []),
+                         ]),
+}
+
+
+def data(setting, work):
+    """The CLI options of a setting's data."""
+    if setting == "genia":
+        folder = work / "genia"
+        if not (folder / "dev.jsonl").exists():
+            genia_split(folder)
+        return ["--train", folder / "train.jsonl", "--dev", folder / "dev.jsonl",
+                "--max-train-examples", GENIA_TRAIN, "--max-length", 128]
+    return ["--train", WEBNLG / "train_triples.json.gz", "--dev", WEBNLG / "val_triples.json",
+            "--max-train-examples", 400, "--max-dev-examples", 150, "--max-length", 64]
+
+
+def folder_of(work, study, variant):
+    return work / study / "".join(c if c.isalnum() else "_" for c in variant)
+
+
+def train(setting, head, options, folder, work):
+    """One ``train`` run into ``folder`` (skipped when it holds a finished run)."""
+    if (folder / "metrics.json").exists():
+        return
+    task = "ner" if setting == "genia" else "triples"
+    command = [sys.executable, "-m", "kerasbert.cli", task, "train", "--checkpoint", MINILM, *data(setting, work),
+               "--head", head, "--output", folder, *options]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(folder.with_suffix(".log"), "w", encoding="utf-8") as log:
+        status = subprocess.run([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT).returncode
+    if status:
+        sys.exit(f"train failed ({status}): see {folder.with_suffix('.log')}")
+    (folder / "wall_seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
+
+
+def steps_per_epoch(metrics, folder):
+    """From ``metrics.json``, or for a run that predates it there, from its
+    log's number of training rows (``-> N sequences``) and batch size."""
+    import re
+
+    if "steps_per_epoch" in metrics:
+        return metrics["steps_per_epoch"]
+    rows = re.search(r"-> (\d+) sequences", folder.with_suffix(".log").read_text(encoding="utf-8"))
+    return -(-int(rows.group(1)) // metrics["batch_size"])
+
+
+def row_of(variant, head, options, folder):
+    metrics = json.loads((folder / "metrics.json").read_text())
+    history = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines() if line.strip()]
+    dev = metrics["dev"]
+    wall = folder / "wall_seconds"
+    row = {"variant": variant, "head": head, "options": " ".join(map(str, options)),
+           "batch": metrics["batch_size"], "epochs": metrics["epochs"],
+           "steps": steps_per_epoch(metrics, folder) * metrics["epochs"],
+           "head lr": metrics.get("head_learning_rate"), "best epoch": metrics["best_epoch"],
+           "P": round(dev["precision"], 3), "R": round(dev["recall"], 3), "F1": round(dev["f1"], 3),
+           "F1 by epoch": [round(h.get("val_f1", 0.0), 3) for h in history]}
+    fitted = metrics.get("span_threshold")
+    if fitted:
+        row.update({"fitted threshold": fitted["threshold"], "F1 at it": round(fitted["f1"], 3),
+                    "R at it": round(fitted["recall"], 3)})
+    if "nested" in dev:
+        row["nested F1"] = round(dev["nested"]["f1"], 3)
+    row["wall seconds"] = round(float(wall.read_text())) if wall.exists() else None
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--study", required=True, choices=sorted(STUDIES))
+    parser.add_argument("--only", help="train only this variant (if not done yet)")
+    parser.add_argument("--record", action="store_true", help="write the record from the finished runs")
+    parser.add_argument("--work", default="/tmp/kerasbert_head_study")
+    args = parser.parse_args(argv)
+    work = Path(args.work)
+    setting, description, variants = STUDIES[args.study]
+    print(flags_line(), flush=True)
+    rows = []
+    for variant, head, options in variants:
+        folder = folder_of(work, args.study, variant)
+        if args.only in (None, variant):
+            train(setting, head, options, folder, work)
+        if (folder / "metrics.json").exists():
+            rows.append(row_of(variant, head, options, folder))
+            print("RESULT " + json.dumps(rows[-1]), flush=True)
+    if args.record:
+        write_result("head_study", [{"part": args.study, **row} for row in rows], name=args.study, setup={
+            "study": description, "data": SETTINGS[setting],
+            "scores": "dev, the best epoch; P/R/F1 at the head's default decision; 'fitted threshold': the span "
+                      "heads' --span-threshold auto, fitted on this dev set (optimistic as a figure)",
+            "wall seconds": "of the whole run on a shared 2-core machine: not a timing"})
+
+
+if __name__ == "__main__":
+    main()
