@@ -254,6 +254,7 @@ def test_registered_with_its_options():
     settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine")
     settings.check()
     assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 0, 0)
+    assert settings.biaffine_entity_weight == 10.0
     with pytest.raises(KerasbertError, match="biaffine_entity_weight must be above 0"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine",
                          biaffine_entity_weight=0.0).check()

@@ -236,6 +236,39 @@ class TriplePipeline(Pipeline):
 
     # --------------------------------------------------------------- training
     @classmethod
+    def given_thresholds(cls, settings):
+        """The run's ``--threshold-<option>`` settings by option name, ``auto``
+        ones at 0.5: what the run decides with until :meth:`after_training`."""
+        given = {option: getattr(settings, f"threshold_{option}") for option in cls.threshold_options}
+        return {option: 0.5 if value == "auto" else value for option, value in given.items()}
+
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """The thresholds left at ``auto`` tuned on dev
+        (:func:`kerasbert_apps.triples.tuning.tune_thresholds`; the others as
+        given) and written into the best model's settings file;
+        ``{"tuned_thresholds": ...}`` for ``metrics.json``."""
+        from kerasbert_apps.triples.evaluate import score
+        from kerasbert_apps.triples.tuning import DEFAULT_VALUES
+        from kerasbert_apps.triples.tuning import format_tuning
+        from kerasbert_apps.triples.tuning import tune_thresholds
+        from kerasbert_apps.triples.tuning import tuned
+
+        auto = [o for o in cls.threshold_options if getattr(settings, f"threshold_{o}", None) == "auto"]
+        if not auto or not dev_examples:
+            return {}
+        given = cls.given_thresholds(settings)
+        values = {o: DEFAULT_VALUES if o in auto else [given[o]] for o in cls.threshold_options}
+        best = cls.load(model_dir)
+        result = tune_thresholds(best, dev_examples, lambda ex, pred: score(ex, pred, mode=settings.eval_mode),
+                                 values=values, batch_size=settings.batch_size, log=None)
+        tuned(best, result).save_settings(model_dir)
+        print(format_tuning(result, "dev", tuned_here=True))
+        return {"tuned_thresholds": {"names": result["names"], "thresholds": result["best"]["thresholds"],
+                                     **{k: result["best"][k] for k in ("precision", "recall", "f1")},
+                                     "f1_at_default": result["default"]["f1"] if result["default"] else None}}
+
+    @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
         from kerasbert_apps.triples.data import predicates_of
         from kerasbert_apps.triples.data import read_schema

@@ -133,8 +133,9 @@ class Extractor(TriplePipeline):
 
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):
+        given = cls.given_thresholds(settings)
         return cls(model, tokenizer, predicates, max_length=settings.max_length,
-                   thresholds=(settings.threshold_start, settings.threshold_end))
+                   thresholds=(given["start"], given["end"]))
 
     def batches(self, rows, settings, targets=()):
         from kerasbert_apps.triples.heads.casrel.batches import SubjectSampledBatches

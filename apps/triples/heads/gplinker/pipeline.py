@@ -157,7 +157,7 @@ class GPLinkerExtractor(TriplePipeline):
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):
         return cls(model, tokenizer, predicates, max_length=settings.max_length,
-                   thresholds={"entity": settings.threshold_entity, "link": settings.threshold_link})
+                   thresholds=cls.given_thresholds(settings))
 
     def batches(self, rows, settings, targets=()):
         from kerasbert.batching import BucketedBatches
