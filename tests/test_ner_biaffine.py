@@ -253,7 +253,7 @@ def test_registered_with_its_options():
     assert head.keep_overlaps and head.scorer == "exact spans" and head.pipeline_class() is BiaffineTagger
     settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine")
     settings.check()
-    assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 0, 0)
+    assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 128, 0)
     assert settings.biaffine_entity_weight == 10.0
     with pytest.raises(KerasbertError, match="biaffine_entity_weight must be above 0"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine",

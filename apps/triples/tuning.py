@@ -17,7 +17,7 @@ from variables while tuning:
 import itertools
 
 #: The grid's values for each of the two thresholds (both heads).
-DEFAULT_VALUES = (0.2, 0.3, 0.4, 0.5, 0.6)
+DEFAULT_VALUES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 
 
 def tuned(extractor, result):

@@ -25,7 +25,7 @@ NAME = "biaffine"
 @dataclasses.dataclass
 class BiaffineSettings(SpanThresholdSettings):
     biaffine_size: int = setting(150, "units of the biaffine head's start and end feed-forward networks")
-    biaffine_lstm: int = setting(0, "units per direction of a BiLSTM between the encoder and the biaffine head's "
+    biaffine_lstm: int = setting(128, "units per direction of a BiLSTM between the encoder and the biaffine head's "
                                  "feed-forward networks, as the paper (0: none)")
     biaffine_max_span: int = setting(0, "the biaffine head never predicts spans of more tokens (0: no limit)")
     biaffine_entity_weight: float = setting(10.0, "the weight in the biaffine head's loss of a span that is an entity "
