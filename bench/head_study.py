@@ -214,7 +214,9 @@ def main(argv=None):
                       "triples: thresholds 0.5); fitted threshold / tuned thresholds: picked on this dev set for "
                       "the best F1, as --span-threshold auto and --threshold-* auto do at the end of training "
                       "(optimistic as a figure of the model: tuned on the data it is scored on)",
-            "wall seconds": "of the whole run on a shared 2-core machine (other jobs beside it): not a timing"})
+            "wall seconds": "of the whole run on a shared 2-core machine (other jobs beside it): not a timing",
+            "variants not run": [variant for variant, _, _ in variants
+                                 if not (folder_of(work, args.study, variant) / "metrics.json").exists()]})
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
 parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
 
     python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer,biaffine]
-        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--reuse]
+        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--reuse [--note TEXT]]
 """
 
 import argparse
@@ -163,6 +163,7 @@ def write_results(args, rows):
                 "training": how(args.epochs),
                 "note": "reliability diagrams: <work>/conll_<head>/reliability.png (not kept); train seconds: wall "
                         "time of the run on a shared machine (other jobs ran beside it), not a timing",
+                **({"reused runs": args.note} if args.note else {}),
             })
     genia = [r for r in rows if r["part"] == "genia"]
     if genia:
@@ -180,6 +181,7 @@ def write_results(args, rows):
                         "scorer for every head",
                 "training": f"MiniLM, max length 128, {how(args.genia_epochs)}",
                 "note": "train seconds: wall time of the run on a shared machine, not a timing",
+                **({"reused runs": args.note} if args.note else {}),
             })
 
 
@@ -197,6 +199,7 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="score a head's finished run in the work folder "
                         "instead of training it again")
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
+    parser.add_argument("--note", default="", help="how reused runs were made (goes into the records' setup)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
