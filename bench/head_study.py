@@ -191,7 +191,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
     parser.add_argument("--only", help="train only this variant (if not done yet)")
-    parser.add_argument("--record", action="store_true", help="write the record from the finished runs")
+    parser.add_argument("--record", action="store_true", help="write the record from the finished runs (trains "
+                        "nothing unless --only names a variant)")
     parser.add_argument("--work", default="/tmp/kerasbert_head_study")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -200,7 +201,7 @@ def main(argv=None):
     rows = []
     for variant, head, options in variants:
         folder = folder_of(work, args.study, variant)
-        if args.only in (None, variant):
+        if args.only == variant or (args.only is None and not args.record):
             train(setting, head, options, folder, work)
         if (folder / "metrics.json").exists():
             rows.append(row_of(variant, head, options, folder))
