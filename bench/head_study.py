@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from finetuning_strategies import MINILM  # noqa: E402
 from finetuning_strategies import SHARED  # noqa: E402
 from finetuning_strategies import genia_split  # noqa: E402
+from finetuning_strategies import steps_per_epoch  # noqa: E402
 from results import flags_line  # noqa: E402
 from results import write_result  # noqa: E402
 
@@ -126,17 +127,6 @@ def train(setting, head, options, folder, work):
     (folder / "wall_seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
 
 
-def steps_per_epoch(metrics, folder):
-    """From ``metrics.json``, or for a run that predates it there, from its
-    log's number of training rows (``-> N sequences``) and batch size."""
-    import re
-
-    if "steps_per_epoch" in metrics:
-        return metrics["steps_per_epoch"]
-    rows = re.search(r"-> (\d+) sequences", folder.with_suffix(".log").read_text(encoding="utf-8"))
-    return -(-int(rows.group(1)) // metrics["batch_size"])
-
-
 def row_of(variant, head, options, folder):
     metrics = json.loads((folder / "metrics.json").read_text())
     history = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines() if line.strip()]
@@ -144,7 +134,7 @@ def row_of(variant, head, options, folder):
     wall = folder / "wall_seconds"
     row = {"variant": variant, "head": head, "options": " ".join(map(str, options)),
            "batch": metrics["batch_size"], "epochs": metrics["epochs"],
-           "steps": steps_per_epoch(metrics, folder) * metrics["epochs"],
+           "steps": steps_per_epoch(metrics, folder.with_suffix(".log")) * metrics["epochs"],
            "head lr": metrics.get("head_learning_rate"), "best epoch": metrics["best_epoch"],
            "P": round(dev["precision"], 3), "R": round(dev["recall"], 3), "F1": round(dev["f1"], 3),
            "F1 by epoch": [round(h.get("val_f1", 0.0), 3) for h in history]}

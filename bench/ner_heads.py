@@ -50,6 +50,7 @@ from finetuning_strategies import genia_split  # noqa: E402
 from finetuning_strategies import header  # noqa: E402
 from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
+from finetuning_strategies import steps_per_epoch  # noqa: E402
 from results import write_result  # noqa: E402
 
 HEADS = ("crf", "global-pointer", "biaffine")
@@ -75,8 +76,9 @@ def trained_with(output):
     steps, head learning rate, decision threshold (span heads)."""
     metrics = json.loads((output / "metrics.json").read_text())
     fitted = metrics.get("span_threshold") or {}
+    per_epoch = steps_per_epoch(metrics, output.parent / f"{output.name}.train.log")
     return {"batch": metrics["batch_size"], "epochs": metrics["epochs"], "best epoch": metrics["best_epoch"],
-            "steps": metrics["steps_per_epoch"] * metrics["epochs"], "head lr": metrics["head_learning_rate"],
+            "steps": per_epoch * metrics["epochs"], "head lr": metrics["head_learning_rate"],
             "threshold": fitted.get("threshold")}
 
 
