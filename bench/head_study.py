@@ -32,8 +32,10 @@ writes the study's record from the finished runs.
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -183,7 +185,7 @@ def main(argv=None):
     parser.add_argument("--only", help="train only this variant (if not done yet)")
     parser.add_argument("--record", action="store_true", help="write the record from the finished runs (trains "
                         "nothing unless --only names a variant)")
-    parser.add_argument("--work", default="/tmp/kerasbert_head_study")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert_head_study"))
     args = parser.parse_args(argv)
     work = Path(args.work)
     setting, description, variants = STUDIES[args.study]
