@@ -374,7 +374,7 @@ def test_bad_head_and_settings_that_do_not_apply_are_clear_errors(tmp_path, caps
         TriplesTrainSettings(**base, head="gplinker", threshold_start=0.3).check()
     with pytest.raises(KerasbertError, match="are the gplinker head's; the casrel head's are --threshold-start"):
         TriplesTrainSettings(**base, threshold_link=0.3).check()
-    with pytest.raises(KerasbertError, match=r"threshold_entity must be in \(0, 1\)"):
+    with pytest.raises(KerasbertError, match=r"threshold_entity must be auto or in \(0, 1\)"):
         TriplesTrainSettings(**base, head="gplinker", threshold_entity=1.0).check()
     with pytest.raises(KerasbertError, match="pointer_size must be even"):
         TriplesTrainSettings(**base, head="gplinker", pointer_size=7).check()
