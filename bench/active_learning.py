@@ -1,12 +1,12 @@
 """Active learning on CoNLL-2003: ``kerasbert ner select`` against random sampling (a benchmark, not a test).
 
-The simulation of issue 43. For each seed: the first labelled set is
+The simulation: for each seed, the first labelled set is
 ``--start`` sentences of eng.train drawn at random (shared by the
 strategies of that seed); then, per strategy, rounds of: train a tagger on the
 labelled sentences with the defaults (the small-data ``auto`` rule for batch
 size, epochs and patience) and ``--max-length 64`` on the MiniLM checkpoint,
-model selected and scored on eng.testa (its dev F1, the issue's target
-measure); then ``kerasbert ner select --strategy S --budget STEP`` over the
+model selected and scored on eng.testa (its dev F1, the measure the
+curves compare); then ``kerasbert ner select --strategy S --budget STEP`` over the
 sentences not yet labelled (eng.train's other sentences, one per line, words
 joined by spaces), and the chosen sentences join the labelled set with their
 gold CoNLL tags (the simulated annotator). The selection strategies run up to
@@ -24,7 +24,7 @@ against labelled sentences, min-max over seeds shaded) to
 ``bench/figures/active_learning.png``.
 
     python bench/active_learning.py                     # the full run: hours on a CPU
-    python bench/active_learning.py --smoke --work /tmp/al   # minutes: tiny numbers, proves the loop
+    python bench/active_learning.py --smoke --work al-smoke  # minutes: tiny numbers, proves the loop
 
 ``--smoke`` (20 sentences, +20, 2 rounds, 1 seed, 1 epoch, a 2,000-sentence
 pool, 200 test sentences) writes its result and figure under ``--work``, not
@@ -43,6 +43,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -173,7 +174,7 @@ def plot(rows, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", default="/tmp/kerasbert-active-learning", help="folder for runs and logs")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert-active-learning"), help="folder for runs and logs")
     parser.add_argument("--strategies", default="least-confident,entropy,random")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--start", type=int, default=100, help="first labelled sentences (random)")

@@ -6,10 +6,13 @@ entity's score and whether it exactly matches a gold entity (same type, same
 words for the BIO heads; same start, end and type for the GlobalPointer head,
 as their scorers count), and reports the expected calibration error over 10 equal-width score bins with
 the reliability table (per bin: count, mean score, accuracy)
-(:mod:`kerasbert_apps.ner.calibration`). Writes ``calibration.json`` and
+(:mod:`kerasbert_apps.ner.calibration`), for the model's fitted score
+temperature and, as the peer in the same run, for no temperature (T = 1: the
+same entities, the scores before calibration). Writes ``calibration.json`` and
 ``reliability.png`` (the reliability diagram) into ``--output``, and the
-figures to ``bench/results/entity_calibration/`` (``bench/results.py``): a row
-for all bins (entities, right, ECE, F1), then one per non-empty bin.
+figures to ``bench/results/entity_calibration/`` (``bench/results.py``): for
+each temperature a row for all bins (entities, right, ECE, F1), then one per
+non-empty bin; the Benchmarks page draws its reliability diagram from them.
 
     python bench/entity_calibration.py --model RUN_OR_MODEL_DIR \\
         --data ../shared/data/conll2003/eng.testb --output calibration/
@@ -52,37 +55,44 @@ def main(argv=None):
     keep = spans and detect_format(args.data) not in ("conll", "parallel")  # BIO files cannot nest
     options = {"keep_overlaps": True} if keep else {}
     examples = read_ner_file(args.data, **options).examples[: args.max_examples]
-    start = time.perf_counter()
-    predictions = tagger.predict([e.text for e in examples], batch_size=args.batch_size)
-    seconds = time.perf_counter() - start
-    scores = NER.score(examples, predictions, spans=spans)
-    result = {"model": str(args.model), "data": str(args.data), "head": head, "examples": len(examples),
-              "f1": scores["f1"], "predict_seconds": round(seconds, 1), **scores["calibration"]}
+    temperature = float(getattr(tagger, "temperature", 1.0))
+    runs = [("calibrated", temperature)] + ([("T = 1", 1.0)] if temperature != 1.0 else [])
+    rows, results = [], {}
     print(flags_line())
-    print(f"{len(examples)} examples, {head} head, F1 {scores['f1']:.4f}, predicted in {seconds:.0f} s")
-    print(format_calibration(scores["calibration"]))
+    for scores_name, value in runs:
+        tagger.set_temperature(value)
+        start = time.perf_counter()
+        predictions = tagger.predict([e.text for e in examples], batch_size=args.batch_size)
+        seconds = time.perf_counter() - start
+        scores = NER.score(examples, predictions, spans=spans)
+        calib = scores["calibration"]
+        label = f"{scores_name} (T = {value:.4g})" if scores_name == "calibrated" else scores_name
+        results[scores_name] = {"temperature": value, "f1": scores["f1"], "predict_seconds": round(seconds, 1), **calib}
+        print(f"{len(examples)} examples, {head} head, scores {label}, F1 {scores['f1']:.4f}, predicted in {seconds:.0f} s")
+        print(format_calibration(calib))
+        rows.append({"scores": label, "bins": f"all ({calib['bins']} equal-width)", "entities": calib["entities"],
+                     "right": calib["correct"], "ECE": None if calib["ece"] is None else round(calib["ece"], 4),
+                     "F1": round(scores["f1"], 4)})
+        for b in reversed(calib["table"]):  # the confident bins first
+            if b["count"]:
+                closed = "]" if b["high"] >= 1 else ")"
+                rows.append({"scores": label, "bins": f"[{b['low']:g}, {b['high']:g}{closed}", "entities": b["count"],
+                             "mean score": round(b["mean_score"], 4), "accuracy": round(b["accuracy"], 4)})
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
+    result = {"model": str(args.model), "data": str(args.data), "head": head, "examples": len(examples), **results}
     atomic_write_text(out / "calibration.json", json.dumps(result, indent=2) + "\n")
-    figure = reliability_figure(scores["calibration"], title=f"{Path(args.data).name} ({head} head)")
+    figure = reliability_figure(results["calibrated"], title=f"{Path(args.data).name} ({head} head)")
     figure.savefig(out / "reliability.png", dpi=100)
     print(f"written: {out / 'calibration.json'}, {out / 'reliability.png'}")
-    calib = scores["calibration"]
-    rows = [{"bins": f"all ({calib['bins']} equal-width)", "entities": calib["entities"], "right": calib["correct"],
-             "ECE": None if calib["ece"] is None else round(calib["ece"], 4), "F1": round(scores["f1"], 4)}]
-    for b in reversed(calib["table"]):  # the confident bins first
-        if b["count"]:
-            closed = "]" if b["high"] >= 1 else ")"
-            rows.append({"bins": f"[{b['low']:g}, {b['high']:g}{closed}", "entities": b["count"],
-                         "mean score": round(b["mean_score"], 4), "accuracy": round(b["accuracy"], 4)})
-    temperature = getattr(tagger, "temperature", None)
     write_result("entity_calibration", rows, setup={
         "model": str(args.model), "data": f"{args.data} ({len(examples)} examples)", "head": head,
-        **({"temperature": temperature} if temperature is not None else {}),
+        "temperature": temperature,
         "what": "each predicted entity's score against whether it exactly matches a gold entity; ECE over "
-                "equal-width score bins weighted by their share of the entities",
-        "predict seconds": round(seconds, 1), "unscored entities": calib.get("unscored", 0),
+                "equal-width score bins weighted by their share of the entities; the same entities scored with the "
+                "model's fitted temperature and with none (T = 1)",
+        "unscored entities": calib.get("unscored", 0),
     })
     return 0
 

@@ -51,6 +51,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -340,7 +341,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="conll,speed,genia")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--work", default="/tmp/kerasbert-strategies")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert-strategies"))
     parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per system")
     parser.add_argument("--speed-examples", type=int, default=1000)
     parser.add_argument("--speed-repeats", type=int, default=3,

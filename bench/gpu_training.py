@@ -1,99 +1,77 @@
-"""NER training on a GPU with JAX: speed per precision, and a CoNLL-2003 run brought back for parity.
+"""Training speed on one GPU: kerasbert's BERT-base NER heads (JAX) against Hugging Face's BertForTokenClassification (PyTorch), in one run.
 
-Figures, not a test. The lent GPU machines have JAX but no TensorFlow, and
-the library's tokenizer, decoding and export are TensorFlow; so the work is
-split, as in ``bench/triples_gpu_sweep.py``:
+Figures, not a test. ``run`` measures, in one call and in order of
+importance, each configuration in a process of its own (so that its peak
+memory is its own and a crash costs one row), and writes the record after
+every process (``OUT/gpu_training/<date>-speed.json``, the format of
+``bench/results/``), so that a run stopped early still leaves what it
+measured:
 
-1. ``prepare`` (here, TensorFlow): the CoNLL-2003 training rows exactly as
-   ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.features`
-   of eng.train; eng.testa's rows for the dev score there), the tag list and
-   the run's settings (the CPU bench's: MiniLM, batch 32, 3 epochs, max length
-   128, float32, BiLSTM-CRF) go to BUNDLE, with the MiniLM checkpoint written
-   in Hugging Face layout with only the word embeddings of the token ids that
-   eng.train/testa/testb use (ids renumbered; an unused row is never looked
-   up), packed like the weights that come back (byte planes split, zlib),
-   with zeros where training never reaches: the word embeddings of tokens
-   only eng.testb uses, the position embeddings beyond max length, the
-   (frozen) pooler. About 55 MiB, so that it travels with the wheels and the
-   checkout under the device tool's 64 MiB.
-2. ``speed`` (there, ``KERAS_BACKEND=jax``; or here with ``--tiny``): for each
-   encoder shape (MiniLM: 6 layers, H=384; BERT-base: 12 layers, H=768, FF
-   3072, 12 heads; both vocabulary 30522, randomly initialised: speed does not
-   depend on the values), head and precision, in a process of its own: the
-   library's own model (``Tagger.build_model`` / ``SpanTagger.build_model``),
-   batches (``BucketedBatches``) and optimizer (``compile_for_training``:
-   grouped AdamW, and Keras's ``LossScaleOptimizer`` for ``mixed_float16``)
-   on synthetic rows of exactly ``seq`` real tokens (no padding) with valid
-   BIO tags / spans, trained with ``fit`` for two epochs of ``warmup + steps``
-   batches (the first compiles; the second is timed), then one step taken
-   apart: host batching (``BucketedBatches.__getitem__``), the transfer to
-   the device (``jax.device_put``), the jitted step alone (synchronised each
-   step) and back to back; the number of traces of the training step; peak
-   device memory (``memory_stats()``, where the device reports it).
-3. ``train`` (there): the MiniLM CoNLL-2003 run through the library's path
-   (``start_run``, ``load_encoder``, ``Tagger.build_model``,
-   ``Tagger.batches`` = ``BucketedBatches`` with its bucketed widths,
-   ``compile_for_training``, ``fit_and_select``), dev scored after every
-   epoch in numpy (entity F1 over the BIO tags of eng.testa's window rows:
-   the Viterbi tags of the model against the rows' gold tags; it selects the
-   epoch, the library's scorer runs in ``check``). The best epoch's weights
-   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (the
-   device tool brings back 8 files of 16 MiB, 64 MiB): the encoder's weights as the
-   XOR of their float32 bits with the bundle's (exactly reversible; most
-   high bits cancel), byte planes split, zlib; the head's as they are. And
-   ``run.json``: settings, per-epoch history, timings, traces.
-4. ``check`` (here, TensorFlow): the weights put back into the MiniLM model
-   with its full vocabulary (trained rows in place, the other rows the
-   checkpoint's; the test-only rows the checkpoint's times the weight decay
-   measured on the rows of dev-only tokens, which training reached the same
-   way: by decay alone), saved as a model folder (``Tagger.save``, score
-   temperature fitted on dev as ``ner train`` does), scored on eng.testb with
-   ``kerasbert ner evaluate``, exported (``kerasbert ner export``) and the
-   SavedModel's entities compared with ``Tagger.predict``'s.
+* **ours**: the library's own model (``Tagger.build_model``), batches
+  (``BucketedBatches``) and optimizer (``compile_for_training``: grouped
+  AdamW), BERT-base shape (12 layers, H=768, FF 3072, 12 heads, vocabulary
+  30522, randomly initialised: speed does not depend on the values), on
+  synthetic rows of exactly ``seq`` real tokens with valid BIO tags, trained
+  with ``fit`` for two epochs of ``warmup + steps`` batches (the first
+  compiles; the second is timed: **tokens/s** is what ``kerasbert ner train``
+  gets, host batching and callbacks included) and then the jitted step alone,
+  back to back (``jitted_step_ms``). Heads: ``softmax`` (no BiLSTM: the
+  peer's architecture), ``crf`` (the BiLSTM-CRF, ``ner train``'s default, its
+  BiLSTM by :mod:`kerasbert.bilstm`: ``auto`` is its fused scan; ``cudnn`` cuDNN's kernel; ``keras``
+  is Keras's own masked LSTM, the implementation before it; ``scan`` the
+  portable one), ``crf, no BiLSTM``;
+* **the peer**: ``BertForTokenClassification`` of the same configuration
+  (random init, 9 labels), AdamW (fused), a plain loop (each batch moved from
+  host memory to the GPU, forward, ``loss.backward()``, ``step``,
+  ``zero_grad``), bf16 ``torch.autocast`` or float32 with TF32 matrix products
+  (what XLA does with float32 by default), optionally ``torch.compile``;
+  warm-up steps excluded, the timed steps back to back, synchronised at the
+  end;
+* **the BiLSTM alone** (``bench/bilstm_speed.py``'s measurement at the batch
+  of the CRF rows, 128 steps, 768 features, 128 units): each implementation's
+  forward and backward.
+
+Batch sizes: 128 and 256 first (the comparisons the targets name), the CRF
+rows at the better of the two for the softmax head, then 32 and the largest
+that fits (a power of two, from the memory measured at 128 and 256). Each
+process gets the time left before ``--deadline`` (seconds from the start); a
+job that the time left cannot hold, by the timings measured so far, is
+skipped and the record says so.
 
 Model FLOPs per training step (stated in every row)::
 
     6 * N * T + 12 * L * H * S * T
 
 ``T`` = tokens in the step (batch x seq; all real here), ``N`` = trainable
-weights outside the embedding tables (encoder layers and head: BiLSTM,
-emissions, CRF or pointer), ``L`` layers, ``H`` hidden size, ``S`` = seq: the
-6 N T of matmuls forward (2) and backward (4), and attention's scores and
-mixing (4 L H S per token forward, x3 for training). The CRF's forward
-algorithm and Viterbi, the softmaxes and the GlobalPointer's span scores
-(about 6 S x 64 per token) are not counted. MFU = model FLOPs per step /
-step time / the device's dense peak for the precision (:data:`PEAKS`:
-mixed_bfloat16 -> bf16, mixed_float16 -> fp16, float32 -> TF32, since XLA
-on a GPU runs float32 dots in TF32 at JAX's default matmul precision; the
-float32 rows also give MFU against the plain FP32 peak). A device not in the
-table gets no MFU, and the row says so.
+weights outside the embedding tables (encoder layers and head), ``L`` layers,
+``H`` hidden size, ``S`` = seq: the matrix products forward (2) and backward
+(4), and attention's scores and mixing (4 L H S per token forward, x3 for
+training). The BiLSTM's products are in ``N``; the CRF's recursions and the
+softmaxes are not counted. MFU = model FLOPs per step / step time / the
+device's dense peak for the precision (:data:`PEAKS`, by device name:
+``mixed_bfloat16`` and bf16 autocast -> bf16, float32 -> TF32). A device not
+in the table gets no MFU, and the row says so.
 
-::
+On a GPU host, with JAX (CUDA), PyTorch (CUDA) and ``transformers``
+installed, TensorFlow not needed::
 
-    python bench/gpu_training.py prepare --bundle .gpu/ner
-    KERAS_BACKEND=jax python bench/gpu_training.py speed --tiny        # CPU smoke test
-    # on the GPU machine, after installing the carried wheels:
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
-    python bench/gpu_training.py speed --encoders minilm --out $OUT      # one call
-    python bench/gpu_training.py speed --encoders bert-base --out $OUT   # another
-    python bench/gpu_training.py train --bundle .gpu/ner --out $OUT
-    # here, with the files brought back:
-    python bench/gpu_training.py check --bundle .gpu/ner --run DIR --model-out runs/gpu_conll/model
+    python bench/gpu_training.py run --out OUT            # about 7 minutes
+    python bench/gpu_training.py run --plan short --out OUT   # the comparisons the targets name
+    cp OUT/gpu_training/*.json bench/results/gpu_training/
+    KERAS_BACKEND=jax python bench/gpu_training.py run --tiny --out gt-smoke   # CPU smoke test, every path
 
 With jax 0.11.2 on an H100, XLA aborted compiling a training step in its
-Triton GEMM tiling (``triton_tiling_propagation.cc``; see the README);
-``XLA_FLAGS=--xla_gpu_enable_triton_gemm=false`` avoids it.
+Triton GEMM tiling; ``XLA_FLAGS=--xla_gpu_enable_triton_gemm=false`` avoids it.
 """
 
 import argparse
-import dataclasses
+import datetime
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -101,44 +79,41 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-CONLL = SHARED / "conll2003"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
-MAX_LENGTH = 128
-DEV_BATCH = 64
-PART_BYTES = 15 * 2**20
-LIBRARY_PAD = 8  # BucketedBatches' pad_to_multiple, which ner train uses
-RETURN_BYTES = 62 * 2**20  # of the 64 MiB the device tool brings back; run.json and the log take the rest
-MAX_PARTS = 7
-CHUNK_VALUES = 2**21  # values per compressed piece of a weight
+from gpu_conll import count_traces  # noqa: E402  (numpy only at import)
+from gpu_conll import memory as device_memory  # noqa: E402
 
-#: Encoder shapes of ``speed`` (EncoderConfig fields); randomly initialised.
+#: Encoder shapes (EncoderConfig fields); randomly initialised.
 ENCODERS = {
-    "minilm": {"vocab_size": 30522, "hidden_size": 384, "num_layers": 6, "num_heads": 12, "intermediate_size": 1536},
     "bert-base": {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
     "tiny": {"vocab_size": 1000, "hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 256},
 }
-#: Heads of ``speed``: NerTrainSettings fields. ``crf`` is ``ner train``'s
-#: default (BiLSTM + CRF); the two ``-no-lstm`` variants take the BiLSTM and
-#: then the CRF away, to name what each costs.
+#: Our heads: NerTrainSettings fields, and the BiLSTM implementation (kerasbert.bilstm).
 HEADS = {
+    "softmax": {"head": "softmax", "lstm": False},
     "crf": {"head": "crf"},
-    "global-pointer": {"head": "global-pointer"},
-    "crf-no-lstm": {"head": "crf", "lstm": False},
-    "softmax-no-lstm": {"head": "softmax", "lstm": False},
+    "crf, no BiLSTM": {"head": "crf", "lstm": False},
 }
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-#: CoNLL-2003's entity types (the speed rows' labels).
+#: CoNLL-2003's entity types (the rows' labels: 9 BIO tags).
 TYPES = ("LOC", "MISC", "ORG", "PER")
-#: Dense (no sparsity) peak TFLOP/s by device name (``jax.devices()[0].device_kind``),
-#: from NVIDIA's H100/H200 datasheets; the first pattern found in the name wins.
+#: Dense (no sparsity) peak TFLOP/s by device name (JAX's ``device_kind``,
+#: PyTorch's ``get_device_name``), from NVIDIA's datasheets; the first pattern
+#: found in the name wins.
 PEAKS = (
-    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2}),
-    ("H100 80GB HBM3", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # SXM5
-    ("H100 SXM", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
-    ("H200", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # same chip as the H100 SXM
+    ("H100 PCIe", {"bf16": 756.0, "tf32": 378.0, "fp32": 51.2}),
+    ("H100 NVL", {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0}),
+    ("H100", {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # SXM5: "NVIDIA H100 80GB HBM3"
+    ("H200 NVL", {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0}),
+    ("H200", {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9}),  # SXM: the H100 SXM's chip
+    ("A100", {"bf16": 312.0, "tf32": 156.0, "fp32": 19.5}),
 )
-PEAK_OF = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16", "float32": "tf32"}
+PEAK_OF = {"mixed_bfloat16": "bf16", "bf16 autocast": "bf16", "float32": "tf32", "float32 (TF32)": "tf32"}
+FLOPS_FORMULA = "6*N*T + 12*L*H*S*T (T tokens per step, N non-embedding trainable weights)"
+#: The docs table's columns.
+COLUMNS = ("system", "head", "bilstm", "precision", "batch", "tokens_per_s", "vs_peer", "step_ms", "jitted_step_ms",
+           "mfu", "peak_gib", "first_step_s", "note")
+OURS, PEER = "kerasbert (JAX)", "transformers (PyTorch)"
+#: Seconds a torch.compile row is expected to take (compiling the training step), before one was measured.
+COMPILE_ESTIMATE = 120.0
 
 
 def fail(message):
@@ -147,13 +122,26 @@ def fail(message):
     raise SystemExit(2)
 
 
-def block_tensorflow():
-    """Make ``import tensorflow`` fail, as on the GPU machine (``--block-tensorflow``)."""
-    sys.modules["tensorflow"] = None
+def peak_tflops(device_name):
+    """``(pattern, peaks)`` of the first :data:`PEAKS` pattern in ``device_name``, or ``(None, None)``."""
+    for pattern, peaks in PEAKS:
+        if pattern in device_name:
+            return pattern, peaks
+    return None, None
 
 
-def quiet_tf_logs():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def mfu_fields(flops, seconds, device_name, precision):
+    """``mfu`` (and the peak it was taken against) of ``flops`` done in ``seconds``."""
+    pattern, peaks = peak_tflops(device_name or "")
+    if peaks is None:
+        return {"mfu": None, "mfu_note": f"no peak known for {device_name!r}: MFU omitted"}
+    kind = PEAK_OF[precision]
+    return {"mfu": round(flops / seconds / (peaks[kind] * 1e12), 4), "peak_tflops": peaks[kind],
+            "peak_name": f"{pattern} {kind} dense"}
+
+
+def train_flops(n_weights, tokens, layers, hidden, seq):
+    return 6 * n_weights * tokens + 12 * layers * hidden * seq * tokens
 
 
 def median_ms(seconds):
@@ -161,353 +149,44 @@ def median_ms(seconds):
 
 
 # =============================================================================
-# prepare (TensorFlow)
+# ours (a child process, JAX)
 # =============================================================================
 
 
-def hf_name(official):
-    """An official BERT variable name -> ``(Hugging Face tensor name, transpose)``;
-    the inverse of :func:`kerasbert.checkpoint.official_name_from_hf` (checked
-    against it in :func:`prepare`)."""
-    parts = official.split("/")
-    if parts[0] != "bert":
-        return None, False
-    path, leaf = [], parts[-1]
-    for part in parts[:-1]:
-        path += part.split("_", 1) if part.startswith("layer_") and part[6:].isdigit() else [part]
-    if parts[1] == "embeddings" and leaf.endswith("_embeddings"):  # a table: no leaf
-        return ".".join(path + [leaf, "weight"]), False
-    if path[-1] == "LayerNorm":
-        return ".".join(path + [{"gamma": "weight", "beta": "bias"}[leaf]]), False
-    if leaf == "kernel":
-        return ".".join(path + ["weight"]), True
-    return ".".join(path + [leaf]), False
-
-
-def conll_settings(args, output="(gpu run)"):
-    """The CPU bench's settings (bench/ner_conll2003.py): MiniLM, eng.train,
-    dev eng.testa, 3 epochs, batch 32, max length 128 (``args.max_length``
-    where given: bench/active_learning_gpu.py's 64), everything else the
-    ``ner train`` defaults."""
-    from kerasbert_apps.ner.train import NerTrainSettings
-
-    return NerTrainSettings(checkpoint=str(args.checkpoint), train=str(CONLL / "eng.train.gz"),
-                            dev=str(CONLL / "eng.testa"), output=output, epochs=3, batch_size=32,
-                            max_length=getattr(args, "max_length", MAX_LENGTH), max_train_examples=args.max_train,
-                            max_dev_examples=args.max_dev)
-
-
-def prepare(args):
-    quiet_tf_logs()
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert_apps.ner.train import NER
-    from kerasbert.checkpoint import is_training_state
-    from kerasbert.checkpoint import official_name_from_hf
-    from kerasbert.fit import open_encoder_checkpoint
-    from kerasbert.fit import resolve_auto
-    from kerasbert.loader import load_encoder
-
-    if not Path(args.checkpoint).exists():
-        fail(f"{args.checkpoint}: no such checkpoint folder")
-    settings = conll_settings(args)
-    settings.check()
-    train_examples, dev_examples = NER.read_run_data(settings)
-    tags = Tagger.training_labels(train_examples, dev_examples, settings)
-    folder, tokenizer = open_encoder_checkpoint(settings)
-    pipeline = Tagger(None, tokenizer, tags, max_length=settings.max_length)
-    rows, report = pipeline.features(train_examples)
-    print("train features: " + report.summary().replace("\n", "\n  "))
-    dev_rows, report = pipeline.features(dev_examples)
-    print("dev features: " + report.summary().replace("\n", "\n  "))
-    for name, got in (("train", rows), ("dev", dev_rows)):  # what the bundle leaves out, it rebuilds
-        if any(s.any() for s in got["segment_ids"]) or not all(m.all() for m in got["padding_mask"]):
-            fail(f"{name} rows: segment_ids not all 0 or padding_mask not all 1; the bundle cannot rebuild them")
-    test_texts = [e.text for e in NER.read(str(CONLL / "eng.testb"), settings, "test")]
-    test_windows = pipeline.windows_numpy(test_texts)
-
-    used = {0, tokenizer.cls_id, tokenizer.sep_id, tokenizer.token_to_id("[UNK]")}
-    for ids in rows["token_ids"] + dev_rows["token_ids"]:
-        used.update(ids.tolist())
-    used.update(np.unique(test_windows["token_ids"]).tolist())
-    kept = np.array(sorted(used))
-    renumber = np.full(tokenizer.vocabulary_size, -1, np.int64)
-    renumber[kept] = np.arange(len(kept))
-    print(f"vocabulary: {len(kept)} of {tokenizer.vocabulary_size} tokens used by eng.train/testa/testb, "
-          "the others' embeddings left out")
-
-    out = Path(args.bundle)
-    shutil.rmtree(out, ignore_errors=True)
-    (out / "encoder").mkdir(parents=True)
-    arrays = {"kept": kept}
-    for split, got in (("train", rows), ("dev", dev_rows)):
-        arrays[f"{split}/lengths"] = np.array([len(v) for v in got["token_ids"]], np.int32)
-        arrays[f"{split}/token_ids"] = renumber[np.concatenate(got["token_ids"])].astype(np.int32)
-        arrays[f"{split}/tags"] = np.concatenate(got["tags"]).astype(np.int32)
-
-    # Zeroed (they pack to nothing; check puts them back): the word embeddings
-    # of tokens only eng.testb uses, which training never reaches (no gradient,
-    # only AdamW's weight decay: check scales the checkpoint's rows by the
-    # decay measured on the rows of tokens only the dev set uses); the position
-    # embeddings beyond max_length (never looked up); the pooler (frozen, and
-    # no token head reads it).
-    trained_ids = set(np.concatenate(rows["token_ids"]).tolist()) | {0, tokenizer.cls_id, tokenizer.sep_id}
-    dev_ids = set(np.concatenate(dev_rows["token_ids"]).tolist())
-    test_only = np.array(sorted(set(kept.tolist()) - trained_ids - dev_ids), np.int64)
-    dev_only = np.array(sorted(dev_ids - trained_ids), np.int64)
-    arrays["zeroed_rows"], arrays["canary_rows"] = renumber[test_only], renumber[dev_only]
-    print(f"word embeddings zeroed in the bundle: {len(test_only)} tokens only eng.testb uses; "
-          f"{len(dev_only)} tokens only eng.testa uses measure their weight decay in check")
-    np.savez_compressed(out / "data.npz", **arrays)
-    weights = {}
-    for name in sorted(folder.shapes):
-        if is_training_state(name) or not name.startswith("bert/"):
-            continue
-        key, transpose = hf_name(name)
-        back, back_transpose, _ = official_name_from_hf(key, "bert")
-        if (back, back_transpose) != (name, transpose):
-            fail(f"{name}: the Hugging Face name {key} maps back to {back}")
-        value = np.array(folder.read(name), np.float32)
-        if name == "bert/embeddings/word_embeddings":
-            value = value[kept]
-            value[renumber[test_only]] = 0.0
-        elif name == "bert/embeddings/position_embeddings":
-            value[settings.max_length :] = 0.0
-        elif name.startswith("bert/pooler/"):
-            value[...] = 0.0
-        weights[key] = np.ascontiguousarray(value.T if transpose else value)
-    packed = pack_weights(sorted(weights.items()), {}, out / "encoder", part_bytes=2**30, max_parts=1)
-    config = folder.config.to_hf_dict()
-    config["vocab_size"] = len(kept)
-    (out / "encoder" / "config.json").write_text(json.dumps(config, indent=2))
-    (out / "encoder" / "vocab.txt").write_text("".join(tokenizer.id_to_token(int(i)) + "\n" for i in kept))
-    (out / "encoder" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": tokenizer.lowercase}))
-
-    # The trimmed encoder must compute what the checkpoint's does on renumbered ids.
-    sample = [r for r in rows["token_ids"][:8]]
-    width = max(len(r) for r in sample)
-    ids = np.stack([np.pad(r, (0, width - len(r))) for r in sample]).astype(np.int32)
-    mask = (np.arange(width)[None] < np.array([len(r) for r in sample])[:, None]).astype(np.int32)
-    inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
-    full = np.asarray(load_encoder(folder)(inputs, training=False)["sequence_output"])
-    trimmed = np.asarray(load_encoder(unpacked_encoder(out))({**inputs, "token_ids": renumber[ids].astype(np.int32)},
-                                                            training=False)["sequence_output"])
-    difference = float(np.abs(full - trimmed).max())
-    if difference > 1e-4:
-        fail(f"the trimmed encoder differs from the checkpoint by {difference:.2e}")
-    resolved = resolve_auto(settings, len(rows["token_ids"]))
-    import hashlib
-
-    # The weights come back as XOR with this bundle's: check refuses a run trained from another bundle.
-    bundle_id = hashlib.sha1()
-    for path in sorted((out / "encoder").iterdir()) + [out / "data.npz"]:
-        bundle_id.update(path.read_bytes())
-    meta = {"bundle_id": bundle_id.hexdigest()[:16], "tags": tags, "settings": dataclasses.asdict(resolved),
-            "checkpoint": str(Path(args.checkpoint).resolve()),
-            "vocabulary": {"kept": len(kept), "of": tokenizer.vocabulary_size},
-            "rows": {"train": len(rows["token_ids"]), "dev": len(dev_rows["token_ids"])},
-            "examples": {"train": len(train_examples), "dev": len(dev_examples)},
-            "train_tokens": int(arrays["train/lengths"].sum()), "trimmed_encoder_max_difference": difference}
-    (out / "bundle.json").write_text(json.dumps(meta, indent=2) + "\n")
-    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"trimmed encoder = checkpoint within {difference:.1e} on 8 training rows; its weights "
-          f"{sum(v.nbytes for v in weights.values()) / 2**20:.1f} MiB, packed {packed / 2**20:.1f} MiB")
-    print(f"{out}: {size / 2**20:.1f} MiB ({len(rows['token_ids'])} train rows, {len(dev_rows['token_ids'])} dev rows)")
-
-
-# =============================================================================
-# the bundle, the dev score and the weights' transport (numpy, no TensorFlow)
-# =============================================================================
-
-
-def load_bundle(bundle):
-    """``(meta, train rows, dev rows)``: rows as :meth:`Pipeline.features` gives
-    them (``token_ids``, ``segment_ids``, ``padding_mask``, ``tags``)."""
-    bundle = Path(bundle)
-    if not (bundle / "bundle.json").exists():
-        fail(f"{bundle}: not a bundle (no bundle.json); write one with: python bench/gpu_training.py prepare --bundle {bundle}")
-    meta = json.loads((bundle / "bundle.json").read_text())
-    data = np.load(bundle / "data.npz")
-    splits = {}
-    for split in ("train", "dev"):
-        cuts = np.cumsum(data[f"{split}/lengths"])[:-1]
-        ids = np.split(data[f"{split}/token_ids"], cuts)
-        splits[split] = {"token_ids": ids, "segment_ids": [np.zeros(len(r), np.int32) for r in ids],
-                         "padding_mask": [np.ones(len(r), np.int32) for r in ids],
-                         "tags": np.split(data[f"{split}/tags"], cuts)}
-    return meta, splits["train"], splits["dev"]
-
-
-def bio_entities(tags, names):
-    """The entities ``(start, end, type)`` (end exclusive) of one BIO tag id
-    sequence, chunked as conlleval / seqeval's default: ``B-X`` starts one,
-    ``I-X`` continues an ``X`` or starts one after anything else."""
-    found, start, kind = set(), None, None
-    for i, tag in enumerate(list(tags) + [0]):
-        name = names[tag]
-        inside = name.startswith("I-") and kind == name[2:]
-        if start is not None and not inside:
-            found.add((start, i, kind))
-            start, kind = None, None
-        if name != "O" and not inside:
-            start, kind = i, name[2:]
-    return found
-
-
-def row_entity_f1(predicted, gold, names):
-    """Micro entity F1 / precision / recall over rows (lists of tag id sequences)."""
-    hits = n_pred = n_gold = 0
-    for row, (p, g) in enumerate(zip(predicted, gold)):
-        p, g = bio_entities(p, names), bio_entities(g, names)
-        hits, n_pred, n_gold = hits + len(p & g), n_pred + len(p), n_gold + len(g)
-    precision = hits / n_pred if n_pred else 0.0
-    recall = hits / n_gold if n_gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"f1": f1, "precision": precision, "recall": recall, "entities": n_gold}
-
-
-def pack_weights(named, initial, directory, part_bytes=PART_BYTES, max_parts=MAX_PARTS):
-    """Write ``named`` (a list of ``(path, array)``) as ``weights.json`` and
-    ``weights-N.npz`` parts of at most ``part_bytes``: a float32 array with a
-    same-shaped ``initial[path]`` as the XOR of their bits (exactly
-    reversible), every array's byte planes split (the high bytes of similar
-    numbers compress) and zlib-compressed, in pieces of ``CHUNK_VALUES``
-    values. Returns the bytes written."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    entries, pieces = [], []
-    for path, value in named:
-        value = np.ascontiguousarray(value)
-        base = initial.get(path)
-        xor = base is not None and value.dtype == np.float32 and base.shape == value.shape
-        bits = value.view(np.uint32) ^ np.ascontiguousarray(base, np.float32).view(np.uint32) if xor else value
-        flat = bits.reshape(-1)
-        names = []
-        for begin in range(0, max(len(flat), 1), CHUNK_VALUES):
-            chunk = flat[begin : begin + CHUNK_VALUES]
-            planes = chunk.view(np.uint8).reshape(-1, chunk.dtype.itemsize).T
-            names.append(f"w{len(pieces)}")
-            pieces.append((names[-1], np.frombuffer(zlib.compress(planes.tobytes(), 6), np.uint8)))
-        entries.append({"path": path, "shape": list(value.shape), "dtype": str(value.dtype), "xor": bool(xor),
-                        "pieces": names})
-    parts, where = [[]], {}
-    for name, blob in pieces:
-        if len(blob) > part_bytes - 2**16:
-            raise ValueError(f"a compressed piece of {len(blob)} bytes does not fit a part of {part_bytes}")
-        if sum(len(b) for _, b in parts[-1]) + len(blob) > part_bytes - 2**16:
-            parts.append([])
-        parts[-1].append((name, blob))
-    if len(parts) > max_parts:
-        raise ValueError(f"the weights need {len(parts)} parts of {part_bytes} bytes; at most {max_parts} come back")
-    for index, part in enumerate(parts):
-        np.savez(directory / f"weights-{index}.npz", **dict(part))
-        where.update({name: index for name, _ in part})
-    for entry in entries:
-        entry["parts"] = [where[name] for name in entry["pieces"]]
-    (directory / "weights.json").write_text(json.dumps(entries) + "\n")
-    return sum((directory / f"weights-{i}.npz").stat().st_size for i in range(len(parts)))
-
-
-def unpack_weights(directory, initial):
-    """``[(path, array)]`` written by :func:`pack_weights` (``initial``: the same
-    starting values, by path)."""
-    directory = Path(directory)
-    entries = json.loads((directory / "weights.json").read_text())
-    parts = {}
-    named = []
-    for entry in entries:
-        dtype = np.dtype("uint32" if entry["xor"] else entry["dtype"])
-        chunks = []
-        for name, index in zip(entry["pieces"], entry["parts"]):
-            if index not in parts:
-                parts[index] = np.load(directory / f"weights-{index}.npz")
-            raw = np.frombuffer(zlib.decompress(parts[index][name].tobytes()), np.uint8)
-            chunks.append(raw.reshape(dtype.itemsize, -1).T.copy().view(dtype).reshape(-1))
-        bits = np.concatenate(chunks)[: int(np.prod(entry["shape"]))].reshape(entry["shape"])
-        if entry["xor"]:
-            base = np.ascontiguousarray(initial[entry["path"]], np.float32)
-            bits = (bits ^ base.view(np.uint32)).view(np.float32)
-        named.append((entry["path"], bits.astype(entry["dtype"], copy=False)))
-    return named
-
-
-def unpacked_encoder(bundle):
-    """The bundle's encoder as a Hugging Face layout folder: ``model.safetensors``
-    unpacked from ``encoder/weights-*.npz`` once, under /tmp (never inside the
-    bundle, which must stay small enough to carry); returns its path."""
-    import hashlib
-    import tempfile
-
-    from safetensors.numpy import save_file
-
-    source = Path(bundle).resolve() / "encoder"
-    if not (source / "weights.json").exists():
-        fail(f"{bundle}: no encoder/weights.json (write the bundle with: python bench/gpu_training.py prepare)")
-    key = hashlib.sha1((str(source) + (source / "weights.json").read_text()).encode()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"gpu_training_encoder_{key}"
-    if not (target / "model.safetensors").exists():
-        target.mkdir(parents=True, exist_ok=True)
-        for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
-            shutil.copy(source / name, target / name)
-        save_file(dict(unpack_weights(source, {})), str(target / "model.safetensors.partial"))
-        os.replace(target / "model.safetensors.partial", target / "model.safetensors")
-    return str(target)
-
-
-# =============================================================================
-# speed (JAX there; --tiny here)
-# =============================================================================
-
-
-def peak_tflops(device_kind):
-    for pattern, peaks in PEAKS:
-        if pattern in device_kind:
-            return pattern, peaks
-    return None, None
-
-
-def synthetic_rows(count, seq, vocab, head, seed=0):
+def synthetic_rows(count, seq, vocab, seed=0, distinct=64):
     """``count`` training rows of ``seq`` real tokens ([CLS] ... [SEP]) with
-    random ids and valid BIO tags (random entities of 1-3 tokens, about one
-    token in five inside one), or their GlobalPointer ``spans``."""
+    random ids and valid BIO tags (entities of 1-3 tokens, about one token in
+    five inside one): ``distinct`` rows, repeated (speed does not depend on
+    the values)."""
     from kerasbert_apps.ner.tags import bio_tags
 
     rng = np.random.default_rng(seed)
     names = bio_tags(list(TYPES))
-    rows = {"token_ids": [], "segment_ids": [], "padding_mask": [], "tags" if head != "global-pointer" else "spans": []}
-    for _ in range(count):
+    ids_pool, tags_pool = [], []
+    for _ in range(min(count, distinct)):
         ids = rng.integers(1000 if vocab > 2000 else 5, vocab, seq).astype(np.int32)
         ids[0], ids[-1] = 101 % vocab, 102 % vocab
         tags = np.zeros(seq, np.int32)
-        spans = []
         position = 1
         while position < seq - 1:
             if rng.random() < 0.1:
                 length = int(min(rng.integers(1, 4), seq - 1 - position))
-                kind = int(rng.integers(len(TYPES)))
-                tags[position] = names.index(f"B-{TYPES[kind]}")
-                tags[position + 1 : position + length] = names.index(f"I-{TYPES[kind]}")
-                spans.append((position, position + length - 1, kind))
+                kind = TYPES[int(rng.integers(len(TYPES)))]
+                tags[position] = names.index(f"B-{kind}")
+                tags[position + 1 : position + length] = names.index(f"I-{kind}")
                 position += length
             position += 1
-        rows["token_ids"].append(ids)
-        rows["segment_ids"].append(np.zeros(seq, np.int32))
-        rows["padding_mask"].append(np.ones(seq, np.int32))
-        if head == "global-pointer":  # SpanTagger.window_labels' codes: end * types + type + 1 at the start token
-            codes = np.zeros((seq, 1), np.int32)
-            for first, last, kind in spans:
-                codes[first, 0] = last * len(TYPES) + kind + 1
-            rows["spans"].append(codes)
-        else:
-            rows["tags"].append(tags)
-    return rows
+        ids_pool.append(ids)
+        tags_pool.append(tags)
+    pick = [i % len(ids_pool) for i in range(count)]
+    return {"token_ids": [ids_pool[i] for i in pick], "segment_ids": [np.zeros(seq, np.int32)] * count,
+            "padding_mask": [np.ones(seq, np.int32)] * count, "tags": [tags_pool[i] for i in pick]}
 
 
-def model_flops(model, encoder_shape, tokens, seq):
-    """``(flops per step, N non-embedding trainable weights)`` by the formula of the module docstring."""
-    embedding = ("token_embedding/embeddings", "position_embedding/embeddings", "segment_embedding/embeddings")
-    n = sum(int(np.prod(v.shape)) for v in model.trainable_variables if not v.path.endswith(embedding))
-    layers, hidden = encoder_shape["num_layers"], encoder_shape["hidden_size"]
-    return 6 * n * tokens + 12 * layers * hidden * seq * tokens, n
+def model_weights(model):
+    """N: trainable weights outside the embedding tables."""
+    tables = ("token_embedding/embeddings", "position_embedding/embeddings", "segment_embedding/embeddings")
+    return sum(int(np.prod(v.shape)) for v in model.trainable_variables if not v.path.endswith(tables))
 
 
 class StepClock:
@@ -517,6 +196,8 @@ class StepClock:
         import keras
 
         class Clock(keras.callbacks.Callback):
+            async_safe = True  # as kerasbert's TrainingSpeed: Keras then does not wait for each step
+
             def __init__(self):
                 super().__init__()
                 self.epochs, self.first_batch = [], None
@@ -538,59 +219,15 @@ class StepClock:
         return Clock()
 
 
-def count_traces(model):
-    """Wrap ``model.train_step`` so that each trace of the jitted step (its
-    Python body runs once per trace) is recorded with its batch shape."""
-    traces = []
-    original = model.train_step
+def ours_rows(config):
+    """Rows of one model configuration (``head``, ``precision``, ``bilstm``,
+    ``encoder``, ``seq``, ``warmup``, ``steps``) at each of ``batches``, in
+    that order (ascending: the process's peak memory is then the batch's)."""
+    import dataclasses
 
-    def train_step(state, data):
-        x = data[0] if isinstance(data, (tuple, list)) else data
-        traces.append(tuple(int(d) for d in x["token_ids"].shape))
-        return original(state, data)
-
-    model.train_step = train_step
-    return traces
-
-
-def jaxlib_version():
-    try:
-        import jaxlib
-
-        return jaxlib.__version__
-    except (ImportError, AttributeError):
-        return None
-
-
-def memory():
-    import jax
-
-    stats = jax.devices()[0].memory_stats() or {}
-    return {k: int(stats[k]) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit") if k in stats}
-
-
-def host_and_transfer(batches, n):
-    """Seconds to build each of the first ``n`` batches on the host, and to put each on the device."""
-    import jax
-
-    host, transfer = [], []
-    for i in range(min(len(batches), n)):
-        t = time.perf_counter()
-        data = batches[i]
-        host.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        jax.block_until_ready(jax.device_put(data))
-        transfer.append(time.perf_counter() - t)
-    return host, transfer
-
-
-
-def run_speed(config):
-    """One speed row (a dict) for ``config``: encoder, head, precision, batch, seq, warmup, steps."""
     import jax
     import keras
 
-    from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert_apps.ner.train import NerTrainSettings
@@ -598,534 +235,517 @@ def run_speed(config):
     from kerasbert.fit import compile_for_training
     from kerasbert.fit import set_precision
 
-    batch, seq, steps, warmup = config["batch"], config["seq"], config["steps"], config["warmup"]
     shape = ENCODERS[config["encoder"]]
+    seq, steps, warmup = config["seq"], config["steps"], config["warmup"]
     settings = NerTrainSettings(checkpoint="(random)", train="(synthetic)", dev="(synthetic)", output="(none)",
-                                batch_size=batch, epochs=2, max_length=seq, precision=config["precision"],
-                                **HEADS[config["head"]])
-    settings.check()
+                                epochs=2, max_length=seq, precision=config["precision"], **HEADS[config["head"]])
     set_precision(settings.precision)
     keras.utils.set_random_seed(0)
     encoder_config = EncoderConfig(**shape, max_position_embeddings=max(512, seq))
     encoder = encoder_config.encoder_class()(**encoder_config.encoder_kwargs())
-    spans = settings.head == "global-pointer"
-    head = SpanTagger if spans else Tagger
-    labels = list(TYPES) if spans else bio_tags(list(TYPES))
-    model = head.build_model(encoder, labels, settings)
-    pipeline = head(model, None, labels, max_length=seq)
-    rows = synthetic_rows(batch * (warmup + steps), seq, shape["vocab_size"], settings.head)
-    batches = pipeline.batches(rows, settings)
-    traces = count_traces(model)
-    compile_for_training(model, len(batches), settings, head.head_prefix)
-    optimizer = type(model.optimizer).__name__
-    clock = StepClock()
-    started = time.perf_counter()
-    model.fit(batches, epochs=2, callbacks=[clock], verbose=0)
-    fit_seconds = time.perf_counter() - started
-    tokens = batch * seq
-    fit_step = clock.epochs[1] / len(batches)
-
-    # One step taken apart: host batching, transfer, the jitted step.
-    host, transfer = host_and_transfer(batches, 10)
-    step = []
-    on_device = [jax.device_put(batches[i]) for i in range(min(len(batches), 4))]
-    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True,
-                                 metrics_variables=True, purge_model_variables=False)
-    for i in range(steps):
-        t = time.perf_counter()
-        logs, state = model.train_function(state, iter([on_device[i % len(on_device)]]))
-        jax.block_until_ready(logs)
-        step.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    for i in range(steps):
-        logs, state = model.train_function(state, iter([on_device[i % len(on_device)]]))
-    jax.block_until_ready((logs, state))
-    back_to_back = (time.perf_counter() - t) / steps
-    loss = float(logs["loss"])
-
-    flops, n_weights = model_flops(model, shape, tokens, seq)
+    labels = bio_tags(list(TYPES))
+    model = Tagger.build_model(encoder, labels, settings)
+    bilstm = ""
+    if getattr(model, "lstm", None) is not None:
+        model.lstm.implementation = config["bilstm"]
+        bilstm = model.lstm.chosen_implementation()
+        if config["bilstm"] not in ("auto", bilstm):
+            bilstm += f" ({config['bilstm']} not available)"
+    pipeline = Tagger(model, None, labels, max_length=seq)
     device = jax.devices()[0]
-    pattern, peaks = peak_tflops(device.device_kind)
-    row = {
-        "encoder": config["encoder"], "head": config["head"], "precision": config["precision"],
-        "batch": batch, "seq": seq, "real_tokens_per_step": tokens, "optimizer": optimizer,
-        "non_embedding_weights": n_weights, "model_flops_per_step": flops,
-        "flops_formula": "6*N*T + 12*L*H*S*T (T tokens per step, N non-embedding trainable weights)",
-        "fit_step_ms": round(fit_step * 1000, 3), "tokens_per_s": round(tokens / fit_step, 1),
-        "step_ms": median_ms(step), "back_to_back_step_ms": round(back_to_back * 1000, 3),
-        "step_tokens_per_s": round(tokens / float(np.median(step)), 1),
-        "host_batch_ms": median_ms(host), "transfer_ms": median_ms(transfer),
-        "first_step_s": round(clock.first_batch, 2), "fit_seconds": round(fit_seconds, 2),
-        "traces": len(traces), "trace_shapes": sorted(set(traces)), "final_loss": loss,
-        "device": device.device_kind, "platform": device.platform, "devices": len(jax.devices()),
-        "jax": jax.__version__, "jaxlib": jaxlib_version(), "keras": keras.__version__,
-        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision), **memory(),
-    }
-    if peaks is None:
-        row["mfu"] = None
-        row["mfu_note"] = f"no peak known for {device.device_kind!r}: MFU omitted"
-    else:
-        peak = peaks[PEAK_OF[config["precision"]]]
-        row.update({"peak_tflops": peak, "peak_name": f"{pattern} {PEAK_OF[config['precision']]} dense",
-                    "mfu": round(flops / fit_step / (peak * 1e12), 4),
-                    "mfu_step": round(flops / float(np.median(step)) / (peak * 1e12), 4)})
-        if config["precision"] == "float32":
-            row["mfu_vs_fp32_peak"] = round(flops / fit_step / (peaks["fp32"] * 1e12), 4)
-    return row
+    n_weights = model_weights(model)
+    for batch in config["batches"]:
+        started = time.perf_counter()
+        batch_settings = dataclasses.replace(settings, batch_size=batch)
+        batch_settings.check()
+        rows = synthetic_rows(batch * (warmup + steps), seq, shape["vocab_size"])
+        batches = pipeline.batches(rows, batch_settings)
+        traces = count_traces(model)
+        compile_for_training(model, len(batches), batch_settings, Tagger.head_prefix)
+        clock = StepClock()
+        model.fit(batches, epochs=2, callbacks=[clock], verbose=0)
+        fit_step = clock.epochs[1] / len(batches)
 
+        on_device = [jax.device_put(batches[i]) for i in range(min(len(batches), 2))]
+        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True,
+                                     metrics_variables=True, purge_model_variables=False)
+        logs, state = model.train_function(state, iter([on_device[0]]))  # the state is donated: keep the new one
+        jax.block_until_ready(logs)
+        t = time.perf_counter()
+        for i in range(steps):
+            logs, state = model.train_function(state, iter([on_device[i % len(on_device)]]))
+        jax.block_until_ready((logs, state))
+        jitted = (time.perf_counter() - t) / steps
+        model._jax_state = dict(zip(("trainable_variables", "non_trainable_variables", "optimizer_variables",
+                                     "metrics_variables"), state))
+        model._jax_state_synced = False
+        model.jax_state_sync()  # the variables hold the state again (its old buffers were donated)
 
-def speed(args):
-    if args.block_tensorflow:
-        block_tensorflow()
-    if args.config:  # a child: one row
-        row = run_speed(json.loads(args.config))
+        tokens = batch * seq
+        flops = train_flops(n_weights, tokens, shape["num_layers"], shape["hidden_size"], seq)
+        memory = device_memory()
+        row = {
+            "system": OURS, "head": config["head"], "bilstm": bilstm, "precision": config["precision"],
+            "batch": batch, "seq": seq, "tokens_per_s": round(tokens / fit_step, 1),
+            "step_ms": round(fit_step * 1000, 3), "jitted_step_ms": round(jitted * 1000, 3),
+            "jitted_tokens_per_s": round(tokens / jitted, 1),
+            **mfu_fields(flops, fit_step, device.device_kind, config["precision"]),
+            "peak_gib": round(memory["peak_bytes_in_use"] / 2**30, 2) if "peak_bytes_in_use" in memory else None,
+            "first_step_s": round(clock.first_batch, 2), "final_loss": float(logs["loss"]),
+            "traces": len(traces), "optimizer": type(model.optimizer).__name__,
+            "non_embedding_weights": n_weights, "model_flops_per_step": flops, "flops_formula": FLOPS_FORMULA,
+            "device": device.device_kind, "platform": device.platform, "jax": jax.__version__,
+            "keras": keras.__version__, "seconds": round(time.perf_counter() - started, 1), **memory,
+        }
         print("ROW " + json.dumps(row), flush=True)
-        return
-    # The parent never touches jax: initialising the GPU there would take most of its memory
-    # (XLA preallocates) from the children that measure.
-    if os.environ.get("KERAS_BACKEND") != "jax":
-        fail(f"speed needs KERAS_BACKEND=jax (it is {os.environ.get('KERAS_BACKEND', 'unset')!r})")
-    encoders = args.encoders.split(",") if args.encoders else (["tiny"] if args.tiny else ["minilm", "bert-base"])
-    heads = args.heads.split(",")
-    precisions = args.precisions.split(",")
-    for given, known, what in ((encoders, ENCODERS, "encoder"), (heads, HEADS, "head"), (precisions, PRECISIONS, "precision")):
-        unknown = [g for g in given if g not in known]
-        if unknown:
-            fail(f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    batch, seq, steps, warmup = (4, 32, 5, 2) if args.tiny else (args.batch, args.seq, args.steps, args.warmup)
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; batch {batch} x {seq}, {warmup} warm-up + {steps} timed "
-          "steps per epoch, 2 epochs (the 2nd timed); each configuration in a process of its own", flush=True)
-    from results import flags_line
+        model.train_step = type(model).train_step.__get__(model)  # the next batch counts its own traces
 
-    print(flags_line(), flush=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    rows = []
-    for encoder in encoders:
-        for head in heads:
-            for precision in precisions:
-                config = {"encoder": encoder, "head": head, "precision": precision, "batch": batch, "seq": seq,
-                          "steps": steps, "warmup": warmup}
-                command = [sys.executable, __file__, "speed", "--config", json.dumps(config)]
-                command += ["--block-tensorflow"] if args.block_tensorflow else []
-                started = time.perf_counter()
-                try:
-                    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.time_limit)
-                    output, status = done.stdout + done.stderr, done.returncode
-                except subprocess.TimeoutExpired as e:
-                    output, status = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
-                found = [line[4:] for line in output.splitlines() if line.startswith("ROW ")]
-                if found:
-                    row = json.loads(found[-1])
+
+def bilstm_rows(config):
+    """The BiLSTM alone (bench/bilstm_speed.py), each implementation."""
+    import jax
+
+    from bilstm_speed import measure
+    from kerasbert.bilstm import cudnn_works
+
+    implementations = ["keras", "scan"] + (["cudnn"] if cudnn_works() else [])
+    device = jax.devices()[0]
+    for precision in config["precisions"]:
+        for row in measure(config["batch"], config["seq"], config["features"], config["units"], precision,
+                           implementations, config["steps"], 3):
+            print("ROW " + json.dumps({"system": OURS, "head": "BiLSTM alone", "bilstm": row["runs_as"],
+                                       "precision": precision, "batch": row["batch"], "seq": row["time"],
+                                       "step_ms": row["step_ms"], "speedup_vs_keras": row["speedup_vs_keras"],
+                                       "max_difference_vs_keras": row["max_difference"],
+                                       "first_step_s": row["compile_s"],
+                                       "note": f"{row['features']} features, {row['units']} units, forward + backward",
+                                       "device": device.device_kind, "platform": device.platform}), flush=True)
+
+
+# =============================================================================
+# the peer (a child process, PyTorch)
+# =============================================================================
+
+
+def peer_rows(config):
+    """Hugging Face ``BertForTokenClassification`` rows: one per ``(precision, batch, compiled)`` of ``runs``."""
+    import gc
+
+    import torch
+    import transformers
+
+    shape = ENCODERS[config["encoder"]]
+    seq, steps, warmup = config["seq"], config["steps"], config["warmup"]
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    name = torch.cuda.get_device_name(0) if cuda else "cpu"
+    hf_config = transformers.BertConfig(
+        vocab_size=shape["vocab_size"], hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_layers"],
+        num_attention_heads=shape["num_heads"], intermediate_size=shape["intermediate_size"],
+        max_position_embeddings=max(512, seq), num_labels=1 + 2 * len(TYPES))
+    for precision, batch, compiled in config["runs"]:
+        started = time.perf_counter()
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "float32 (highest)"
+        torch.manual_seed(0)
+        model = transformers.BertForTokenClassification(hf_config).to(device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, fused=cuda)
+        step_model = torch.compile(model) if compiled else model
+        generator = torch.Generator().manual_seed(0)
+        pool = min(batch * 2, 4096)
+        ids = torch.randint(1000 if shape["vocab_size"] > 2000 else 5, shape["vocab_size"], (pool, seq),
+                            generator=generator)
+        labels = torch.randint(0, hf_config.num_labels, (pool, seq), generator=generator)
+        if cuda:
+            ids, labels = ids.pin_memory(), labels.pin_memory()
+        mask, segments = torch.ones(batch, seq, dtype=torch.long), torch.zeros(batch, seq, dtype=torch.long)
+        autocast = precision == "bf16 autocast"
+
+        def step(i):
+            rows = slice((i * batch) % pool, (i * batch) % pool + batch) if pool >= 2 * batch else slice(0, batch)
+            inputs = {"input_ids": ids[rows], "attention_mask": mask, "token_type_ids": segments, "labels": labels[rows]}
+            inputs = {k: v.to(device, non_blocking=True) for k, v in inputs.items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = step_model(**inputs).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return loss
+
+        def sync():
+            if cuda:
+                torch.cuda.synchronize()
+
+        try:
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            t = time.perf_counter()
+            loss = step(0)
+            sync()
+            first = time.perf_counter() - t
+            for i in range(1, warmup):
+                step(i)
+            sync()
+            t = time.perf_counter()
+            for i in range(steps):
+                loss = step(warmup + i)
+            sync()
+            seconds = (time.perf_counter() - t) / steps
+        except torch.cuda.OutOfMemoryError:
+            print("ROW " + json.dumps({"system": PEER, "head": "softmax", "precision": precision, "batch": batch,
+                                       "seq": seq, "note": "out of memory" + (", torch.compile" if compiled else ""),
+                                       "device": name}), flush=True)
+        else:
+            tokens = batch * seq
+            tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+            n_weights = sum(p.numel() for k, p in model.named_parameters() if p.requires_grad and not any(
+                t in k for t in tables))
+            flops = train_flops(n_weights, tokens, shape["num_layers"], shape["hidden_size"], seq)
+            row = {
+                "system": PEER, "head": "softmax", "bilstm": "", "precision": precision, "batch": batch, "seq": seq,
+                "tokens_per_s": round(tokens / seconds, 1), "step_ms": round(seconds * 1000, 3),
+                **mfu_fields(flops, seconds, name, precision),
+                "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+                "first_step_s": round(first, 2), "final_loss": float(loss.detach()),
+                "note": "torch.compile" if compiled else "", "optimizer": "AdamW (fused)" if cuda else "AdamW",
+                "attention": getattr(model.config, "_attn_implementation", None),
+                "non_embedding_weights": n_weights, "model_flops_per_step": flops, "flops_formula": FLOPS_FORMULA,
+                "device": name, "platform": device.type, "torch": torch.__version__,
+                "transformers": transformers.__version__, "seconds": round(time.perf_counter() - started, 1),
+            }
+            print("ROW " + json.dumps(row), flush=True)
+        del model, optimizer, step_model
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+# =============================================================================
+# run (the parent: no JAX, no PyTorch; it never touches the GPU)
+# =============================================================================
+
+
+class Plan:
+    """The jobs of a run, in order, each ``(kind, config, what it measures)``;
+    ``best`` and ``largest`` batches are filled in from the rows measured so far."""
+
+    def __init__(self, name, tiny, batch=None):
+        self.name, self.tiny, self.batch = name, tiny, batch
+        self.encoder = "tiny" if tiny else "bert-base"
+        self.seq = 16 if tiny else 128
+        self.steps, self.warmup = (3, 2) if tiny else (10, 3)
+        self.first = (4, 8) if tiny else (128, 256)
+        self.small = 2 if tiny else 32
+
+    def jobs(self):
+        """Yield ``(kind, config)``; a callable config is called with the rows so far when its turn comes."""
+        base = {"encoder": self.encoder, "seq": self.seq, "steps": self.steps, "warmup": self.warmup}
+        a, b = self.first
+
+        def ours(head, precision, batches, bilstm="auto"):
+            return "ours", lambda rows: {**base, "head": head, "precision": precision, "bilstm": bilstm,
+                                         "batches": batches(rows) if callable(batches) else list(batches)}
+
+        best = self.best_batch
+        if self.name == "at-batch":  # every comparison at one batch (--batch), the peer beside it, then batch 32
+            n = self.batch or b
+            yield ours("softmax", "mixed_bfloat16", sorted({b, n}))
+            yield "peer", {**base, "runs": [("bf16 autocast", n, False), ("float32 (TF32)", n, False)]
+                           + ([("bf16 autocast", b, False)] if b != n else [])}
+            yield ours("crf", "mixed_bfloat16", [n])
+            yield ours("crf, no BiLSTM", "mixed_bfloat16", [n])
+            yield ours("softmax", "float32", [n])
+            yield ours("crf", "mixed_bfloat16", [self.small])
+            yield ours("crf, no BiLSTM", "mixed_bfloat16", [self.small])
+            yield ours("crf", "mixed_bfloat16", [self.small], bilstm="keras")
+            return
+        yield ours("softmax", "mixed_bfloat16", (a, b))
+        yield "peer", {**base, "runs": [("bf16 autocast", a, False), ("bf16 autocast", b, False),
+                                        ("float32 (TF32)", b, False), ("float32 (TF32)", a, False),
+                                        ("bf16 autocast", self.small, False)]}
+        yield ours("crf", "mixed_bfloat16", lambda rows: [best(rows)])
+        # if the CRF head's row failed (cuDNN's BiLSTM at this size, say), the portable scan at once
+        yield ours("crf", "mixed_bfloat16", lambda rows: [] if self.has(rows, "crf") else [best(rows)], bilstm="scan")
+        yield ours("crf, no BiLSTM", "mixed_bfloat16", lambda rows: [best(rows)])
+        yield "bilstm", lambda rows: {"batch": best(rows), "seq": self.seq, "features": 32 if self.tiny else 768,
+                                      "units": 8 if self.tiny else 128, "steps": self.steps,
+                                      "precisions": ["mixed_bfloat16"]}
+        yield ours("crf", "mixed_bfloat16", lambda rows: [best(rows)], bilstm="keras")
+        yield ours("softmax", "float32", lambda rows: [best(rows)])
+        if self.name == "short":
+            return
+        yield ours("softmax", "mixed_bfloat16", lambda rows: [self.small] + self.largest(rows))
+        yield "peer", lambda rows: {**base, "runs": [("bf16 autocast", n, False) for n in self.largest(rows)]}
+        yield ours("crf", "float32", lambda rows: [best(rows)])
+        yield ours("crf", "mixed_bfloat16", lambda rows: [] if self.has(rows, "crf", "scan") else [best(rows)],
+                   bilstm="scan")
+        yield ours("crf, no BiLSTM", "float32", lambda rows: [best(rows)])
+        yield ours("crf", "mixed_bfloat16", lambda rows: [self.small])
+        yield ours("crf, no BiLSTM", "mixed_bfloat16", lambda rows: [self.small])
+        yield "peer", lambda rows: {**base, "runs": [("bf16 autocast", best(rows), True)]}
+
+    @staticmethod
+    def has(rows, head, bilstm=None, precision="mixed_bfloat16"):
+        """Whether a row of ours with this head (and BiLSTM implementation) and precision was measured."""
+        return any(r.get("system") == OURS and r.get("head") == head and r.get("precision") == precision
+                   and r.get("tokens_per_s") and (bilstm is None or r.get("bilstm") == bilstm) for r in rows)
+
+    def best_batch(self, rows):
+        """The batch of the best tokens/s of our softmax head in mixed_bfloat16 (the second first batch if none)."""
+        found = [r for r in rows if r.get("system") == OURS and r.get("head") == "softmax"
+                 and r.get("precision") == "mixed_bfloat16" and r.get("tokens_per_s")]
+        return max(found, key=lambda r: r["tokens_per_s"])["batch"] if found else self.first[1]
+
+    def largest(self, rows):
+        """``[batch]``: the largest power of two above the first batches whose
+        memory, extrapolated linearly from our softmax head's peaks at the
+        first two batches, stays under 90% of the device's limit; ``[]`` if none."""
+        found = {r["batch"]: r for r in rows if r.get("system") == OURS and r.get("head") == "softmax"
+                 and r.get("precision") == "mixed_bfloat16" and r.get("peak_bytes_in_use")}
+        a, b = self.first
+        if a not in found or b not in found or not found[b].get("bytes_limit"):
+            return [2 * b]
+        slope = (found[b]["peak_bytes_in_use"] - found[a]["peak_bytes_in_use"]) / (b - a)
+        limit, batch = 0.9 * found[b]["bytes_limit"], None
+        candidate = 2 * b
+        while found[b]["peak_bytes_in_use"] + slope * (candidate - b) < limit and candidate <= 8192:
+            batch, candidate = candidate, 2 * candidate
+        return [batch] if batch else []
+
+
+def estimate(kind, config, costs):
+    """Seconds a job should take: a process's start, and per batch a compile
+    and the measurement (the defaults until a job of the kind was measured)."""
+    start, per_batch = costs[kind]
+    if kind == "ours":
+        return start + per_batch * len(config["batches"])
+    if kind == "peer":
+        return start + sum(COMPILE_ESTIMATE if compiled else per_batch for _, _, compiled in config["runs"])
+    return start + per_batch * 3 * len(config["precisions"])
+
+
+def run_child(kind, config, timeout, block_tensorflow, log):
+    """``(rows, status, seconds)`` of one child process."""
+    command = [sys.executable, __file__, "child", kind, json.dumps(config)]
+    command += ["--block-tensorflow"] if block_tensorflow else []
+    started = time.perf_counter()
+    rows, lines = [], []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1")) as child:
+        deadline = started + timeout
+        try:
+            import selectors
+
+            selector = selectors.DefaultSelector()
+            selector.register(child.stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(command, timeout)
+                if not selector.select(timeout=min(left, 5)):
+                    continue
+                line = child.stdout.readline()
+                if not line:
+                    break
+                log.write(line)
+                log.flush()
+                if line.startswith("ROW "):
+                    rows.append(json.loads(line[4:]))
                 else:
-                    row = {**{k: config[k] for k in ("encoder", "head", "precision")},
-                           "error": f"status {status}: " + " | ".join(output.strip().splitlines()[-3:])}
-                row["process_seconds"] = round(time.perf_counter() - started, 1)
-                if not rows:
-                    print(f"device: {row.get('device')} ({row.get('platform')}, {row.get('devices')} device(s)); "
-                          f"jax {row.get('jax')}, keras {row.get('keras')}", flush=True)
-                rows.append(row)
-                print(format_row(row), flush=True)
-                if args.out:  # the rows so far, should the call be stopped before the end
-                    Path(args.out).mkdir(parents=True, exist_ok=True)
-                    (Path(args.out) / "speed_partial.json").write_text(json.dumps(rows, indent=1) + "\n")
-    print()
-    print("| encoder | head | precision | tokens/s (fit) | step ms (fit) | jitted step ms | host batch ms | transfer ms "
-          "| first step s | traces | MFU | peak GiB |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                    lines.append(line.rstrip())
+            child.wait(timeout=max(1, deadline - time.perf_counter()))
+            status = child.returncode
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            status = "stopped at the deadline"
+    return rows, status, time.perf_counter() - started, lines[-3:]
+
+
+def compare(rows):
+    """``vs_peer`` for each of our rows: its tokens/s over the peer's at the same batch (bf16 against bf16
+    autocast, float32 against float32 with TF32, the peer without torch.compile)."""
+    peers = {(r["batch"], r["precision"]): r["tokens_per_s"] for r in rows
+             if r.get("system") == PEER and r.get("tokens_per_s") and r.get("note") != "torch.compile"}
+    twin = {"mixed_bfloat16": "bf16 autocast", "float32": "float32 (TF32)"}
     for r in rows:
-        if "error" in r:
-            print(f"| {r['encoder']} | {r['head']} | {r['precision']} | failed: {r['error'][:120]} |")
-            continue
-        mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "n/a"
-        peak = f"{r['peak_bytes_in_use'] / 2**30:.2f}" if "peak_bytes_in_use" in r else "n/a"
-        print(f"| {r['encoder']} | {r['head']} | {r['precision']} | {r['tokens_per_s']:,.0f} | {r['fit_step_ms']:.1f} | "
-              f"{r['step_ms']:.1f} | {r['host_batch_ms']:.2f} | {r['transfer_ms']:.2f} | {r['first_step_s']:.1f} | "
-              f"{r['traces']} | {mfu} | {peak} |")
-    print("\nMFU: 6*N*T + 12*L*H*S*T model FLOPs per step (T = batch x seq real tokens, N = non-embedding trainable "
-          "weights) / fit step time / dense peak " + ("(" + next((r['peak_name'] for r in rows if r.get('peak_name')), "") + " etc.)"
-                                                       if any(r.get("mfu") is not None for r in rows)
-                                                       else "(no peak known for this device: MFU omitted)"))
-    first = next((r for r in rows if "error" not in r), {})
-    setup = {"device": first.get("device"), "platform": first.get("platform"), "devices": first.get("devices"),
-             "versions": {k: first.get(k) for k in ("jax", "jaxlib", "keras")},
-             "xla_flags": os.environ.get("XLA_FLAGS", ""),
-             "jax_default_matmul_precision": first.get("jax_default_matmul_precision"),
-             "batch": batch, "seq": seq, "warmup_steps": warmup, "timed_steps": steps, "tiny": bool(args.tiny),
-             "data": "synthetic rows of seq real tokens (no padding), valid BIO tags / spans, 4 entity types",
-             "encoders": {e: ENCODERS[e] for e in encoders}, "weights": "randomly initialised",
-             "tokens_per_s": "real tokens per fit step, the 2nd epoch of warmup+steps batches (host batching, "
-                             "transfer and callbacks included)",
-             "flops_formula": "6*N*T + 12*L*H*S*T", "peaks_tflops": dict(PEAKS),
-             "peak_for_precision": PEAK_OF}
-    on_cpu = all(r.get("platform") == "cpu" for r in rows if "error" not in r)
-    if (args.tiny or on_cpu) and not args.save:
-        print(f"{'tiny' if args.tiny else 'on the CPU'}: a smoke test, not written to bench/results "
-              "(pass --save to write it)")
-        return
+        if r.get("system") == OURS and r.get("tokens_per_s") and r.get("head") != "BiLSTM alone":
+            peer = peers.get((r["batch"], twin.get(r["precision"])))
+            r["vs_peer"] = round(r["tokens_per_s"] / peer, 3) if peer else None
+
+
+def targets(rows):
+    """The issue's targets, from the rows (``None`` where a row is missing)."""
+
+    def find(system, head, precision, batch=None, bilstm=None, note=""):
+        found = [r for r in rows if r.get("system") == system and r.get("head") == head and r.get("precision") == precision
+                 and r.get("tokens_per_s") and (batch is None or r["batch"] == batch)
+                 and (bilstm is None or r.get("bilstm") == bilstm) and r.get("note", "") == note]
+        return max(found, key=lambda r: r["tokens_per_s"]) if found else None
+
+    def ratio(a, b):
+        return round(a["tokens_per_s"] / b["tokens_per_s"], 3) if a and b else None
+
+    best = find(OURS, "softmax", "mixed_bfloat16")
+    batch = best and best["batch"]
+    crf = None
+    if batch:
+        crf = max((r for r in rows if r.get("system") == OURS and r.get("head") == "crf" and r.get("tokens_per_s")
+                   and r["precision"] == "mixed_bfloat16" and r["batch"] == batch and r.get("bilstm") != "keras"),
+                  key=lambda r: r["tokens_per_s"], default=None)
+    peer = find(PEER, "softmax", "bf16 autocast", batch) if batch else None
+    return {
+        "best batch (ours, softmax, mixed_bfloat16)": batch,
+        "softmax bf16 / peer bf16 (>= 1.0)": ratio(best, peer),
+        "crf bf16 / peer bf16 (>= 0.8)": ratio(crf, peer),
+        "softmax bf16 / softmax float32 (>= 2)": ratio(best, find(OURS, "softmax", "float32", batch)) if batch else None,
+        "softmax bf16 MFU (>= 0.35)": best and best.get("mfu"),
+        "crf (BiLSTM) / crf, no BiLSTM, bf16 (>= 0.85)": ratio(
+            crf, find(OURS, "crf, no BiLSTM", "mixed_bfloat16", batch)) if batch else None,
+        "crf with Keras's BiLSTM / crf, no BiLSTM (before)": ratio(
+            find(OURS, "crf", "mixed_bfloat16", batch, bilstm="keras"),
+            find(OURS, "crf, no BiLSTM", "mixed_bfloat16", batch)) if batch else None,
+    }
+
+
+def recorded_command(argv):
+    """The command line as the record gives it: the script's name, and ``OUT`` for the output folder
+    (a path of the machine that ran it)."""
+    words = [Path(argv[0]).name]
+    for i, word in enumerate(argv[1:], 1):
+        words.append("OUT" if argv[i - 1] == "--out" else "--out=OUT" if word.startswith("--out=") else word)
+    return " ".join(words)
+
+
+def write_record(path, rows, setup, skipped, jobs):
+    """The record (``bench/results``' format) at ``path``, replaced atomically."""
     from results import write_result
 
-    path = write_result("gpu_training", rows, setup=setup, name="speed-tiny" if args.tiny else "speed")
-    if args.out:  # what comes back from the GPU machine: put it in bench/results/gpu_training/ here
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(args.out) / path.name)
-        print(f"copied to {Path(args.out) / path.name}")
+    compare(rows)
+    write_result("gpu_training", rows, setup=setup, columns=COLUMNS, path=path, date=setup["started"],
+                 command=recorded_command(sys.argv), summary=targets(rows),
+                 notes=[f"not measured: {s}" for s in skipped], jobs=jobs)
+
+
+def describe(kind, config):
+    if kind == "ours":
+        return f"ours {config['head']} {config['precision']} bilstm={config['bilstm']} batches {config['batches']}"
+    if kind == "peer":
+        return "peer " + ", ".join(f"{p} {b}{' compiled' if c else ''}" for p, b, c in config["runs"])
+    return f"BiLSTM alone, batch {config['batch']}, {config['precisions']}"
 
 
 def format_row(r):
-    if "error" in r:
-        return f"{r['encoder']} {r['head']} {r['precision']}: FAILED {r['error']}"
+    what = (f"  {r.get('system')} {r.get('head')}{' (' + r['bilstm'] + ')' if r.get('bilstm') else ''} "
+            f"{r.get('precision')} batch {r.get('batch')}: ")
+    if not r.get("tokens_per_s"):
+        if r.get("step_ms"):
+            return what + f"{r['step_ms']:.2f} ms/step ({r.get('speedup_vs_keras')}x keras)"
+        return what + str(r.get("note", ""))
     mfu = f"MFU {r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "MFU n/a"
-    return (f"{r['encoder']} {r['head']} {r['precision']}: {r['tokens_per_s']:,.0f} tokens/s (fit step "
-            f"{r['fit_step_ms']:.1f} ms; jitted step {r['step_ms']:.1f} ms, back to back {r['back_to_back_step_ms']:.1f}; "
-            f"host batch {r['host_batch_ms']:.2f} ms, transfer {r['transfer_ms']:.2f} ms; first step "
-            f"{r['first_step_s']:.1f} s; {r['traces']} trace(s); {r['optimizer']}); N {r['non_embedding_weights'] / 1e6:.2f} M, "
-            f"{r['model_flops_per_step'] / 1e12:.4g} TFLOP per step; {mfu}; {r['process_seconds']:.0f} s")
+    step = ""
+    if r.get("step_ms"):
+        jitted = f", jitted {r['jitted_step_ms']:.1f} ms" if r.get("jitted_step_ms") else ""
+        step = f" (step {r['step_ms']:.1f} ms{jitted})"
+    return (what + f"{r['tokens_per_s']:,.0f} tokens/s{step}; {mfu}; "
+            f"peak {r.get('peak_gib')} GiB; first step {r.get('first_step_s')} s {r.get('note', '')}".rstrip())
 
 
-# =============================================================================
-# train (JAX, no TensorFlow)
-# =============================================================================
-
-
-def dev_forward(model, dev):
-    """``dev_scores`` for ``fit_and_select``: the model's Viterbi tags of every
-    dev row (batches of DEV_BATCH rows padded to MAX_LENGTH: one shape)."""
-    count = len(dev["token_ids"])
-    ids = np.zeros((count, MAX_LENGTH), np.int32)
-    for i, row in enumerate(dev["token_ids"]):
-        ids[i, : len(row)] = row
-    mask = (ids != 0).astype(np.int32)
-    mask[:, 0] = 1
-
-    def tags():
-        out = []
-        for begin in range(0, count, DEV_BATCH):
-            chunk = ids[begin : begin + DEV_BATCH]
-            pad = [(0, DEV_BATCH - len(chunk)), (0, 0)]
-            inputs = {"token_ids": np.pad(chunk, pad), "segment_ids": np.zeros((DEV_BATCH, MAX_LENGTH), np.int32),
-                      "padding_mask": np.pad(mask[begin : begin + DEV_BATCH], pad)}
-            predicted = np.asarray(model.predict_on_batch(inputs)["tags"])
-            out += [predicted[k, : len(dev["token_ids"][begin + k])] for k in range(len(chunk))]
-        return out
-
-    return tags
-
-
-def train(args):
-    if args.block_tensorflow:
-        block_tensorflow()
-    meta, rows, dev = load_bundle(args.bundle)
-    import jax
-    import keras
-
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.batching import BucketedBatches
-    from kerasbert.distribution import distribution_scope
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import fit_and_select
-    from kerasbert.fit import open_encoder_checkpoint
-    from kerasbert.fit import resolve_auto
-    from kerasbert.fit import start_run
-    from kerasbert.loader import load_encoder
-
-    if keras.backend.backend() != "jax":
-        fail(f"train is the JAX run: set KERAS_BACKEND=jax (the backend is {keras.backend.backend()})")
-    tags = meta["tags"]
-    given = {k: v for k, v in meta["settings"].items()}
-    work = Path(args.workdir)
-    if work.exists():
-        shutil.rmtree(work)
-    given.update(checkpoint=unpacked_encoder(args.bundle), output=str(work), precision=args.precision,
-                 strategy=args.strategy)
-    if args.epochs:
-        given["epochs"] = args.epochs
-    if args.max_train:
-        rows = {k: v[: args.max_train] for k, v in rows.items()}
-        dev = {k: v[: args.max_train] for k, v in dev.items()}
-    settings = NerTrainSettings(**given)
-    settings.check()
-    device = jax.devices()[0]
-    print(f"device: {device.device_kind} ({device.platform}); jax {jax.__version__}, keras {keras.__version__}; "
-          f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; {len(rows['token_ids'])} train rows, "
-          f"{len(dev['token_ids'])} dev rows; precision {settings.precision}, batch {settings.batch_size}, "
-          f"{settings.epochs} epochs", flush=True)
-
-    start_run(settings)
-    checkpoint, tokenizer = open_encoder_checkpoint(settings)
-    with distribution_scope(settings.strategy):
-        model = Tagger.build_model(load_encoder(checkpoint), tags, settings)
-        initial = {v.path: keras.ops.convert_to_numpy(v) for v in model.encoder.weights}
-        pipeline = Tagger.for_training(model, tokenizer, tags, settings)
-        settings = resolve_auto(settings, len(rows["token_ids"]))
-        if args.pad_to_multiple == LIBRARY_PAD:
-            batches = pipeline.batches(rows, settings)  # exactly ner train's
-        else:  # the same batches with fewer widths (fewer traces of the step)
-            batches = BucketedBatches(rows, settings.batch_size, targets=("tags",), seed=settings.seed,
-                                      max_width=pipeline.max_length, pad_to_multiple=args.pad_to_multiple)
-        traces = count_traces(model)
-        compile_for_training(model, len(batches), settings, Tagger.head_prefix)
-
-    predict_tags = dev_forward(model, dev)
-    history = []
-
-    def dev_scores():
-        t = time.perf_counter()
-        scores = row_entity_f1(predict_tags(), dev["tags"], tags)
-        scores["seconds"] = round(time.perf_counter() - t, 2)
-        history.append(scores)
-        return scores
-
-    def save_weights(directory):
-        named = [(v.path, keras.ops.convert_to_numpy(v)) for v in model.weights]
-        pack_weights(named, initial, directory)
-
-    metrics = fit_and_select(model, batches, settings, dev_scores=dev_scores, save_pipeline=save_weights,
-                             format_scores=lambda s: f"dev entity F1 over the window rows' BIO tags: "
-                                                     f"{s['f1']:.4f} (P {s['precision']:.4f}, R {s['recall']:.4f})")
-    # What one step is made of, after training: host batching and the transfer.
-    host, transfer = host_and_transfer(batches, 20)
-    widths = sorted({batches._width(b) for b in batches.batches})
-    epochs = metrics["train_epoch_seconds"]
-    steps = len(batches)
-    later = epochs[1:]
-    run = {
-        "device": device.device_kind, "platform": device.platform,
-        "versions": {"jax": jax.__version__, "keras": keras.__version__},
-        "xla_flags": os.environ.get("XLA_FLAGS", ""), "settings": dataclasses.asdict(settings), "tags": tags,
-        "pad_to_multiple": args.pad_to_multiple, "bundle_id": meta.get("bundle_id"),
-        "bundle": {k: meta[k] for k in ("vocabulary", "rows", "examples", "train_tokens")},
-        "metrics": metrics, "dev_by_epoch": history,
-        "steps_per_epoch": steps, "bucket_widths": widths, "traces": len(traces), "trace_shapes": sorted(set(traces)),
-        "compile_seconds_estimate": round(epochs[0] - float(np.mean(later)), 2) if later else None,
-        "step_ms_after_first_epoch": round(float(np.mean(later)) / steps * 1000, 2) if later else None,
-        "host_batch_ms": median_ms(host), "transfer_ms": median_ms(transfer), **memory(),
-    }
+def run(args):
+    if os.environ.get("KERAS_BACKEND") != "jax":
+        fail(f"run needs KERAS_BACKEND=jax (it is {os.environ.get('KERAS_BACKEND', 'unset')!r})")
+    began = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = work / "model"
-    copied, left = 0, []
-    parts = sorted(model_dir.glob("weights-*.npz"), key=lambda p: int(p.stem.split("-")[1]))
-    for path in [model_dir / "weights.json"] + parts:  # what the device tool brings back: 64 MiB in all
-        if copied + path.stat().st_size > RETURN_BYTES:
-            left.append(str(path))
-            continue
-        shutil.copy(path, out / path.name)
-        copied += path.stat().st_size
-    run["left_on_machine"] = left
-    (out / "run.json").write_text(json.dumps(run, indent=1, default=str) + "\n")
-    if left:
-        print(f"WARNING: the weights are over the {RETURN_BYTES / 2**20:.0f} MiB that come back in one call; "
-              f"left on the machine (fetch them with a second call, while it is warm: cp FILES $OUT/): "
-              + " ".join(left))
-    print(f"\ntrain seconds {metrics['train_seconds']:.1f} (epochs {', '.join(f'{s:.1f}' for s in epochs)} s); "
-          f"tokens/s after the first epoch {metrics['train_tokens_per_s_after_first_epoch'] or 0:,.0f}; "
-          f"{len(traces)} traces of the step over {len(widths)} bucket widths; compile about "
-          f"{run['compile_seconds_estimate']} s; host batch {run['host_batch_ms']} ms, transfer {run['transfer_ms']} ms")
-    print(f"best epoch {metrics['best_epoch']}; weights {copied / 2**20:.1f} MiB in "
-          f"{len(list(out.glob('weights-*.npz')))} parts + weights.json + run.json -> {out}")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    path = out / "gpu_training" / f"{now.strftime('%Y-%m-%dT%H%M')}-speed{'-tiny' if args.tiny else ''}.json"
+    plan = Plan(args.plan, args.tiny, getattr(args, "batch", None))
+    from results import flags_line
+
+    print(flags_line(), flush=True)
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; plan {args.plan}; deadline {args.deadline:.0f} s; "
+          f"record: {path}", flush=True)
+    setup = {
+        "started": now.strftime("%Y-%m-%d %H:%M UTC"), "plan": args.plan, "batch": getattr(args, "batch", None), "tiny": bool(args.tiny),
+        "encoder": {plan.encoder: ENCODERS[plan.encoder]}, "seq": plan.seq, "weights": "randomly initialised",
+        "data": "synthetic rows of seq real tokens (no padding), valid BIO tags, 4 entity types (9 tags)",
+        "ours": "the library's model, BucketedBatches and compile_for_training (grouped AdamW); tokens/s and "
+                "step_ms: a fit step (the 2nd of two epochs of warmup+steps batches); jitted_step_ms: the "
+                "jitted step alone, back to back",
+        "peer": "transformers BertForTokenClassification (same shape, 9 labels, random init), AdamW (fused on a "
+                "GPU), a plain loop: each batch moved from pinned host memory, forward, backward, step, zero_grad; "
+                "bf16 autocast or float32 with TF32 matrix products; warm-up excluded, timed steps back to back, "
+                "synchronised at the end",
+        "steps": {"warmup": plan.warmup, "timed": plan.steps},
+        "flops_formula": FLOPS_FORMULA, "peak_for_precision": PEAK_OF,
+        "peaks_tflops": "; ".join(f"{name}: " + ", ".join(f"{k} {v:g}" for k, v in peaks.items()) for name, peaks in PEAKS),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""), "deadline_s": args.deadline,
+    }
+    rows, skipped, jobs = [], [], []
+    #: (process start, seconds per batch) of each kind, before one was measured
+    costs = {"ours": (25.0, 40.0), "peer": (20.0, 10.0), "bilstm": (15.0, 8.0)} if not args.tiny else \
+        {"ours": (30.0, 30.0), "peer": (20.0, 5.0), "bilstm": (15.0, 15.0)}
+    with open(out / "gpu_training.log", "a", encoding="utf-8") as log:
+        for kind, config in plan.jobs():
+            config = config(rows) if callable(config) else config
+            if kind == "ours" and not all(config["batches"]):
+                config["batches"] = [b for b in config["batches"] if b]
+            if (kind == "ours" and not config["batches"]) or (kind == "peer" and not config["runs"]):
+                continue
+            left = args.deadline - (time.perf_counter() - began)
+            need = estimate(kind, config, costs)
+            what = describe(kind, config)
+            if need > left:
+                print(f"skipped (needs about {need:.0f} s, {left:.0f} s left): {what}", flush=True)
+                skipped.append(f"{what} (needs about {need:.0f} s, {left:.0f} s left)")
+                write_record(path, rows, setup, skipped, jobs)
+                continue
+            print(f"[{time.perf_counter() - began:5.0f} s] {what} (about {need:.0f} s)", flush=True)
+            got, status, seconds, tail = run_child(kind, config, left, args.block_tensorflow, log)
+            for row in got:
+                print(format_row(row), flush=True)
+            rows += got
+            jobs.append({"job": what, "seconds": round(seconds, 1), "status": status, "rows": len(got)})
+            if status != 0:
+                print(f"  status {status}: " + " | ".join(tail), flush=True)
+                skipped.append(f"{what}: status {status}: " + " | ".join(tail)[-300:])
+            measured = [r["seconds"] for r in got if r.get("seconds") and r.get("note") != "torch.compile"]
+            if kind != "bilstm" and measured and status == 0:  # calibrate: the start, and the time per batch
+                costs[kind] = (max(seconds - sum(r.get("seconds") or 0 for r in got), 5.0), max(measured))
+            write_record(path, rows, setup, skipped, jobs)
+    write_record(path, rows, setup, skipped, jobs)
+    print("\ntargets:", flush=True)
+    for key, value in targets(rows).items():
+        print(f"  {key}: {value}", flush=True)
+    print(f"record: {path} ({len(rows)} rows, {len(skipped)} skipped or failed; {time.perf_counter() - began:.0f} s)")
 
 
-# =============================================================================
-# check (TensorFlow): the weights back into a model folder, evaluate, export, parity
-# =============================================================================
-
-
-def check(args):
-    quiet_tf_logs()
-    import keras
-    import tensorflow as tf
-
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert_apps.ner.train import NER
-    from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.export import unpad
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
-
-    run_dir, bundle = Path(args.run), Path(args.bundle)
-    if not (run_dir / "weights.json").exists() or not (run_dir / "run.json").exists():
-        fail(f"{run_dir}: no weights.json/run.json (what `train --out` writes)")
-    meta = json.loads((bundle / "bundle.json").read_text())
-    run = json.loads((run_dir / "run.json").read_text())
-    if not meta.get("bundle_id") or run.get("bundle_id") != meta["bundle_id"]:
-        fail(f"{run_dir} was trained from bundle {run.get('bundle_id')}, {bundle} is {meta.get('bundle_id')}: check needs "
-             "the very bundle the run was trained from (its weights come back relative to it)")
-    kept = np.load(bundle / "data.npz")["kept"]
-    given = dict(run["settings"])
-    settings = NerTrainSettings(**{**given, "checkpoint": meta["checkpoint"], "precision": "float32",
-                                   "strategy": "default"})
-    tags = run["tags"]
-
-    trimmed = Tagger.build_model(load_encoder(unpacked_encoder(bundle)), tags, settings)
-    initial = {v.path: keras.ops.convert_to_numpy(v) for v in trimmed.encoder.weights}
-    named = unpack_weights(run_dir, initial)
-    full = Tagger.build_model(load_encoder(meta["checkpoint"]), tags, settings)
-    if [p for p, _ in named] != [v.path for v in trimmed.weights] or len(full.weights) != len(named):
-        fail("the weights brought back are not this model's (variable paths differ): same kerasbert and keras there?")
-    arrays = np.load(bundle / "data.npz")
-    zeroed, canary = kept[arrays["zeroed_rows"]], arrays["canary_rows"]
-    for variable, (path, value) in zip(full.weights, named):
-        original = keras.ops.convert_to_numpy(variable).copy()  # the checkpoint's
-        if path.endswith("token_embedding/embeddings"):
-            # rows of tokens training never reached only decayed: measure by how much on the dev-only rows
-            before = original[kept[canary]]
-            use = np.abs(before) > 1e-3
-            ratio = value[canary][use] / before[use]
-            decay = np.float32(np.median(ratio)) if use.any() else np.float32(1.0)
-            print(f"word embeddings: {len(canary)} rows of tokens only dev uses decayed by x{decay:.7f} "
-                  f"(spread {float(np.abs(ratio - decay).max()) if use.any() else 0.0:.1e}); the {len(zeroed)} "
-                  f"rows of test-only tokens: the checkpoint's x that")
-            table = original
-            table[kept] = value
-            table[zeroed] = original[zeroed] * decay
-            value = table
-        elif path.endswith("position_embedding/embeddings"):
-            value = np.concatenate([value[: settings.max_length], original[settings.max_length :]])
-        elif "pooled_dense" in path:  # frozen: the checkpoint's
-            value = original
-        if tuple(variable.shape) != value.shape:
-            fail(f"{path}: shape {value.shape} brought back, {tuple(variable.shape)} here")
-        variable.assign(value)
-    tokenizer = load_tokenizer(open_checkpoint(meta["checkpoint"]), max_length=settings.max_length)
-    pipeline = Tagger(full, tokenizer, tags, max_length=settings.max_length)
-    model_dir = Path(args.model_out)
-    if model_dir.exists():
-        fail(f"{model_dir} exists; choose another --model-out")
-    pipeline.save(str(model_dir))
-    data = {split: CONLL / f"eng.{split}" for split in ("testa", "testb")}
-    if args.max_examples:  # a smoke run: the first sentences of each file
-        for split in data:
-            data[split] = first_sentences(data[split], args.max_examples, model_dir.parent / f"eng.{split}")
-    dev_examples = NER.read(str(data["testa"]), settings, "dev")
-    if settings.calibrate:
-        Tagger.after_training(model_dir, dev_examples, settings)
-    pipeline = Tagger.load(model_dir)
-    print(f"model folder: {model_dir} (trained on {run['device']}, best epoch {run['metrics']['best_epoch']})")
-
-    kerasbert = str(Path(sys.executable).parent / "kerasbert")
-    scores = {}
-    for split in ("testa", "testb"):
-        path = model_dir.parent / f"eng.{split}.scores.json"
-        command = [kerasbert, "ner", "evaluate", "--model", str(model_dir), "--data", str(data[split]),
-                   "--output", str(path)]
-        print("$ " + " ".join(command), flush=True)
-        subprocess.run(command, check=True)
-        scores[split] = json.loads(path.read_text())
-    export_base = model_dir.parent / "export"
-    command = [kerasbert, "ner", "export", "--model", str(model_dir), "--output", str(export_base)]
-    print("$ " + " ".join(command), flush=True)
-    subprocess.run(command, check=True)
-    version = max((p for p in export_base.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    serve = tf.saved_model.load(str(version)).signatures["serving_default"]
-    test = [e.text for e in NER.read(str(data["testb"]), settings, "test")]
-    predicted = pipeline.predict(test, batch_size=32)
-    differ, worst = 0, 0.0
-    for begin in range(0, len(test), 64):
-        texts = test[begin : begin + 64]
-        rows = unpad(serve(text=tf.constant(texts)))
-        for text, row, mine in zip(texts, rows, predicted[begin : begin + 64]):
-            theirs = pipeline.result(text, row)["entities"]
-            if [(e["start"], e["end"], e["type"]) for e in theirs] != [(e["start"], e["end"], e["type"]) for e in mine["entities"]]:
-                differ += 1
-            worst = max([worst] + [abs(a["score"] - b["score"]) for a, b in zip(theirs, mine["entities"])])
-    f1 = {s: scores[s]["f1"] for s in scores}
-    cpu = cpu_reference()
-    print(f"\nGPU-trained model ({run['device']}, jax {run['versions']['jax']}, {run['settings']['precision']}): "
-          f"dev (eng.testa) F1 {f1['testa'] * 100:.2f}, test (eng.testb) F1 {f1['testb'] * 100:.2f}; its own dev "
-          f"score there (window rows' BIO tags) {run['metrics']['dev']['f1'] * 100:.2f}")
-    if cpu:
-        print(f"the CPU run ({cpu['source']}): dev F1 {cpu['dev F1']:.2f}, test F1 {cpu['test F1']:.2f}; test "
-              f"difference {f1['testb'] * 100 - cpu['test F1']:+.2f} (target: within 0.5)")
-    print(f"SavedModel vs predict on {len(test)} test texts: {differ} differ in their entities; scores within {worst:.1e}")
-    if args.max_examples:
-        print("a smoke run (--max-examples): not written to bench/results")
-        raise SystemExit(1 if differ else 0)
-    from results import write_result
-
-    write_result("gpu_training", [{
-        "system": "MiniLM-BiLSTM-CRF trained on the GPU, scored here", "device": run["device"],
-        "precision": run["settings"]["precision"], "dev_f1": f1["testa"], "test_f1": f1["testb"],
-        "cpu_test_f1": cpu and cpu["test F1"] / 100, "best_epoch": run["metrics"]["best_epoch"],
-        "train_seconds": run["metrics"]["train_seconds"],
-        "train_tokens_per_s_after_first_epoch": run["metrics"]["train_tokens_per_s_after_first_epoch"],
-        "savedmodel_texts_differing": differ, "savedmodel_max_score_difference": worst}],
-        setup={"run": run, "keras": keras.__version__, "tensorflow": tf.__version__}, name="parity")
-    if differ:
-        raise SystemExit(1)
-
-
-def cpu_reference():
-    """The CPU run's dev and test F1 (percent) with the same settings: the newest
-    ``bench/results/ner_conll2003`` row of kerasbert's MiniLM-BiLSTM-CRF in
-    float32, with its file as ``source``; None when there is none."""
-    found = None
-    for path in sorted((ROOT / "bench" / "results" / "ner_conll2003").glob("*.json")):
-        for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
-            if row.get("system", "").startswith("kerasbert MiniLM-BiLSTM-CRF, float32") and "test F1" in row:
-                found = {**row, "source": str(path.relative_to(ROOT))}
-    return found
-
-
-def first_sentences(path, count, target):
-    """The first ``count`` sentences of the CoNLL file ``path`` (blank-line
-    separated), written to ``target``; returns ``target``."""
-    lines, seen = [], 0
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        lines.append(line)
-        if not line.strip() and lines[-2:-1] and lines[-2].strip() and not lines[-2].startswith("-DOCSTART-"):
-            seen += 1
-            if seen >= count:
-                break
-    Path(target).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return target
+def child(args):
+    if args.block_tensorflow:
+        sys.modules["tensorflow"] = None  # fail on any TensorFlow import, as on a host without it
+    config = json.loads(args.config)
+    {"ours": ours_rows, "peer": peer_rows, "bilstm": bilstm_rows}[args.kind](config)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("prepare", help="write the bundle (needs TensorFlow)")
-    p.add_argument("--bundle", required=True)
-    p.add_argument("--checkpoint", default=str(MINILM), help="an official or Hugging Face layout BERT folder")
-    p.add_argument("--max-train", type=int, default=0, help="only the first N training sentences (0: all)")
-    p.add_argument("--max-dev", type=int, default=0, help="only the first N dev sentences (0: all)")
-    p = commands.add_parser("speed", help="training speed per encoder, head and precision (JAX)")
-    p.add_argument("--tiny", action="store_true", help="a 2-layer H=64 encoder, batch 4 x 32, 2+5 steps (CPU smoke test)")
-    p.add_argument("--encoders", help=f"comma-separated, of {', '.join(ENCODERS)} (default: minilm,bert-base; tiny)")
-    p.add_argument("--heads", default="crf,global-pointer", help=f"comma-separated, of {', '.join(HEADS)}")
-    p.add_argument("--precisions", default=",".join(PRECISIONS), help="comma-separated")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--steps", type=int, default=30, help="timed steps per epoch (and of the jitted step)")
-    p.add_argument("--warmup", type=int, default=5, help="more steps per epoch")
-    p.add_argument("--time-limit", type=float, default=240, help="seconds for one configuration's process")
-    p.add_argument("--out", help="also copy the result file here (e.g. $OUT, to bring it back)")
-    p.add_argument("--save", action="store_true",
-                   help="write the result to bench/results even for --tiny or a CPU run (smoke tests otherwise)")
-    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
-    p.add_argument("--config", help=argparse.SUPPRESS)  # a child's configuration
-    p = commands.add_parser("train", help="the MiniLM CoNLL-2003 run (JAX)")
-    p.add_argument("--bundle", required=True)
-    p.add_argument("--out", required=True, help="where the weights parts and run.json go (e.g. $OUT)")
-    p.add_argument("--workdir", default="/tmp/gpu_training_run", help="the run's output folder (replaced)")
-    p.add_argument("--precision", default="float32", choices=PRECISIONS)
-    p.add_argument("--strategy", default="default", choices=("default", "mirrored"),
-                   help="mirrored: keras.distribution.DataParallel over the machine's devices")
-    p.add_argument("--epochs", type=int, default=0, help="instead of the bundle's (3)")
-    p.add_argument("--pad-to-multiple", type=int, default=LIBRARY_PAD,
-                   help="round each batch's width up to a multiple of this (default: ner train's 8, up to 16 "
-                        "widths, each one trace and compilation of the step; 32: 4 widths)")
-    p.add_argument("--max-train", type=int, default=0, help="only the first N train and dev rows (a smoke run)")
-    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
-    p = commands.add_parser("check", help="the weights back into a model folder; evaluate, export, parity (TensorFlow)")
-    p.add_argument("--bundle", required=True)
-    p.add_argument("--run", required=True, help="the folder of train's files (weights-*.npz, weights.json, run.json)")
-    p.add_argument("--model-out", required=True, help="the model folder to write (must not exist)")
-    p.add_argument("--max-examples", type=int, default=0,
-                   help="score only the first N sentences of eng.testa/testb (a smoke run; 0: all)")
+    p = commands.add_parser("run", help="measure ours and the peer, most important first, until the deadline")
+    p.add_argument("--out", required=True, help="where the record (OUT/gpu_training/*.json) and the log go")
+    p.add_argument("--plan", choices=("full", "short", "at-batch"), default="full",
+                   help="short: only the comparisons the targets name (softmax and peer at 128 and 256, the CRF "
+                        "heads at the better batch, float32); at-batch: every comparison at --batch, then the "
+                        "CRF heads at batch 32")
+    p.add_argument("--batch", type=int, help="the batch of --plan at-batch (default: the second first batch, 256)")
+    p.add_argument("--deadline", type=float, default=400, help="seconds for the whole run (default 400)")
+    p.add_argument("--tiny", action="store_true",
+                   help="a 2-layer H=64 encoder, batches of 2-8 x 16 tokens (a smoke test of every path, on a CPU)")
+    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import in the children")
+    p = commands.add_parser("child", help=argparse.SUPPRESS)
+    p.add_argument("kind", choices=("ours", "peer", "bilstm"))
+    p.add_argument("config")
+    p.add_argument("--block-tensorflow", action="store_true")
     args = parser.parse_args()
-    {"prepare": prepare, "speed": speed, "train": train, "check": check}[args.command](args)
+    {"run": run, "child": child}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -195,7 +197,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="conll,genia")
     parser.add_argument("--heads", default=",".join(HEADS))
-    parser.add_argument("--work", default="/tmp/kerasbert-heads")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert-heads"))
     parser.add_argument("--epochs", default="auto", help="CoNLL epochs per head (auto: each head's defaults)")
     parser.add_argument("--genia-epochs", default="auto", help="GENIA epochs per head (auto: each head's defaults)")
     parser.add_argument("--reuse", action="store_true", help="score a head's finished run in the work folder "

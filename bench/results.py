@@ -57,7 +57,21 @@ def versions():
     return found
 
 
-def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
+def require_chinese_vocabulary(checkpoint, data):
+    """Stop (exit 2, one line) unless ``checkpoint``'s vocabulary has Chinese characters: a
+    Chinese corpus (``data``) tokenized with an English vocabulary is mostly ``[UNK]``, and
+    its figures describe the vocabulary, not the kit."""
+    vocab = next((p for p in (Path(checkpoint) / "vocab.txt", Path(checkpoint).parent / "vocab.txt") if p.is_file()), None)
+    if vocab is None and str(checkpoint) != "starter":
+        return  # no vocab.txt to read (e.g. a tokenizer.json folder): the bench trusts the checkpoint given
+    text = vocab.read_text(encoding="utf-8", errors="replace") if vocab else ""
+    chinese = sum(1 for line in text.splitlines() if len(line) == 1 and "\u4e00" <= line <= "\u9fff")
+    if chinese < 1000:
+        raise SystemExit(f"error: {data} is Chinese, but the vocabulary of {checkpoint} has {chinese} Chinese characters: give a Chinese "
+                         "checkpoint (--checkpoint), or leave the Chinese data out")
+
+
+def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, **fields):
     """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
 
     ``rows``: a list of dicts, one per system measured in this run (the peer included);
@@ -66,7 +80,10 @@ def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
     name would write the same file). ``setup``: a dict of what the run measured and how
     (sizes, data, threads, notes). ``root``: another folder to write ``<bench>/...`` into
     (a machine whose results are copied back into ``bench/results/`` later). ``columns``:
-    the row keys the docs table shows, in order (default: all of them).
+    the row keys the docs table shows, in order (default: all of them). ``path``: the file
+    to write instead (a run that rewrites its record as it goes); other keyword arguments are
+    further fields of the record (``summary``, ``notes``, or ``date`` and ``command`` given by
+    the caller).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {
@@ -78,11 +95,13 @@ def write_result(bench, rows, setup=None, name=None, root=None, columns=None):
         "setup": setup or {},
         "rows": rows,
     }
+    record.update(fields)
     if columns:
         record["columns"] = list(columns)
-    folder = Path(root or RESULTS) / bench
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    if path is None:
+        path = Path(root or RESULTS) / bench / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
     os.replace(partial, path)

@@ -1,7 +1,7 @@
-"""GPLinker on WebNLG (exact) on a GPU machine without TensorFlow: a settings sweep.
+"""GPLinker on WebNLG (exact) on a GPU host without TensorFlow: a settings sweep.
 
-Figures, not a test. The lent GPU machines have JAX but no TensorFlow, and
-the library's tokenizer and decoding are TensorFlow ops; so the work is split:
+Figures, not a test. For a GPU host that has JAX but no TensorFlow (the
+library's tokenizer and decoding are TensorFlow ops), the work is split:
 
 1. ``prepare`` (here, with TensorFlow): the training rows exactly as
    ``kerasbert triples train --head gplinker`` makes them
@@ -9,8 +9,8 @@ the library's tokenizer and decoding are TensorFlow ops; so the work is split:
    predicate list and the dev/test files go to BUNDLE, with the starter
    checkpoint (Hugging Face layout) whose word embeddings keep only the
    token ids these rows use (ids renumbered; nothing else changes, since an
-   unused row is never looked up): about 50 MB, so it travels to the GPU
-   machine with the wheels of keras, keras-hub, namex and optree.
+   unused row is never looked up): about 50 MB, to copy to the GPU host
+   with the wheels of keras, keras-hub, namex and optree.
 2. ``sweep`` (there, ``KERAS_BACKEND=jax``): for each settings dict of a
    plan, the library's own training path (``start_run``, ``load_encoder``,
    ``build_model``, ``BucketedBatches``, ``compile_for_training``,
@@ -27,20 +27,18 @@ the library's tokenizer and decoding are TensorFlow ops; so the work is split:
 
     python bench/triples_gpu_sweep.py prepare --bundle .gpu/bundle
     python bench/triples_gpu_sweep.py check --model RUN/model
-    # on the GPU machine, after installing the carried wheels:
+    # on the GPU host, after installing those wheels:
     XLA_FLAGS=--xla_gpu_enable_triton_gemm=false KERAS_BACKEND=jax \\
         python bench/triples_gpu_sweep.py sweep --bundle .gpu/bundle --out $OUT --plan plan.jsonl
 
 The sweep's parent writes its rows (one per settings dict, the best dev
 epoch's scores) as a ``bench/results.py`` record under ``OUT/results/``
 (``triples_gpu_sweep/<date>-<name>.json``: the GPU machine's CPU, versions,
-the devices in ``setup``); the GPU machine cannot write into this checkout, so
-copy it back where the bench's records live::
+the devices in ``setup``); copy it back where the bench's records live::
 
     cp OUT/results/triples_gpu_sweep/*.json bench/results/triples_gpu_sweep/
 
-(with the lent-machine tool, OUT's files come back under its ``files_at``
-folder). ``--smoke`` runs name their record ``smoke``: not a result.
+``--smoke`` runs name their record ``smoke``: not a result.
 
 A plan line is a JSON list of settings dicts (``TriplesTrainSettings``
 fields plus ``name``), run one after the other by one process. With jax

@@ -1,6 +1,6 @@
 """Triple extraction on small data: 400 WebNLG* training sentences, 150 dev, ``--max-length 64``.
 
-Figures, not a test. The setting of the small-data target: the first
+Figures, not a test. The small-data setting: the first
 400 sentences of WebNLG*'s training file, the first 150 of its validation file
 as dev, the MiniLM checkpoint, ``--max-length 64`` and every other setting at
 its default (the ``auto`` rule picks batch size, epochs and patience), unless
@@ -27,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def main(argv=None):
     parser.add_argument("--heads", default="casrel,gplinker")
     parser.add_argument("--extra", default="", help="more `triples train` options, one string")
     parser.add_argument("--tune", action="store_true", help="also the best thresholds on dev (tune --dry-run)")
-    parser.add_argument("--work", default="/tmp/kerasbert_triples_small")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert_triples_small"))
     parser.add_argument("--from-runs", nargs="+", help="record these finished runs instead of training")
     args = parser.parse_args(argv)
     print(flags_line(), flush=True)

@@ -2,8 +2,10 @@
 
 Every command and subcommand (the library's own and those the apps register
 through the ``kerasbert.commands`` entry points), with its usage line, its
-description and every option with the help text ``--help`` prints (defaults
-included). Run it after changing a command or an option:
+description, an example (:data:`EXAMPLES`; a test parses each) and every
+option with the help text ``--help`` prints (defaults included; required
+options marked, also those a settings file may give). Run it after changing a
+command or an option:
 
     python docs/gen_cli.py            # rewrite docs/reference/cli.md
     python docs/gen_cli.py --check    # exit 1 if the committed file is stale
@@ -19,6 +21,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "reference" / "cli.md"
 WIDTH = "80"  # argparse wraps the usage line to $COLUMNS: fixed, so the output does not depend on the terminal
+
+
+#: One example per command (a test checks that each parses, and that every command has one).
+EXAMPLES = {
+    (): "kerasbert ner --help",
+    ("inspect",): "kerasbert inspect chinese_roberta_wwm_ext_L-12_H-768_A-12",
+    ("pretrain",): "kerasbert pretrain --checkpoint chinese_roberta_wwm_ext_L-12_H-768_A-12 --text domain.txt.gz "
+                   "--output runs/pretrained --epochs 1",
+    ("ner",): "kerasbert ner train --help",
+    ("ner", "train"): "kerasbert ner train --checkpoint starter --train train.conll --dev dev.conll --output runs/ner",
+    ("ner", "distill"): "kerasbert ner distill --teacher runs/ner --train train.conll --dev dev.conll "
+                        "--output runs/student --student-layers 3",
+    ("ner", "evaluate"): "kerasbert ner evaluate --model runs/ner --data test.conll --output runs/ner/test_scores.json",
+    ("ner", "predict"): "echo 'Peter Blackburn visited Paris.' | kerasbert ner predict --model runs/ner -",
+    ("ner", "export"): "kerasbert ner export --model runs/ner --output exports/ner",
+    ("ner", "calibrate"): "kerasbert ner calibrate --model runs/ner --data dev.conll",
+    ("ner", "demo"): "kerasbert ner demo --output kerasbert-demo",
+    ("ner", "select"): "kerasbert ner select --model runs/ner --pool unlabelled.txt --budget 100 --output to_label.jsonl",
+    ("triples",): "kerasbert triples train --help",
+    ("triples", "train"): "kerasbert triples train --checkpoint starter --train train.json --dev dev.json "
+                          "--output runs/triples",
+    ("triples", "evaluate"): "kerasbert triples evaluate --model runs/triples --data test.json",
+    ("triples", "predict"): "echo 'Anna Weber was born in Vienna.' | kerasbert triples predict --model runs/triples -",
+    ("triples", "export"): "kerasbert triples export --model runs/triples --output exports/triples",
+    ("triples", "tune"): "kerasbert triples tune --model runs/triples --data dev.json",
+}
 
 
 def subcommands(parser):
@@ -55,7 +83,11 @@ def option_rows(parser):
         help_text = formatter._expand_help(action) if action.help else ""
         if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
             help_text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
-        if action.required:
+        if getattr(action, "settings_required", False):
+            from kerasbert.settings import REQUIRED_NOTE
+
+            help_text = "**Required** (here or in `--settings FILE`). " + help_text.replace(REQUIRED_NOTE, "")
+        elif action.required:
             help_text = "**Required.** " + help_text
         rows.append((names, cell(help_text)))
     return rows
@@ -96,6 +128,8 @@ def render():
             out += [cell(description), ""]
         usage = command.format_usage().strip()
         out += ["```text", usage, "```", ""]
+        if path in EXAMPLES:
+            out += ["Example:", "", "```bash", EXAMPLES[path], "```", ""]
         children = subcommands(command)
         if children:
             out += ["| Command | What it does |", "|---|---|"]

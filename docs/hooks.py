@@ -1,41 +1,83 @@
 """MkDocs hooks: the parts of pages that are generated from the code and the data at build time.
 
-* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``
-  (``docs/gen_bench.py``), and the figures they show copied into the site;
+* ``<!-- kerasbert:bench-summary -->`` (Benchmarks page): the table chosen in
+  ``bench/summary.toml``, read from the records of ``bench/results/`` (``docs/gen_bench.py``);
+* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``, and
+  the figures they show copied into the site;
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
+* ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
+  is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
 * ``<!-- kerasbert:auto-rule -->`` (NER page): what each registered head declares its training
   needs, and the ``auto`` batch size / epochs rule it gives (``Task.resolve_auto``) for a few
   dataset sizes;
+* ``<!-- kerasbert:tutorial NAME STEP -->`` (the tutorials): the command of step ``STEP`` of
+  ``docs/tutorials/NAME.json`` and what it printed, as ``docs/gen_tutorials.py`` ran and recorded
+  it (a step the file lacks fails the build);
+* ``<!-- kerasbert:settings NAME -->`` (API reference): the fields of a settings dataclass
+  (``ner`` or ``triples``: ``NerTrainSettings``, ``TriplesTrainSettings``) with their defaults and
+  help;
+* the notebooks (``notebooks/*.ipynb``, outside ``docs/``) added to the site, where
+  mkdocs-jupyter renders them with their committed outputs;
+* ``--8<-- "FILE:SECTION"`` (the Contributing and Changelog pages): the part of the repository's
+  ``FILE`` between ``<!-- --8<-- [start:SECTION] -->`` and ``<!-- --8<-- [end:SECTION] -->``, its
+  links into ``docs/`` (right from the repository root, where the file lives) made relative to
+  the site's pages;
 * the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
   leaves as text, shown as the code names they stand for.
 """
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
+SUMMARY_MARK = "<!-- kerasbert:bench-summary -->"
 BENCH_MARK = "<!-- kerasbert:bench-results -->"
+SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
+PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
 AUTO_SIZES = (100, 400, 800, 1000, 2000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
+SETTINGS_MARK = re.compile(r"<!-- kerasbert:settings (ner|triples) -->")
+TUTORIAL_MARK = re.compile(r"<!-- kerasbert:tutorial ([\w-]+) ([\w-]+) -->")
+ROOT_SECTION = re.compile(r'^--8<-- "([\w.-]+):([\w-]+)"[ \t]*$', re.M)
+_PLOTS = {}
 
 
-def _gen_bench():
-    spec = importlib.util.spec_from_file_location("kerasbert_gen_bench", Path(__file__).with_name("gen_bench.py"))
+def _module(name):
+    spec = importlib.util.spec_from_file_location(f"kerasbert_docs_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _gen_bench():
+    return _module("gen_bench")
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files, which makes the notebooks pages
 def on_files(files, config):
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        uri = f"notebooks/{path.name}"
+        if files.get_file_from_path(uri) is None:
+            # a File whose src_dir is the repository (not a generated one: mkdocs-jupyter's wrapper
+            # finds the source through src_dir)
+            files.append(File(uri, src_dir=str(ROOT), dest_dir=config["site_dir"],
+                              use_directory_urls=config["use_directory_urls"]))
     gen = _gen_bench()
-    for path in sorted(set(gen.figures(gen.load_records()))):
+    records = gen.load_records()
+    for path in sorted(set(gen.figures(records))):
         if files.get_file_from_path(path) is None:
             files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    _PLOTS.clear()
+    _PLOTS.update(gen.plots(records))
+    for name, (png, _) in _PLOTS.items():
+        files.append(File.generated(config, f"{gen.PLOT_DIR}/{name}.png", content=png))
     return files
 
 
@@ -77,13 +119,96 @@ def auto_rule_table():
     return "\n".join(lines) + "\n"
 
 
-SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
+def settings_table(match):
+    """The fields of ``NerTrainSettings`` or ``TriplesTrainSettings``: the option, the Python
+    field, its default, its choices and its help, as ``kerasbert APP train --help`` prints them
+    (the fields are made by ``kerasbert_apps.base.heads.train_settings_class``: the task's, then
+    ``head``, then each registered head's)."""
+    import dataclasses
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from kerasbert.settings import help_text
+
+    if match.group(1) == "ner":
+        from kerasbert_apps.ner.train import NerTrainSettings as cls
+    else:
+        from kerasbert_apps.triples.train import TriplesTrainSettings as cls
+    lines = ["| option / field | default | help |", "|---|---|---|"]
+    for field in dataclasses.fields(cls):
+        choices = field.metadata.get("choices")
+        help_ = help_text(cls, field) + (f" Choices: {', '.join(f'`{c}`' for c in choices)}." if choices else "")
+        required = " **(required)**" if field.name in cls.required else ""
+        cell = f"`--{field.name.replace('_', '-')}`<br>`{field.name}`{required}"
+        lines.append(f"| {cell} | `{field.default!r}` | {help_.replace('|', '&#124;')} |")
+    return "\n".join(lines) + "\n"
+
+
+def root_section(match):
+    """The section a ``--8<-- "FILE:SECTION"`` line names, its ``](docs/...)`` links made
+    relative to the site (the file is written to be read from the repository root)."""
+    name, section = match.groups()
+    text = (ROOT / name).read_text(encoding="utf-8")
+    start, end = f"<!-- --8<-- [start:{section}] -->", f"<!-- --8<-- [end:{section}] -->"
+    if start not in text or end not in text:
+        raise ValueError(f"{name} has no section {section!r} ({start} ... {end})")
+    body = text.split(start, 1)[1].split(end, 1)[0]
+    return re.sub(r"\]\(docs/", "](", body)
+
+
+def _plot(match, page):
+    gen = _gen_bench()
+    name = match.group(1)
+    if name not in gen.PLOTS:
+        raise ValueError(f"{page.file.src_uri}: no plot named {name!r} (known: {', '.join(gen.PLOTS)})")
+    if name not in _PLOTS:
+        return f"*(no record to draw {name} from yet)*\n"
+    prefix = "../" * page.file.src_uri.count("/")
+    return gen.plot_markdown(name, _PLOTS[name][1], prefix)
+
+
+def shown_command(command, width=88):
+    """A long shell command over several lines (``\\`` before each option past the first line)."""
+    if len(command) <= width or "\n" in command:
+        return command
+    lines, line = [], ""
+    for part in re.split(r" (?=--)", command):
+        if line and len(line) + len(part) + 1 > width:
+            lines.append(line + " \\")
+            line = "    " + part
+        else:
+            line = f"{line} {part}" if line else part
+    return "\n".join(lines + [line])
+
+
+def tutorial_step(match):
+    """The Markdown of ``<!-- kerasbert:tutorial NAME STEP -->``: the command and its output."""
+    name, step_id = match.groups()
+    path = ROOT / "docs" / "tutorials" / f"{name}.json"
+    steps = {step["id"]: step for step in json.loads(path.read_text(encoding="utf-8"))["steps"]}
+    if step_id not in steps:
+        raise ValueError(f"{path.name} has no step {step_id!r} (python docs/gen_tutorials.py {name} writes it)")
+    step = steps[step_id]
+    language = "python" if step["kind"] == "python" else "bash"
+    out = f"```{language}\n{shown_command(step['command']).rstrip()}\n```\n"
+    if step["output"]:
+        output_language = "json" if step["output"].lstrip().startswith("{") and step["kind"] == "show" else "text"
+        title = "reply" if step["kind"] == "show" else "output"
+        out += f'\n```{output_language} title="{title}"\n{step["output"]}\n```\n'
+    return out
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown = ROOT_SECTION.sub(root_section, markdown)
+    markdown = TUTORIAL_MARK.sub(tutorial_step, markdown)
+    markdown = SETTINGS_MARK.sub(settings_table, markdown)
+    if SUMMARY_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records()))
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
     markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)
+    markdown = PLOT_MARK.sub(lambda m: _plot(m, page), markdown)
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
     return markdown

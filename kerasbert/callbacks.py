@@ -1,7 +1,8 @@
 """The Keras callbacks of a training run.
 
 * :class:`EpochEvaluator` -- evaluates on dev after each epoch, keeps the best
-  model (saved atomically), writes ``history.jsonl`` and stops early;
+  model (saved atomically), writes ``history.jsonl`` and stops early
+  (:class:`EpochRecords`: each epoch recorded once across resumes);
 * :class:`TrainingSpeed` -- pure training time and tokens/s per epoch;
 * :class:`Backup` -- resume after an interruption (Keras's
   ``BackupAndRestore``, written atomically, LoRA adapters kept);
@@ -25,7 +26,65 @@ from kerasbert.files import atomic_write_text
 from kerasbert.history import read_history
 
 
-class EpochEvaluator(keras.callbacks.Callback):
+class EpochRecords(keras.callbacks.Callback):
+    """What a callback that writes one record per epoch to ``history.jsonl``
+    shares: each epoch is recorded exactly once, however often the run was
+    interrupted and resumed.
+
+    The :class:`Backup` of epoch N is written when epoch N's training ends,
+    before it is scored (a dev evaluation can take long): a run interrupted
+    between the two resumes from epoch N unscored. When the run resumes
+    (after the backup is restored, :meth:`on_train_begin`), records of epochs
+    after the backup's are dropped (they are trained again) and an epoch the
+    backup holds but the history does not is scored now, from the restored
+    weights (exactly that epoch's) and the training logs the backup kept.
+
+    Subclasses write :meth:`on_epoch_end` with :meth:`append`.
+
+    Args:
+        history_path: ``history.jsonl``.
+        write: append to the history (False: a worker other than the chief).
+    """
+
+    def __init__(self, history_path, write=True):
+        super().__init__()
+        self.history_path = Path(history_path)
+        self.write = write
+        #: The run's :class:`Backup` (set by :func:`training_callbacks`): it restores before
+        #: :meth:`on_train_begin` and says which epoch it restored.
+        self.backup = None
+        self.read_records()
+
+    def read_records(self):
+        """(Re)read ``history.jsonl``; subclasses take what they need from ``records``."""
+        self.records = read_history(self.history_path)
+
+    def append(self, record):
+        if self.write:
+            atomic_append_text(self.history_path, json.dumps(record) + "\n")
+        self.records.append(record)
+
+    def on_train_begin(self, logs=None):
+        restored = getattr(self.backup, "restored", None)
+        if not restored:
+            return
+        epoch, epoch_logs = restored
+        later = [r for r in self.records if r.get("epoch", 0) > epoch]
+        if later:
+            kept = [r for r in self.records if r.get("epoch", 0) <= epoch]
+            if self.write:
+                atomic_write_text(self.history_path, "".join(json.dumps(r) + "\n" for r in kept))
+            print(f"note: the backup holds epoch {epoch}; the history's records of epoch "
+                  f"{', '.join(str(r['epoch']) for r in later)} are dropped (trained again)")
+            self.read_records()
+        if epoch > 0 and not any(r.get("epoch") == epoch for r in self.records):
+            print(f"note: epoch {epoch} was trained before the interruption but not scored: scoring it now")
+            self.on_epoch_end(epoch - 1, dict(epoch_logs or {}))
+            if self.model.stop_training:  # it was the last: no epoch is trained after it
+                self.model._initial_epoch = self.params.get("epochs", epoch)
+
+
+class EpochEvaluator(EpochRecords):
     """After each epoch: evaluate on dev, log ``val_<metric>``, keep the best.
 
     Args:
@@ -36,7 +95,7 @@ class EpochEvaluator(keras.callbacks.Callback):
             metric improves.
         best_dir: where the best model lives.
         history_path: ``history.jsonl``, one line per epoch (appended, so a
-            resumed run continues it).
+            resumed run continues it; each epoch once: :class:`EpochRecords`).
         metric: the key to maximise.
         patience: stop after this many epochs without improvement (None: never).
         write: save the best model and append to the history (False: a
@@ -45,18 +104,19 @@ class EpochEvaluator(keras.callbacks.Callback):
     """
 
     def __init__(self, evaluate, save_best, best_dir, history_path, metric="f1", patience=None, write=True):
-        super().__init__()
-        self.write = write
+        self.metric = metric
+        super().__init__(history_path, write=write)
         self.evaluate = evaluate
         self.save_best = save_best
         self.best_dir = Path(best_dir)
-        self.history_path = Path(history_path)
-        self.metric = metric
         self.patience = patience
+
+    def read_records(self):
+        super().read_records()
         self.best, self.best_epoch = -math.inf, None
-        for record in read_history(self.history_path):
-            if record.get(f"val_{metric}", -math.inf) > self.best:
-                self.best, self.best_epoch = record[f"val_{metric}"], record["epoch"]
+        for record in self.records:
+            if record.get(f"val_{self.metric}", -math.inf) > self.best:
+                self.best, self.best_epoch = record[f"val_{self.metric}"], record["epoch"]
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
@@ -69,9 +129,7 @@ class EpochEvaluator(keras.callbacks.Callback):
             self.best, self.best_epoch = value, epoch + 1
             if self.write:
                 atomic_write_dir(self.best_dir, self.save_best)
-        record = {"epoch": epoch + 1, **{k: _plain(v) for k, v in logs.items()}, "best": improved}
-        if self.write:
-            atomic_append_text(self.history_path, json.dumps(record) + "\n")
+        self.append({"epoch": epoch + 1, **{k: _plain(v) for k, v in logs.items()}, "best": improved})
         # Keras's progress bar is still on its line (it redraws with "\r" and
         # ends the line after the callbacks): start a new one.
         print(
@@ -89,6 +147,13 @@ class TrainingSpeed(keras.callbacks.Callback):
     (unpadded) tokens turn it into tokens/s, logged as ``train_tokens_per_s``.
     The first epoch includes graph tracing."""
 
+    #: Keras waits for every step's results before the next step is dispatched
+    #: when a callback has a batch-end hook that is not ``async_safe``: on a
+    #: GPU the host's work for the next batch would then never overlap the
+    #: device's. This hook only reads the clock, in Keras's callback thread,
+    #: after that step's results are there (Keras converts them first).
+    async_safe = True
+
     def __init__(self, tokens_per_epoch):
         super().__init__()
         self.tokens_per_epoch = int(tokens_per_epoch)
@@ -103,7 +168,7 @@ class TrainingSpeed(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         import time
 
-        self._last = time.perf_counter()
+        self._last = max(self._last, time.perf_counter())  # the hooks may run in more than one thread
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self._last - self._start
@@ -131,11 +196,40 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     ADAPTERS_FILE = "lora_adapters.npz"
 
-    def __init__(self, backup_dir, write=True, **kwargs):
+    def __init__(self, backup_dir, write=True, on_restored=None, **kwargs):
         super().__init__(backup_dir, **kwargs)
         # A worker other than the chief restores from the chief's backup (a
         # folder every worker sees) and never writes or deletes it.
         self.write = write
+        # Backing up once per epoch, its batch-end hook does nothing: Keras need
+        # not wait for every step's results because of it (see TrainingSpeed).
+        # Backing up every N steps, it saves the variables there, which must
+        # not run beside the next step.
+        self.async_safe = self.save_freq == "epoch"
+        #: Called once the backup is restored into the model (or there was
+        #: none): a resume writes into the run's folder only from then on
+        #: (:func:`kerasbert.runs.commit`).
+        self.on_restored = on_restored
+        #: ``(epoch, that epoch's training logs)`` of the backup restored at
+        #: the start of training, None when there was none
+        #: (:class:`EpochRecords` scores an epoch the backup holds unscored).
+        self.restored = None
+        self._epoch_logs = {}
+
+    def on_train_begin(self, logs=None):
+        self.restored = None
+        super().on_train_begin(logs)
+        if self.on_restored is not None:
+            self.on_restored()
+
+    def on_epoch_end(self, epoch, logs=None):
+        """The backup of the epoch just trained, whatever ``save_freq`` (with
+        steps, the last save could be several steps before the epoch's end),
+        with its training logs; written before the epoch is scored."""
+        self._current_epoch = epoch + 1
+        self._last_batch_seen = 0
+        self._epoch_logs = {key: _plain(value) for key, value in (logs or {}).items()}
+        self._save_model()
 
     def on_train_end(self, logs=None):
         if self.write:
@@ -145,13 +239,15 @@ class Backup(keras.callbacks.BackupAndRestore):
         """Keras's backup, written so that an interrupted or failed write
         (a full disk) never replaces the last good one: the weights
         (:func:`weights_h5_bytes`) go to a temporary file renamed over
-        ``latest.weights.h5``, the epoch and batch (``training_metadata.json``)
-        are written atomically after them."""
+        ``latest.weights.h5``, the epoch and batch (``training_metadata.json``,
+        with the training logs of the last whole epoch) are written
+        atomically after them."""
         if not self.write:
             return
         atomic_write_bytes(self._weights_path, weights_h5_bytes(self.model))
         atomic_write_text(self._training_metadata_path,
-                          json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
+                          json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen,
+                                      "logs": self._epoch_logs}))
         from kerasbert.lora import lora_layers
 
         layers = lora_layers(self.model)
@@ -168,11 +264,25 @@ class Backup(keras.callbacks.BackupAndRestore):
 
         if Path(self._weights_path).exists():  # damaged: one line, not Keras's traceback
             check_file(self._weights_path, "hdf5", "the backup for --resume")
+        metadata = None
         if Path(self._training_metadata_path).exists():
             metadata = read_json(self._training_metadata_path)
             if not isinstance(metadata, dict) or not isinstance(metadata.get("epoch"), int):
                 raise KerasbertError(f"{self._training_metadata_path}: damaged: no epoch number")
-        super()._load_model()
+        try:
+            super()._load_model()
+        except (ValueError, KeyError, TypeError) as e:  # Keras's message prints the model's weight arrays
+            raise KerasbertError(
+                f"{self.backup_dir}: cannot resume: the backup's weights do not fit the model built from this call's "
+                f"settings and data ({_misfit(e)}); resume with the interrupted run's settings and data (its "
+                "settings.json), or pass --overwrite to start again") from None
+        if metadata is not None:
+            logs = metadata.get("logs") if isinstance(metadata.get("logs"), dict) else {}
+            self.restored = (metadata["epoch"], logs)
+            # Keras's own counter starts at 0 in every process: a backup written
+            # by steps before the resumed epoch ends would say epoch 0, and a
+            # second resume would start the run over.
+            self._current_epoch, self._epoch_logs = metadata["epoch"], logs
         from kerasbert.lora import lora_layers
 
         layers = lora_layers(self.model)
@@ -190,6 +300,21 @@ class Backup(keras.callbacks.BackupAndRestore):
             # is _kernel + the adapters' delta.
             delta = layer.kernel - layer._kernel
             layer._kernel.assign(layer._kernel - delta)
+
+
+def _misfit(error):
+    """Where Keras's error for a backup that does not load into the model
+    says they differ, in a few words, without the weight arrays it prints:
+    ``"<variable>: <shape> in the backup, <shape> in the model"``."""
+    import re
+
+    message = str(error)
+    found = re.search(r"variable\.shape=(\([^)]*\)), Received: value\.shape=(\([^)]*\))", message)
+    where = re.search(r"Target variable: <Variable path=([^,>]+)", message)
+    if found:
+        shapes = f"{found.group(2)} in the backup, {found.group(1)} in the model"
+        return f"{where.group(1)}: {shapes}" if where else shapes
+    return next((line.strip() for line in message.splitlines() if line.strip()), type(error).__name__)[:200]
 
 
 def weights_h5_bytes(model):
@@ -211,20 +336,42 @@ def weights_h5_bytes(model):
 
 
 def training_callbacks(output_dir, evaluator, backup_every_steps=None, tensorboard=True):
-    """Resume-after-interruption (``BackupAndRestore``), the dev evaluator and
+    """Resume-after-interruption (:class:`Backup`), the dev evaluator and
     TensorBoard logs under ``output_dir`` (a worker other than the chief
-    writes none of them, see :func:`kerasbert.distribution.is_chief`)."""
+    writes none of them, see :func:`kerasbert.distribution.is_chief`).
+    The backup is written when an epoch's training ends, then ``evaluator``
+    (an :class:`EpochRecords`) scores the epoch; a resume scores an epoch
+    that the backup holds and the history does not. The backup is removed
+    when the run ends (:func:`kerasbert.runs.finish` for a command's run,
+    whose backup stays until the whole command is done; else when ``fit``
+    ends); nothing is written into ``output_dir`` before the backup is
+    restored (:func:`kerasbert.runs.commit`)."""
+    from kerasbert import runs
+
     output_dir = Path(output_dir)
     chief = is_chief()
-    callbacks = [
-        Backup(
-            backup_dir=str(output_dir / "backup"),
-            write=chief,
-            save_freq=backup_every_steps or "epoch",
-            delete_checkpoint=True,
-        ),
-        evaluator,
-    ]
+    backup = Backup(
+        backup_dir=str(output_dir / "backup"),
+        write=chief,
+        save_freq=backup_every_steps or "epoch",
+        delete_checkpoint=not runs.is_managed(output_dir),
+        on_restored=lambda: runs.commit(output_dir),
+    )
+    evaluator.backup = backup
+    callbacks = [backup, evaluator]
     if tensorboard and chief and keras.backend.backend() == "tensorflow":
-        callbacks.append(keras.callbacks.TensorBoard(log_dir=str(output_dir / "logs"), update_freq=50))
+        callbacks.append(_TensorBoard(log_dir=str(output_dir / "logs"), update_freq=50))
     return callbacks
+
+
+class _TensorBoard(keras.callbacks.TensorBoard):
+    """Keras's TensorBoard callback, which writes nothing before training
+    begins (Keras's writes the model's summary when it gets the model, before
+    a resume's backup is restored: a failed ``--resume`` would leave a log)."""
+
+    def set_model(self, model):
+        self._pending_model = model
+
+    def on_train_begin(self, logs=None):
+        super().set_model(self._pending_model)
+        super().on_train_begin(logs)

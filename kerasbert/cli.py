@@ -8,7 +8,9 @@ library never imports an app by name.
 
 Errors the user can act on (:class:`~kerasbert.errors.KerasbertError`, and
 an :class:`OSError` for a file that cannot be read or written) are printed as
-one message, without a traceback, with exit status 2.
+one message, without a traceback, with exit status 2. Ctrl-C (SIGINT) and
+SIGTERM stop a command alike: what it was writing is cleaned up, one line
+says so, exit status 130 and 143.
 """
 
 import argparse
@@ -142,8 +144,25 @@ def build_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``docker stop``, systemd, Kubernetes, ``kill``), raised in the
+    main thread like Ctrl-C's KeyboardInterrupt, so that everything a
+    KeyboardInterrupt cleans up is cleaned up alike: a staging folder or
+    temporary file removed (:mod:`kerasbert.files`), a run's folder released
+    with its backup kept for ``--resume``."""
+
+
+def _terminate(signum, frame):
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up is not interrupted in its turn
+    raise Terminated()
+
+
 def main(argv=None):
     _quiet_tensorflow()
+    import signal
+
     from kerasbert.errors import KerasbertError
 
     parser = build_parser()
@@ -151,6 +170,7 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    previous = signal.signal(signal.SIGTERM, _terminate) if _in_main_thread() else None
     try:
         return int(args.func(args) or 0)
     except KerasbertError as e:
@@ -163,9 +183,21 @@ def main(argv=None):
         where = f"{e.filename}: " if e.filename else ""
         print(f"kerasbert: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("kerasbert: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("kerasbert: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _in_main_thread():
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

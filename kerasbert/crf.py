@@ -233,8 +233,8 @@ def crf_log_likelihood(
             `CRF` layer to own a trainable transition matrix.
 
     Returns:
-        `(log_likelihood, transition_params)`: `[batch]` log-likelihoods (not
-        negated, not averaged) and the transition matrix that was used.
+        log_likelihood: `[batch]` log-likelihoods (not negated, not averaged).
+        transition_params: the transition matrix that was used.
     """
     if transition_params is None:
         raise ValueError(
@@ -269,10 +269,11 @@ def crf_decode(
             from starting with that tag.
 
     Returns:
-        `(decode_tags, best_score)`: `[batch, time]` int32 tags (0 at steps at
-        or beyond the length) and `[batch]` scores of the best paths (0 for
-        empty sequences; they include `FORBIDDEN_SCORE` penalties only if no
-        allowed path exists).
+        decode_tags: `[batch, time]` int32 tags (0 at steps at or beyond the
+            length).
+        best_score: `[batch]` scores of the best paths (0 for empty sequences;
+            they include `FORBIDDEN_SCORE` penalties only if no allowed path
+            exists).
     """
     potentials, sequence_lengths, transition_params = _prepare(
         potentials, sequence_lengths, transition_params

@@ -1,7 +1,8 @@
 """A training run, start to end: the steps an app's train command takes
 (used by every app's ``train()``), in order:
 
-* :func:`start_run` (output folder, ``settings.json``, seed, precision:
+* :func:`start_run` (the output folder taken for the run:
+  :mod:`kerasbert.runs`; ``settings.json``, seed, precision:
   :func:`set_precision`);
 * :func:`open_encoder_checkpoint` (the checkpoint, opened once);
 * :func:`resolve_auto` (the ``auto`` batch size, epochs and patience for the
@@ -62,27 +63,24 @@ def set_precision(precision):
 SETTINGS_FILE = "settings.json"
 
 
-def start_run(settings):
-    """Refuse to overwrite an earlier run in ``settings.output`` unless
-    ``settings.resume``; write the filled-in settings to
-    ``OUTPUT/settings.json``; seed everything; set the precision policy.
-    Returns the output folder."""
+def start_run(settings, command=None):
+    """Take ``settings.output`` for this run (:func:`kerasbert.runs.claim`:
+    a new or empty folder, or an earlier run of the same ``command``, e.g.
+    ``"ner train"``, continued with ``settings.resume`` or replaced with
+    ``settings.overwrite``; anything else is refused; the folder stays locked
+    until the run ends), write its marker and the filled-in settings to
+    ``OUTPUT/settings.json`` (a resume: once its backup is restored); seed
+    everything; set the precision policy. ``command`` defaults to the
+    settings' class name. Returns the output folder."""
     import dataclasses
 
-    output = Path(settings.output)
-    if not settings.resume and ((output / "history.jsonl").exists() or (output / "backup").exists()):
-        raise KerasbertError(
-            f"{output} already holds a training run; pass --resume to continue it, or choose another --output"
-        )
-    if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
-        try:
-            output.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            from kerasbert.errors import WriteError
+    from kerasbert.runs import claim
 
-            raise WriteError(f"{output}: cannot create the output folder ({e.strerror or e}"
-                             + (f": {e.filename}" if e.filename and str(e.filename) != str(output) else "") + ")")
-        atomic_write_text(output / SETTINGS_FILE, json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n")
+    output = Path(settings.output)
+    if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
+        claim(output, command or type(settings).__name__,
+              json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n",
+              resume=settings.resume, overwrite=getattr(settings, "overwrite", False))
     keras.utils.set_random_seed(settings.seed)
     set_precision(settings.precision)
     return output

@@ -267,7 +267,9 @@ def _probe(normalizer, items, sep="0"):
 
 # ------------------------------------------------------------ the table cache
 #: Format of the cached tables; bump it when what a builder returns changes.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
+#: The array of a cache file that names its entry (builder and arguments).
+_CACHE_ENTRY = "__kerasbert_cache_entry__"
 
 
 def cache_folder():
@@ -288,19 +290,28 @@ def _cache_base():
 
 def _disk_cached(build):
     """``build(*args)`` -> dict of numpy arrays, cached in memory and in
-    :func:`cache_folder` (``.npz``, no pickle; written atomically). The tables
-    depend only on the installed ``tokenizers`` and on Python's Unicode data,
-    which name the folder. A cache that cannot be read or written is skipped:
-    the tables are computed (a few seconds) as without it."""
+    :func:`cache_folder` (``.npz``, no pickle; written atomically, with an
+    entry naming what it holds). The tables depend only on the installed
+    ``tokenizers`` and on Python's Unicode data, which name the folder. A
+    cache entry that cannot be read (cut short, empty, not an ``.npz``, the
+    arrays of something else) is built again and rewritten, with one note on
+    standard error; a cache that cannot be written is skipped: the tables are
+    computed (a few seconds) as without it."""
 
     @functools.lru_cache(maxsize=None)
     def cached(*args):
-        path = cache_folder() / ("-".join([build.__name__.strip("_"), *map(str, args)]) + ".npz")
-        try:
-            with np.load(path, allow_pickle=False) as stored:
-                return {key: stored[key] for key in stored.files}
-        except (OSError, ValueError, KeyError):
-            pass
+        name = "-".join([build.__name__.strip("_"), *map(str, args)])
+        path = cache_folder() / (name + ".npz")
+        if path.exists():
+            try:
+                with np.load(path, allow_pickle=False) as stored:
+                    arrays = {key: stored[key] for key in stored.files}
+                if str(arrays.pop(_CACHE_ENTRY, "")) == name:
+                    return arrays
+                problem = "not this cache's entry"
+            except Exception as e:  # noqa: BLE001 -- what a damaged file raises: BadZipFile, EOFError, zlib.error...
+                problem = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+            print(f"note: {path}: damaged cache entry ({problem}); rebuilt", file=sys.stderr)
         arrays = build(*args)
         try:
             import io
@@ -308,7 +319,7 @@ def _disk_cached(build):
             from kerasbert.files import atomic_write_bytes
 
             buffer = io.BytesIO()
-            np.savez(buffer, **arrays)
+            np.savez(buffer, **arrays, **{_CACHE_ENTRY: np.array(name)})
             atomic_write_bytes(path, buffer.getvalue())
         except (OSError, WriteError):  # a cache that cannot be written is skipped
             pass

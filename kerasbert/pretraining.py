@@ -38,7 +38,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from kerasbert.callbacks import EpochRecords
 from kerasbert.errors import KerasbertError
+from kerasbert.runs import run_command
 from kerasbert.settings import PretrainSettings  # noqa: F401 (kerasbert.pretraining.PretrainSettings)
 
 MASK_RATE = 0.15
@@ -335,6 +337,7 @@ def epoch_steps(settings, count):
     return steps
 
 
+@run_command
 def pretrain(settings, callbacks=(), segment=None):
     """Run continued masked-LM pre-training (module docstring); returns the
     metrics dict (also ``OUTPUT/metrics.json``).
@@ -343,11 +346,12 @@ def pretrain(settings, callbacks=(), segment=None):
     segmenter of Chinese lines (text -> words), :func:`jieba_segmenter` when
     None.
 
-    Writes into ``OUTPUT``: ``settings.json``, ``history.jsonl`` (per epoch:
-    loss, training accuracy, ``held_out_accuracy``), ``logs/`` (TensorBoard),
-    ``backup/`` while running (for ``--resume``), ``metrics.json`` and, at
-    the end and atomically, ``encoder/`` (official layout, masked-LM head
-    included).
+    Writes into ``OUTPUT`` (a new or empty folder, or its own earlier run:
+    :mod:`kerasbert.runs`): ``run.json``, ``settings.json``,
+    ``history.jsonl`` (per epoch: loss, training accuracy,
+    ``held_out_accuracy``), ``logs/`` (TensorBoard), ``backup/`` while it
+    runs (for ``--resume``), ``metrics.json`` and, at the end and
+    atomically, ``encoder/`` (official layout, masked-LM head included).
     """
     from kerasbert.callbacks import training_callbacks
     from kerasbert.callbacks import TrainingSpeed
@@ -380,7 +384,7 @@ def pretrain(settings, callbacks=(), segment=None):
     cap = settings.steps_per_epoch * settings.batch_size if settings.steps_per_epoch else None
     count = count_sequences(sequences(), settings.held_out, cap)
     steps_per_epoch = epoch_steps(settings, count)
-    output = start_run(settings)  # after the text was read through: a bad file leaves nothing in OUTPUT
+    output = start_run(settings, "pretrain")  # after the text was read through: a bad file leaves nothing in OUTPUT
 
     if any(name.startswith("cls/predictions/") for name in folder.shapes):
         model = load_masked_lm(folder)
@@ -466,15 +470,16 @@ def _lazy_segmenter():
     return segment
 
 
-class HeldOutAccuracy(keras.callbacks.Callback):
+class HeldOutAccuracy(EpochRecords):
     """After each epoch: masked-token accuracy on the held-out batch (logged as
-    ``held_out_accuracy``), one line appended to ``history.jsonl``; called
-    with epoch -1 before training, it records the checkpoint's own accuracy
-    as epoch 0."""
+    ``held_out_accuracy``), one line appended to ``history.jsonl`` (each
+    epoch once across resumes: :class:`~kerasbert.callbacks.EpochRecords`);
+    called with epoch -1 before training, it records the checkpoint's own
+    accuracy as epoch 0."""
 
     def __init__(self, held_batch, history_path, batch_size=32):
-        super().__init__()
-        self.held_batch, self.history_path, self.batch_size = held_batch, Path(history_path), batch_size
+        super().__init__(history_path)
+        self.held_batch, self.batch_size = held_batch, batch_size
         self.last = None
 
     def on_epoch_end(self, epoch, logs=None):
@@ -488,9 +493,7 @@ class HeldOutAccuracy(keras.callbacks.Callback):
                 record[key] = float(value)
             except (TypeError, ValueError):
                 record[key] = str(value)
-        from kerasbert.files import atomic_append_text
-
-        atomic_append_text(self.history_path, json.dumps(record) + "\n")
+        self.append(record)
         if self.last is not None:
             when = f"epoch {epoch + 1}" if epoch >= 0 else "before training"
             print(f"\n{when}: held-out masked-token accuracy {self.last:.4f}")

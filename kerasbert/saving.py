@@ -3,7 +3,7 @@
 A pipeline folder holds everything needed to predict, nothing to train:
 
 * ``model.keras`` -- the Keras model WITHOUT optimizer state (the Adam slots
-  would triple the file), loadable with ``safe_mode`` on;
+  would triple the file) nor compile settings, loadable with ``safe_mode`` on;
 * ``vocab.txt`` -- the tokenizer's vocabulary;
 * ``<name>.json`` -- the app's settings (labels, max length, thresholds...)
   and the tokenizer's settings under ``"tokenizer"``.
@@ -13,7 +13,8 @@ with ``--lora-rank``) does not write ``model.keras``, which would hold the
 whole encoder (Keras saves a LoRA layer's kernel with the adapters merged
 in). Its folder holds instead:
 
-* ``model.json`` -- the Keras model's config (encoder architecture and head);
+* ``model.json`` -- the Keras model's config (encoder architecture and head),
+  without the training run's compile settings;
 * ``encoder.lora.h5`` -- the adapters, written by keras-hub's
   ``Backbone.save_lora_weights``;
 * ``head.weights.npz`` -- every model weight outside the encoder, in the
@@ -25,6 +26,13 @@ and :func:`load_pipeline` loads the encoder checkpoint named by
 (:func:`kerasbert.lora.enable_lora`) and puts the adapters and the head on
 top. The checkpoint must still be there, unchanged.
 
+Nothing in a folder needs a class that only training imports: compile
+settings (:data:`TRAINING_ONLY`) are not written, and loading ignores them
+(the ``model.json`` of earlier versions carries the run's optimizer and its
+schedule); a config naming a class that this process cannot locate is a one-line error
+naming the class, its module and what to install or import
+(:func:`_unknown_class`), not "damaged".
+
 Write it through :func:`kerasbert.files.atomic_write_dir` to replace a
 previous version atomically. A training run keeps its best pipeline in
 ``OUTPUT/model`` (:data:`MODEL_DIR`); :func:`resolve_model_dir` accepts
@@ -32,6 +40,7 @@ either folder.
 """
 
 import json
+import re
 from pathlib import Path
 
 from kerasbert.errors import KerasbertError
@@ -43,6 +52,11 @@ HEAD_WEIGHTS_FILE = "head.weights.npz"
 VOCAB_FILE = "vocab.txt"
 #: Where a training run (``OUTPUT``) keeps its best pipeline.
 MODEL_DIR = "model"
+#: Entries of a serialized Keras model that belong to training (the
+#: optimizer, its learning-rate schedule, loss scaling: classes of
+#: :mod:`kerasbert.optimizer` that an inference process does not import):
+#: never written, ignored when found.
+TRAINING_ONLY = ("compile_config",)
 
 
 def resolve_model_dir(directory, settings_name, what):
@@ -132,9 +146,86 @@ def _load_keras_model(path):
 
     check_file(path, "zip", "the Keras model")
     try:
-        return keras.saving.load_model(path)
+        return keras.saving.load_model(path, compile=False)  # compile settings are training's (TRAINING_ONLY)
     except (ValueError, OSError, KeyError, TypeError, zipfile.BadZipFile) as e:
+        unknown = _unknown_class(path, e, _archive_config(path))
+        if unknown:
+            raise unknown from e
         raise damaged(path, f"the archive does not load as a Keras model ({_first_line(e)})") from e
+
+
+def _archive_config(path):
+    """The model config (``config.json``) of a ``.keras`` archive; ``{}`` if it cannot be read."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+#: Keras's errors for a class (or function) it cannot find: not registered in
+#: this process, or a Keras module that this Keras does not have.
+_NOT_LOCATED = re.compile(r"Could not (?:locate|deserialize) (?:class|function) '([^']+)'")
+
+
+def _unknown_class(path, error, config):
+    """The one-line error for a model config (``config``, read from
+    ``path``) naming a class this process cannot locate -- its name, its
+    module and what to install or import --, or None when ``error`` is
+    another one. The file is not damaged: this process lacks the code.
+    Nothing named by the file is imported here (a package already imported,
+    such as kerasbert or Keras, is only searched for the module)."""
+    import sys
+
+    match = _NOT_LOCATED.search(str(error))
+    if not match:
+        return None
+    name = match.group(1)
+    module = _module_of(config, name)
+    if not module:
+        return KerasbertError(f"{path}: the model uses the Keras class {name}, which this process does not know: "
+                              "install and import the package that defines it before loading the model")
+    package = module.split(".")[0]
+    where = f"{path}: the model uses the Keras class {name} of the module {module}"
+    if package not in sys.modules and _spec(package) is None:
+        return KerasbertError(f"{where}, which is not installed: install the package that provides {package} "
+                              "(e.g. a head from another package), then load the model again")
+    if module in sys.modules or (package in sys.modules and _spec(module) is None):
+        version = "kerasbert" if package in ("kerasbert", "kerasbert_apps") else package  # the apps ship with the kit
+        return KerasbertError(f"{where}, which this version of {version} does not have: the folder was written "
+                              f"with another version of {version}; load it with that one")
+    return KerasbertError(f"{where}, which is not imported: import {module} before loading the model")
+
+
+def _spec(module):
+    """``importlib.util.find_spec(module)``, None when it (or a package above it) is not there."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+
+
+def _module_of(config, name):
+    """The ``"module"`` recorded beside ``"class_name": name`` anywhere in a
+    serialized Keras config (None if absent)."""
+    if isinstance(config, dict):
+        if config.get("class_name") == name and isinstance(config.get("module"), str):
+            return config["module"]
+        items = config.values()
+    elif isinstance(config, list):
+        items = config
+    else:
+        return None
+    for item in items:
+        module = _module_of(item, name)
+        if module:
+            return module
+    return None
 
 
 def _first_line(error):
@@ -155,10 +246,17 @@ def _save_lora_model(directory, model):
 
     from kerasbert.lora import ADAPTERS_FILE
 
-    config = keras.saving.serialize_keras_object(model)
+    config = _without_training_state(keras.saving.serialize_keras_object(model))
     (directory / LORA_CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     model.encoder.save_lora_weights(str(directory / ADAPTERS_FILE))
     np.savez(directory / HEAD_WEIGHTS_FILE, *[np.asarray(v) for v in _head_weights(model)])
+
+
+def _without_training_state(config):
+    """A serialized model's ``config`` without its :data:`TRAINING_ONLY` entries."""
+    if not isinstance(config, dict):
+        return config  # not a model's config: deserializing it says so
+    return {key: value for key, value in config.items() if key not in TRAINING_ONLY}
 
 
 def _load_lora_model(directory, lora):
@@ -180,8 +278,11 @@ def _load_lora_model(directory, lora):
     check_file(directory / ADAPTERS_FILE, "hdf5", "the LoRA adapters")
     check_file(directory / HEAD_WEIGHTS_FILE, "zip", "the head's weights")
     try:
-        model = keras.saving.deserialize_keras_object(config)
+        model = keras.saving.deserialize_keras_object(_without_training_state(config))
     except (ValueError, KeyError, TypeError) as e:
+        unknown = _unknown_class(directory / LORA_CONFIG_FILE, e, config)
+        if unknown:
+            raise unknown from e
         raise damaged(directory / LORA_CONFIG_FILE, f"not a Keras model config ({_first_line(e)})") from e
     if not isinstance(model, keras.Model) or not hasattr(model, "encoder"):
         raise damaged(directory / LORA_CONFIG_FILE, "not the config of a kerasbert model")

@@ -126,22 +126,30 @@ def load_settings(cls, path):
     return cls(**raw)
 
 
+#: How ``--help`` says that a settings option must be given.
+REQUIRED_NOTE = " (required, here or in --settings FILE)"
+
+
 def add_settings_options(parser, cls, settings_file=True):
     """Add one option per field of dataclass ``cls`` (and ``--settings FILE``)."""
     if settings_file:
         parser.add_argument("--settings", "--config", dest="settings_file", metavar="FILE",
                             help="JSON or TOML file of settings, same keys as the options (e.g. a run's "
                             "OUTPUT/settings.json); options given here override it")
+    required = getattr(cls, "required", ())
     for field in dataclasses.fields(cls):
         flag = "--" + field.name.replace("_", "-")
-        text = f"{help_text(cls, field)} (default: {field.default!r})"
+        needed = field.name in required
+        text = help_text(cls, field) + (REQUIRED_NOTE if needed else f" (default: {field.default!r})")
         if isinstance(field.default, bool):
-            parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+            action = parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
+                                         help=text)
         elif isinstance(field.default, tuple):  # a list of values: --text A B C
-            parser.add_argument(flag, dest=field.name, nargs="+", default=None, help=text)
+            action = parser.add_argument(flag, dest=field.name, nargs="+", default=None, help=text)
         else:
-            parser.add_argument(flag, dest=field.name, type=field.metadata.get("type") or type(field.default),
-                                default=None, help=text, choices=field.metadata["choices"])
+            action = parser.add_argument(flag, dest=field.name, type=field.metadata.get("type") or type(field.default),
+                                         default=None, help=text, choices=field.metadata["choices"])
+        action.settings_required = needed  # the CLI reference marks it (argparse cannot: --settings may give it)
 
 
 def help_text(cls, field):
@@ -193,6 +201,9 @@ HEAD_LEARNING_RATE_HELP = ("peak learning rate of the task head (the layers the 
 BATCH_SIZE_HELP = ("sequences per batch; auto: the largest (from {AUTO_MIN_BATCH_SIZE} to {auto_batch_size}) with which "
                    "the epochs still give the optimizer steps the head aims for")
 
+OVERWRITE_HELP = ("replace the earlier run of this command in OUTPUT (a folder with its run.json), deleting what it "
+                  "holds; never a folder that is not a kerasbert run")
+
 
 @dataclasses.dataclass
 class RunSettings:
@@ -212,6 +223,8 @@ class RunSettings:
     auto_batch_size: ClassVar[int] = 32
     #: ``--epochs auto`` trains at least this many epochs (unless the head says).
     auto_min_epochs: ClassVar[int] = 3
+    #: The settings a run cannot do without (:meth:`check` says which are missing).
+    required: ClassVar[tuple] = ("train", "dev", "output")
 
     train: str = setting("", "training data")
     dev: str = setting("", "dev data, for early stopping and model selection")
@@ -234,9 +247,10 @@ class RunSettings:
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
+    overwrite: bool = setting(False, OVERWRITE_HELP)
 
     def check(self):
-        check_settings(self, required=("train", "dev", "output"))
+        check_settings(self, required=self.required)
 
     def resolve_auto(self, rows, steps=None, min_epochs=None, head_learning_rate=None):
         """These settings with numbers for ``rows`` training rows (sequences)
@@ -299,6 +313,8 @@ class RunSettings:
 class TrainSettings(RunSettings):
     """A run that fine-tunes a pretrained encoder checkpoint."""
 
+    required: ClassVar[tuple] = ("checkpoint", "train", "dev", "output")
+
     checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
     max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
     dropout: float = setting(0.1, "dropout on the encoder output")
@@ -314,7 +330,7 @@ class TrainSettings(RunSettings):
                                     "to the number of layers); the head keeps --head-learning-rate (1.0: off)")
 
     def check(self):
-        check_settings(self, required=("checkpoint", "train", "dev", "output"))
+        check_settings(self, required=self.required)
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         if self.lora_rank < 0:
@@ -350,6 +366,8 @@ class DistillSettings(RunSettings):
     (DistilBERT-style initialisation, the teacher's scores as soft targets);
     the tokenizer, labels, windows and head come from the teacher."""
 
+    required: ClassVar[tuple] = ("teacher", "train", "dev", "output")
+
     teacher: str = setting("", "the trained teacher: a model folder (OUTPUT/model) or a training output folder")
     unlabeled: str = setting("", "more texts without labels, one per line (or JSON lines with a \"text\"): the "
                              "student learns the teacher's scores on them too")
@@ -362,7 +380,7 @@ class DistillSettings(RunSettings):
                                  "to OUTPUT/encoder (to fine-tune other heads from it)")
 
     def check(self):
-        check_settings(self, required=("teacher", "train", "dev", "output"))
+        check_settings(self, required=self.required)
         if self.student_layers < 1:
             raise KerasbertError(f"student_layers must be at least 1, got {self.student_layers}")
         if not 0.0 <= self.soft_weight <= 1.0:
@@ -375,6 +393,8 @@ class DistillSettings(RunSettings):
 @dataclasses.dataclass
 class PretrainSettings:
     """``kerasbert pretrain``: continued masked-LM training of a BERT encoder."""
+
+    required: ClassVar[tuple] = ("checkpoint", "text", "output")
 
     checkpoint: str = setting("", "BERT checkpoint folder (official or Hugging Face layout), or 'starter'; its "
                               "masked-LM head (cls/predictions/*) is trained further, or a new one is started")
@@ -399,9 +419,10 @@ class PretrainSettings:
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
+    overwrite: bool = setting(False, OVERWRITE_HELP)
 
     def check(self):
-        check_settings(self, required=("checkpoint", "text", "output"))
+        check_settings(self, required=self.required)
         for key in ("batch_size", "epochs"):
             if getattr(self, key) < 1:
                 raise KerasbertError(f"{key} must be at least 1, got {getattr(self, key)}")

@@ -43,7 +43,12 @@ class TokenizedBatch:
     """The tokenizer's output; every array is numpy int32 or bool.
 
     Attributes:
-        token_ids, segment_ids, padding_mask: [batch, len], the encoder inputs.
+        token_ids: [batch, len] WordPiece ids, ``[CLS]`` first and ``[SEP]``
+            after each text, 0 for padding (an encoder input).
+        segment_ids: [batch, len] 0 for the first text, 1 for the second of a
+            pair (an encoder input).
+        padding_mask: [batch, len] True for tokens, False for padding (an
+            encoder input).
         offsets: [batch, len, 2] character start/end in the original string
             (of the first or second text of a pair, as ``segment_ids`` says;
             of the word, for pre-tokenized input).

@@ -16,13 +16,15 @@ TF-Text gives ``predict``'s outputs (offsets, labels, scores within 2e-4)
 with core ops plus the allowed TF-Text op only; the ``--input ids`` export
 gives what the head's ``ids_endpoint`` gives, with core ops only; the
 bfloat16 export gives what the bfloat16 pipeline predicts; a LoRA folder
-(adapters and head only) loads back to the same outputs and merges; and
-``predict`` on the JAX backend gives what TensorFlow gives (and, for a head
-with a score temperature, the scores calibration fits it on).
+(adapters and head only), saved as a ``--lora-rank`` run saves it, loads back
+to the same outputs and merges, and answers ``kerasbert predict`` in a fresh
+process; and ``predict`` on the JAX backend gives what TensorFlow gives (and,
+for a head with a score temperature, the scores calibration fits it on).
 
-The text-export and JAX checks run once per task over all of its heads (one
-fresh process serves every export; one JAX process loads every folder: their
-imports are most of their cost); the trained heads are shared through
+The text-export, fresh LoRA predict and JAX checks run once per task over all
+of its heads (one fresh process serves every export; one runs the command
+line on every LoRA folder; one JAX process loads every folder: their imports
+are most of their cost); the trained heads are shared through
 :data:`_TRAINED`. A new head gets all of this by registering. Head-specific behaviour (the
 decoding rules, training rows, thresholds, calibration) stays in each head's
 own test file.
@@ -73,7 +75,7 @@ def _toy():
     return require_shared("data", "models", "keras_bert_test_checkpoint")
 
 
-def _sentences(n, seed):
+def toy_sentences(n, seed):
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -96,7 +98,7 @@ def ner_record(words):
     return {"text": " ".join(words), "entities": entities}
 
 
-def _triples_record(words):
+def triples_record(words):
     """``jack likes dull boy``: (jack, likes, dull boy); ``dull jack``: (jack, is, dull)."""
     text = " ".join(words)
     triples = []
@@ -107,7 +109,7 @@ def _triples_record(words):
     return {"text": text, "triple_list": triples}
 
 
-TEXTS = [" ".join(w) for w in _sentences(24, 9)] + [
+TEXTS = [" ".join(w) for w in toy_sentences(24, 9)] + [
     " ".join(random.Random(5).choice(WORDS) for _ in range(120)), "", "   ", "😀 jack 🎉", "李白 jack 在北京"]
 
 
@@ -154,9 +156,9 @@ def _train(param, tmp_path_factory):
     task_name, name = param
     task = TASKS[task_name]
     tmp = tmp_path_factory.mktemp(f"{task_name}_{name}")
-    record = ner_record if task_name == "ner" else _triples_record
+    record = ner_record if task_name == "ner" else triples_record
     for split, n, seed in (("train", 40, 0), ("dev", 12, 1)):
-        (tmp / f"{split}.jsonl").write_text("".join(json.dumps(record(w)) + "\n" for w in _sentences(n, seed)),
+        (tmp / f"{split}.jsonl").write_text("".join(json.dumps(record(w)) + "\n" for w in toy_sentences(n, seed)),
                                            encoding="utf-8")
     fields = {f.name for f in dataclasses.fields(task.train_settings)}
     head_settings = heads.get(task_name, name).settings
@@ -315,6 +317,28 @@ def _model_inputs(model, windows):
             for name, tensor in model.input.items()}
 
 
+def lora_pipeline(trained, rank=2, seed=2):
+    """A pipeline of ``trained``'s head with LoRA adapters of rank ``rank``
+    on the toy checkpoint, as a ``--lora-rank`` training run holds it when it
+    saves: the model built, the adapters enabled and compiled for training
+    (the run's optimizer and schedule attached to the model), without the
+    training; the adapters random so that they count."""
+    from kerasbert.fit import compile_for_training
+    from kerasbert.loader import load_encoder
+    from kerasbert.lora import enable_lora
+
+    cls = trained.head.pipeline_class()
+    keras.utils.set_random_seed(6)
+    model = cls.build_model(load_encoder(str(_toy())), trained.pipeline.labels, trained.settings)
+    rng = np.random.default_rng(seed)
+    for layer in enable_lora(model.encoder, rank):
+        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
+    compile_for_training(model, 4, trained.settings, cls.head_prefix)
+    pipeline = cls.for_training(model, trained.pipeline.tokenizer, trained.pipeline.labels, trained.settings)
+    pipeline.lora = {"rank": rank, "checkpoint": str(Path(_toy()).resolve())}
+    return pipeline
+
+
 def test_lora_folder_loads_back_and_merges(trained, tmp_path):
     """A LoRA folder (adapters and head only) loads back to the same model
     and settings, and merges into a plain model computing the same. Decoding
@@ -322,21 +346,14 @@ def test_lora_folder_loads_back_and_merges(trained, tmp_path):
     trip above checks end to end), so the model's outputs for the windows of
     the texts are compared here, for every output."""
     from kerasbert.loader import load_encoder
-    from kerasbert.lora import enable_lora
     from kerasbert.lora import lora_layers
 
     cls = trained.head.pipeline_class()
-    keras.utils.set_random_seed(6)
-    base = load_encoder(str(_toy()))
     x = {"token_ids": np.array([[2, 7, 9, 11, 3]], np.int32), "segment_ids": np.zeros((1, 5), np.int32),
          "padding_mask": np.ones((1, 5), np.int32)}
-    plain = np.asarray(base(x)["sequence_output"])
-    model = cls.build_model(base, trained.pipeline.labels, trained.settings)
-    rng = np.random.default_rng(2)
-    for layer in enable_lora(model.encoder, 2):
-        layer.lora_kernel_b.assign(rng.normal(0, 0.3, layer.lora_kernel_b.shape))
-    pipeline = cls.for_training(model, trained.pipeline.tokenizer, trained.pipeline.labels, trained.settings)
-    pipeline.lora = {"rank": 2, "checkpoint": str(Path(_toy()).resolve())}
+    plain = np.asarray(load_encoder(str(_toy()))(x)["sequence_output"])
+    pipeline = lora_pipeline(trained)
+    model = pipeline.model
     pipeline.save(tmp_path / "lora")
     assert not (tmp_path / "lora" / "model.keras").exists()  # adapters and head only
     back = trained.task.load(tmp_path / "lora")
@@ -356,6 +373,50 @@ def test_lora_folder_loads_back_and_merges(trained, tmp_path):
         for i, (a, b) in enumerate(zip(outputs, theirs)):
             np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), atol=1e-4,
                                        err_msg=f"{trained.name} LoRA output {i}")
+
+
+CLI_PREDICT = r"""
+import contextlib, io, json, sys
+from kerasbert.cli import main
+task, texts = sys.argv[1], sys.argv[2]
+for folder in sys.argv[3:]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([task, "predict", "--model", folder, texts])
+    print("RESULT " + json.dumps({"status": status, "stdout": out.getvalue(), "stderr": err.getvalue()[-2000:]}), flush=True)
+"""
+
+
+def lora_fresh_process_test_for(task_name):
+    """The contract's LoRA check through the command line, once per task
+    for all its heads: a LoRA folder of every head, as a ``--lora-rank``
+    run saves it (:func:`lora_pipeline`), answers ``kerasbert TASK predict``
+    in a fresh process that has imported nothing of ours before it. One
+    process runs the command for every head's folder in turn (its imports
+    are most of its cost): no predict imports what training does, so a
+    folder that needs training's classes (the optimizer's, the schedule's)
+    fails whatever its place; a folder that needed a class only another
+    head's code imports could pass after that head's."""
+
+    def test_lora_folders_answer_predict_in_a_fresh_process(tmp_path_factory, tmp_path):
+        every = [_trained(param, tmp_path_factory) for param in HEADS if param[0] == task_name]
+        for trained in every:
+            lora_pipeline(trained).save(tmp_path / trained.name)
+        texts = [t for t in TEXTS[:6] if t.strip()]
+        (tmp_path / "texts.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        run = subprocess.run([sys.executable, "-c", CLI_PREDICT, task_name, str(tmp_path / "texts.txt"),
+                              *(str(tmp_path / t.name) for t in every)], capture_output=True, text=True,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        results = [json.loads(line[len("RESULT "):]) for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+        assert len(results) == len(every)
+        key = "entities" if task_name == "ner" else "triples"
+        for trained, result in zip(every, results):
+            assert result["status"] == 0, f"{trained.name}: {result['stderr'].strip()}"
+            rows = [json.loads(line) for line in result["stdout"].splitlines()]
+            assert len(rows) == len(texts) and all(key in row for row in rows), f"{trained.name}: {result['stdout']}"
+
+    return test_lora_folders_answer_predict_in_a_fresh_process
 
 
 JAX_PREDICT = r"""

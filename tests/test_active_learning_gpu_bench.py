@@ -1,4 +1,4 @@
-"""bench/active_learning_gpu.py on the CPU: the parts a GPU session relies on, checked without a GPU.
+"""bench/active_learning_gpu.py on the CPU: the parts a GPU run relies on, checked without a GPU.
 
 * the entities' segment arguments: the decoder's entity score
   (``crf_segment_log_probability`` at the positions :func:`entity_segments`
@@ -8,7 +8,8 @@
   the values of the library's ``WarmupLinearDecay``;
 * ``ner select``'s choice (the best ``budget x 4``, then the diversity step),
   the seeded and nested random sets, random sampling's job order (the
-  issue's comparison first), the mean table and the issue's target;
+  comparison at 900 sentences first), the mean table and the comparison
+  the curves are for (``target``);
 * bad input is a one-line error.
 """
 

@@ -1,6 +1,6 @@
 """A damaged or missing file in a model folder or a checkpoint folder: one
 line naming the file and what is wrong, exit status 2 (``inspect``: 1), no
-traceback, from every command that reads one (issue 42).
+traceback, from every command that reads one.
 
 Each kind of file is damaged the way it happens (a copy cut short, an empty
 file, a file that is not what its name says, a file removed) in a copy of a
@@ -167,6 +167,77 @@ def test_triples_settings_and_archive(runs, tmp_path, capsys):
     assert_one_line(status, last, err, f"{run / 'model' / 'extractor.json'}: damaged: empty (0 bytes)")
 
 
+# --- a model config naming a class this process cannot load: not damaged -------
+
+
+def renamed_class(config, name, new_name, new_module):
+    """``config`` (a serialized Keras model) with the class ``name`` renamed
+    ``new_name`` of the module ``new_module``, wherever it appears."""
+    if isinstance(config, list):
+        return [renamed_class(item, name, new_name, new_module) for item in config]
+    if not isinstance(config, dict):
+        return config
+    config = {key: renamed_class(value, name, new_name, new_module) for key, value in config.items()}
+    if config.get("class_name") == name:
+        config.update(class_name=new_name, module=new_module, registered_name=f"{new_module.split('.')[0]}>{new_name}")
+    return config
+
+
+def rename_in_model_json(model, *renaming):
+    path = model / "model.json"
+    path.write_text(json.dumps(renamed_class(json.loads(path.read_text(encoding="utf-8")), *renaming)), encoding="utf-8")
+
+
+def rename_in_model_keras(model, *renaming):
+    """The same in the ``config.json`` of ``model.keras`` (the archive rewritten whole)."""
+    import zipfile
+
+    path = model / "model.keras"
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    entries["config.json"] = json.dumps(renamed_class(json.loads(entries["config.json"]), *renaming)).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+UNKNOWN_CLASS_CASES = {
+    # name: (run, file, renaming (class, new name, new module), message after "<file>: ")
+    "LoRA config, a package not installed": (
+        "ner_lora", "model.json", ("NerModel", "PluginTagger", "kerasbert_plugin_heads.tagger"),
+        "the model uses the Keras class PluginTagger of the module kerasbert_plugin_heads.tagger, which is not "
+        "installed: install the package that provides kerasbert_plugin_heads (e.g. a head from another package), "
+        "then load the model again"),
+    "Keras archive, a package not installed": (
+        "ner", "model.keras", ("BertEncoder", "PluginEncoder", "kerasbert_plugin_heads.encoder"),
+        "the model uses the Keras class PluginEncoder of the module kerasbert_plugin_heads.encoder, which is not "
+        "installed: install the package that provides kerasbert_plugin_heads (e.g. a head from another package), "
+        "then load the model again"),
+    "Keras archive, a module of another kerasbert version": (
+        "ner", "model.keras", ("BertEncoder", "NewEncoder", "kerasbert.new_encoder"),
+        "the model uses the Keras class NewEncoder of the module kerasbert.new_encoder, which this version of kerasbert "
+        "does not have: the folder was written with another version of kerasbert; load it with that one"),
+    "LoRA config, a class its module does not have": (
+        "ner_lora", "model.json", ("NerModel", "RenamedModel", "kerasbert_apps.ner.heads.bio.model"),
+        "the model uses the Keras class RenamedModel of the module kerasbert_apps.ner.heads.bio.model, which this "
+        "version of kerasbert does not have"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_CLASS_CASES))
+def test_a_class_this_process_cannot_load_is_named_not_damaged(runs, tmp_path, capsys, case):
+    """A config naming a class that cannot be located (a head's package not
+    installed, a folder of another version): one line naming the class, its
+    module and what to install or use; the file is not called damaged."""
+    name, file, renaming, message = UNKNOWN_CLASS_CASES[case]
+    rename = rename_in_model_json if file == "model.json" else rename_in_model_keras
+    run = damaged_copy(runs, name, tmp_path, lambda m: rename(m, *renaming))
+    status, last, err = run_cli(capsys, "ner", "predict", "--model", run, runs["texts"])
+    assert status == 2 and "Traceback" not in err, err
+    assert last.startswith(f"kerasbert: error: {run / 'model' / file}: {message}"), err
+    assert "damaged" not in last
+
+
 # --- every command that reads a model folder ----------------------------------
 
 
@@ -272,6 +343,7 @@ def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
             "--epochs", "1", "--batch-size", "8", "--max-length", "16", "--lstm-units", "4", "--no-calibrate",
             "--resume"]
     (output / "backup").mkdir(parents=True)
+    (output / "settings.json").write_text(json.dumps({"output": str(output), "resume": False}))  # as a run wrote it
     (output / "backup" / "latest.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     status, last, err = run_cli(capsys, *argv)
     assert status == 2 and "Traceback" not in err
@@ -281,3 +353,45 @@ def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
     status, last, err = run_cli(capsys, *argv)
     assert status == 2 and "Traceback" not in err
     assert last.startswith(f"kerasbert: error: {output / 'history.jsonl'}, line 2: damaged: not valid JSON"), err
+
+
+# --- settings that disagree with the weights ------------------------------------
+
+
+def edit_settings(path, edit):
+    settings = json.loads(Path(path).read_text(encoding="utf-8"))
+    edit(settings)
+    Path(path).write_text(json.dumps(settings), encoding="utf-8")
+
+
+SETTINGS_CASES = {
+    # name: (run, settings file, edit, message after "<settings file>: ")
+    "a tag list one short": ("ner", "tagger.json", lambda s: s["tags"].pop(),
+                             '"tags" lists 8 labels, but the model (model.keras) scores 9: the settings do not belong '
+                             "to these weights"),
+    "a tag list two short": ("ner", "tagger.json", lambda s: s.update(tags=s["tags"][:-2]),
+                             '"tags" lists 7 labels, but the model (model.keras) scores 9'),
+    "a LoRA model's tag list one long": ("ner_lora", "tagger.json", lambda s: s["tags"].append("B-NEW"),
+                                         '"tags" lists 10 labels, but the model (model.json) scores 9'),
+    "a predicate list one short": ("triples", "extractor.json", lambda s: s["predicates"].pop(),
+                                   '"predicates" lists '),
+    "max_length beyond the position table": ("ner", "tagger.json", lambda s: s.update(max_length=10_000),
+                                             '"max_length" 10000 is longer than the encoder\'s '),
+    "an unknown head": ("ner", "tagger.json", lambda s: s.update(head="no-such-head"),
+                        "\"head\": unknown ner head 'no-such-head'; the heads are: "),
+}
+
+
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_settings_that_do_not_fit_the_weights_are_refused_naming_the_file_and_field(runs, tmp_path, capsys, case):
+    """A settings file edited by hand (or copied from another model): a tag
+    list one entry short used to predict silently different scores, two
+    short to crash mid-stream, a max_length beyond the encoder's positions
+    to fail on the first long text; an unknown head's message did not name
+    the file."""
+    name, settings_file, edit, message = SETTINGS_CASES[case]
+    run = damaged_copy(runs, name, tmp_path, lambda m: edit_settings(m / settings_file, edit))
+    task = "ner" if name.startswith("ner") else "triples"
+    status, last, err = run_cli(capsys, task, "predict", "--model", run, runs["texts"])
+    assert status == 2 and "Traceback" not in err, err
+    assert last.startswith(f"kerasbert: error: {run / 'model' / settings_file}: {message}"), err

@@ -11,6 +11,8 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
@@ -35,7 +37,8 @@ def _pages():
 
 
 def _blocks(text, language):
-    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+    """The code blocks of ``language`` (dedented: a block inside an admonition is indented)."""
+    return [textwrap.dedent(block) for block in re.findall(rf"```{language}\n(.*?)```", text, re.S)]
 
 
 def _require_mkdocs():
@@ -83,20 +86,91 @@ def test_site_builds_strict(tmp_path):
     _require_mkdocs()
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+    # not -q: with -q MkDocs does not count warnings, and --strict then passes whatever they say
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log
+    warnings = [line for line in log.splitlines() if re.match(r"(?:\x1b\[[\d;]*m)?(WARNING|ERROR)\b", line)]
+    assert not warnings, "\n".join(warnings)
     benchmarks = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
-    for folder in sorted(p for p in (REPO_ROOT / "bench" / "results").iterdir() if p.is_dir()):
-        assert f'id="{folder.name.replace("_", "_")}"' in benchmarks, folder.name
-    assert benchmarks.count("<table>") >= len(list((REPO_ROOT / "bench" / "results").glob("*/*.json"))) // 2
+    records = sorted((REPO_ROOT / "bench" / "results").glob("*/*.json"))
+    for folder in sorted({path.parent for path in records}):
+        assert f'id="{folder.name}"' in benchmarks, folder.name  # each bench under its own anchor
+    for path in records:  # every record on the page, as a table of its own
+        assert path.relative_to(REPO_ROOT).as_posix() in benchmarks, path
+    summary = _module("gen_bench").load_summary()["summary"]
+    assert benchmarks.count("<table>") >= len(records) + 1
+    first = benchmarks[benchmarks.index('id="at-a-glance"'):].split("</table>")[0]
+    first_row = first.split("<tbody>")[1].split("</tr>")[0]
+    assert "CoNLL-2003" in first_row and "Hugging Face" in first_row and summary[0]["peer"]
+    for plot in ("serving_latency", "heads_f1_time", "reliability"):
+        assert f"assets/bench/{plot}.png" in benchmarks, plot
     for figure in re.findall(r'src="([^"]+\.png)"', benchmarks):
         assert (site / "benchmarks" / figure).resolve().exists(), figure
+    for page in ("01_ner_custom_data", "02_triple_extraction", "03_serving"):  # with their outputs
+        notebook = (site / "notebooks" / page / "index.html").read_text(encoding="utf-8")
+        assert "data:image/png;base64" in notebook or page == "03_serving", page
+    assert '<mark class="entity"' in (site / "notebooks" / "01_ner_custom_data" / "index.html").read_text(encoding="utf-8")
+    for tutorial in ("conll-to-serving", "chinese-char-per-line", "triples-from-json"):
+        html = (site / "tutorials" / tutorial / "index.html").read_text(encoding="utf-8")
+        assert "kerasbert:tutorial" not in html and html.count("<pre") >= 5, tutorial
     api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
-    for name in ("load_encoder", "BertTokenizer", "Pipeline", "predict_request"):
+    for name in ("load_encoder", "BertTokenizer", "Pipeline", "predict_request", "lstm_units", "TaskModel"):
         assert name in api, name
     ner = (site / "ner" / "index.html").read_text(encoding="utf-8")
     assert "kerasbert:auto-rule" not in ner and "training sequences" in ner
+    found = [f"{page.relative_to(site)}: {word}" for page in sorted(site.rglob("*.html"))
+             for word in workplace_words(page.read_text(encoding="utf-8"))]
+    assert not found, found
+
+
+# --- what the project says of itself ---------------------------------------------------------
+
+#: Paths of the machines the project is built on, and words about how GPU machines are lent to
+#: it or files carried to them, and issue numbers: none of it belongs in the project
+#: (history goes to the changelog, in words).
+WORKPLACE = re.compile(
+    r"/work/|/\.device\b|(?<![\w.~$-])/tmp/|/root/|/home/\w"
+    r"|\blent\b|lent[- ]machine|device tool|carried wheels|files_at|CARRY_LIMIT"
+    r"|README before docs move"
+    r"|\bissues? #?\d+|\bissue \d+'s",
+    re.IGNORECASE)
+def workplace_words(text):
+    return sorted({m.group(0) for m in WORKPLACE.finditer(text)})
+
+
+def _tracked_text_files():
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for name in sorted(filter(None, listed.decode().split("\0"))):
+        path = REPO_ROOT / name
+        if name.startswith("tests/data/") and not name.endswith((".py", ".md")) or not path.is_file():
+            continue
+        try:
+            yield name, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
+def test_the_project_speaks_of_itself_only():
+    """No path of a build machine, word of lent machines or carried files, or issue number in a
+    tracked file (code, docs, tests, benches, records, notebooks); this file names the patterns."""
+    this = Path(__file__).relative_to(REPO_ROOT).as_posix()
+    found = [f"{name}: {word}" for name, text in _tracked_text_files()
+             if name != this for word in workplace_words(text)]
+    assert not found, found
+    assert workplace_words("see issue 42; /tmp/x; the lent GPU; cd /work/main") == [
+        "/tmp/", "/work/", "issue 42", "lent"]
+
+
+def test_no_chinese_results_from_an_english_vocabulary():
+    """A Chinese corpus scored with MiniLM (English vocabulary: most characters [UNK]) is not a
+    result: no record may hold one."""
+    chinese = ("CLUENER", "CMeIE", "Weibo", "MSRA", "DuIE", "People's Daily")
+    for path in sorted((REPO_ROOT / "bench" / "results").glob("*/*.json")):
+        text = path.read_text(encoding="utf-8")
+        if any(name.lower() in text.lower() for name in chinese):
+            assert not re.search(r"minilm|starter", text, re.I), path
 
 
 def test_home_page_leads_to_training_serving_and_the_export_choice():
@@ -135,6 +209,27 @@ def test_cli_reference_has_every_command_and_option():
             for option in action.option_strings:
                 if option not in ("-h", "--help"):
                     assert f"`{option}`" in sections[name], (name, option)
+
+
+def test_cli_reference_has_an_example_per_command_that_parses(capsys):
+    from kerasbert.cli import build_parser
+
+    gen = _module("gen_cli")
+    parser = build_parser()
+    commands = [path for path, _ in gen.walk(parser)]
+    assert sorted(gen.EXAMPLES) == sorted(commands)
+    for path, line in gen.EXAMPLES.items():
+        words = shlex.split(line.split(" | ")[-1])
+        assert words[:len(path) + 1] == ["kerasbert", *path], line
+        try:
+            args = parser.parse_args(words[1:])
+        except SystemExit as stop:  # --help prints and exits 0
+            assert stop.code == 0 and "--help" in words, line
+            continue
+        assert getattr(args, "func", None), line
+    reference = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert reference.count("Example:") == len(commands)
+    assert "| `--checkpoint` `CHECKPOINT` | **Required**" in reference
 
 
 def test_api_reference_covers_the_public_names():
@@ -183,15 +278,42 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
                                                                                    "stages": {"a": 1.0, "b": 2}}])))
     (folder / "2026-01-03T0000-c.json").write_text(json.dumps(record("2026-01-03", [{"f1": 0.5}], part="other data")))
     (folder / "2026-01-04T0000-d.json").write_text(json.dumps(record("2026-01-04", [{"part": "rows' part", "g": 1}])))
-    text = gen.render(results=tmp_path / "results", bench_dir=tmp_path)
-    assert "## brand_new" in text and "### brand_new: other data" in text
+    (folder / "2026-01-05T0000-e.json").write_text(json.dumps(record("2026-01-05", [
+        {"system": "a", "threads": 1, "ms": 2.0}, {"system": "b", "threads": 1, "ms": 3.0, "by_op": {"x": 1}}],
+        part="threads")))
+    text = gen.render(results=tmp_path / "results", bench_dir=tmp_path, summary={})
+    assert "## Other benchmarks" in text and "### brand_new {#brand_new}" in text
+    assert "#### other data {#brand_new-other-data}" in text
     newest = text.index("| system | speed | memory GB | stages |")
     assert "| ours | 123.5 |  |  |" in text and "| peer |  | 2 | a: 1.0; b: 2 |" in text
     older = text.index('??? note "Older runs (1)"')
     assert newest < older and "    | system | x |" in text[older:]
     assert "Test CPU; flags: avx2; 2 cores; tensorflow 9" in text
     assert "| f1 |" in text
-    assert "### brand_new: rows' part" in text and "| g |" in text  # the rows' common "part" names the part
+    assert "#### rows' part" in text and "| g |" in text  # the rows' common "part" names the part
+    # a value the same in every row is said once; the key column first, dicts last
+    assert "- **Every row:** threads: 1" in text and "| system | ms | by_op |" in text
+    # the summary: ours and the peer read from one record, compared; a row it cannot find fails
+    summary = {"summary": [{"task": "Speed", "record": "brand_new/2026-01-05T0000-e.json", "field": "ms",
+                            "ours": {"system": "a"}, "peer": {"system": "b"}, "compare": "lower",
+                            "unit": "ms", "ours_name": "ours", "peer_name": "theirs"}],
+               "section": {"brand_new": {"title": "A brand new bench"}},
+               "group": [{"title": "Speed", "benches": ["brand_new"]}]}
+    records = gen.load_records(tmp_path / "results")
+    table = gen.summary_table(summary, records)
+    assert "| [Speed](#brand_new)<br><small>ms</small> | **2.0**<br><small>ours</small> | 3.0<br><small>theirs</small> | 1.50x faster |" in table
+    assert "## Speed\n\n### A brand new bench {#brand_new}" in gen.render(tmp_path / "results", tmp_path, summary=summary)
+    summary["summary"][0]["peer"] = {"system": "nobody"}
+    with pytest.raises(ValueError, match="matches 0 rows"):
+        gen.summary_table(summary, records)
+
+
+def test_plots_are_drawn_from_the_records():
+    gen = _module("gen_bench")
+    drawn = gen.plots(gen.load_records())
+    assert set(drawn) == set(gen.PLOTS)
+    for name, (png, caption) in drawn.items():
+        assert png.startswith(b"\x89PNG") and len(png) > 5000 and caption, name
 
 
 # --- what the pages quote from the code -----------------------------------------------------

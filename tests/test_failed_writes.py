@@ -3,7 +3,7 @@ subprocess), a folder that cannot be written, an output path through a file
 -- in export, train (model, backup, history), distill and pretrain: one line
 naming the path and the system's reason, exit status 2, no traceback, and
 nothing half-written left visible; a backup that fails to write never
-replaces the last good one (issue 42).
+replaces the last good one.
 
 The tests run as root in CI, where ``chmod`` stops nothing: "cannot be
 written" is a path under a regular file (ENOTDIR) and, where the system has

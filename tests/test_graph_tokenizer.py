@@ -369,6 +369,47 @@ def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp
             cached.cache_clear()
 
 
+def flip_middle(data):
+    middle = len(data) // 2
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 16]) + data[middle + 16 :]
+
+
+CACHE_DAMAGE = {
+    "cut short": lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+    "empty": lambda path: path.write_bytes(b""),
+    "not an npz": lambda path: path.write_text("<html>502 Bad Gateway</html>"),
+    "another entry's arrays": lambda path: np.savez(path, bounds=np.arange(3)),
+    "bytes flipped inside": lambda path: path.write_bytes(flip_middle(path.read_bytes())),
+}
+
+
+@pytest.mark.parametrize("damage", list(CACHE_DAMAGE))
+def test_a_damaged_cache_entry_is_rebuilt_and_rewritten_with_one_note(monkeypatch, tmp_path, capsys, damage):
+    """Whatever is wrong with a cached table file, it is built again and
+    written back whole, with one line on standard error (a truncated or empty
+    .npz used to make every predict fail with zipfile.BadZipFile until the
+    cache was deleted by hand)."""
+    import kerasbert.graph_tokenizer as gt
+
+    def table(n):
+        return {"bounds": np.arange(n, dtype=np.int32), "values": np.arange(n, dtype=np.int32) * 7}
+
+    monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path))
+    cached = gt._disk_cached(table)
+    fresh = cached(1000)
+    [path] = gt.cache_folder().iterdir()
+    CACHE_DAMAGE[damage](path)
+    capsys.readouterr()
+    cached.cache_clear()
+    loaded = cached(1000)
+    assert sorted(loaded) == ["bounds", "values"] and all(np.array_equal(loaded[k], fresh[k]) for k in fresh)
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"note: {path}: damaged cache entry ("), err
+    cached.cache_clear()
+    assert all(np.array_equal(cached(1000)[k], fresh[k]) for k in fresh)  # read back from the rewritten file
+    assert capsys.readouterr().err == ""
+
+
 def test_core_ops_are_cached_on_disk_per_tensorflow_install(monkeypatch, tmp_path):
     """The op list of plain TensorFlow (a fresh Python, seconds) is read once
     per TensorFlow install and then from KERASBERT_CACHE; a damaged file is

@@ -1,6 +1,7 @@
 """The head contract (:mod:`heads_contract`) over every registered triples head."""
 
 from heads_contract import jax_test_for
+from heads_contract import lora_fresh_process_test_for
 from heads_contract import test_ids_export_gives_the_ids_endpoint  # noqa: F401
 from heads_contract import test_lora_folder_loads_back_and_merges  # noqa: F401
 from heads_contract import test_save_load_round_trip  # noqa: F401
@@ -10,4 +11,5 @@ from heads_contract import trained_fixture
 
 trained = trained_fixture("triples")
 test_predict_on_the_jax_backend_gives_what_tensorflow_gives = jax_test_for("triples")
+test_lora_folders_answer_predict_in_a_fresh_process = lora_fresh_process_test_for("triples")
 test_text_exports_in_a_fresh_process_give_what_predict_gives = text_exports_test_for("triples")

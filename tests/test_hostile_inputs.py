@@ -1,4 +1,4 @@
-"""What users' files really hold, thrown at every command (issue 42):
+"""What users' files really hold, thrown at every command:
 byte-order marks, Latin-1 and UTF-16 files, CRLF and CR line endings,
 control characters and NUL bytes, extremely long texts, empty files and
 empty lines, label names with spaces and non-ASCII letters, files cut short.
@@ -176,6 +176,34 @@ def test_control_characters_nul_bytes_and_long_texts_predict_with_true_offsets(m
         for result in results:  # every span points into its own text
             for entity in result.get("entities", []):
                 assert result["text"][entity["start"]:entity["end"]] == entity["text"]
+
+
+def test_a_lone_surrogate_escape_is_repaired_and_named_and_its_chunk_predicted(models, tmp_path, capsys):
+    """"\\ud800" is valid JSON but no Unicode text: it becomes U+FFFD (offsets
+    unchanged), a note names the file and line, and every other line of its
+    chunk still gets its output (the chunk used to fail whole with a
+    TensorFlow ValueError). A surrogate pair's escapes are one character."""
+    lines = ['{"text": "Peter lives in Paris."}', '{"text": "Anna \\ud800 saw Berlin."}',
+             '{"text": "smile \\ud83d\\ude00 Paris"}', '{"text": "cut \\udc00"}']
+    path = tmp_path / "texts.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for app in ("ner", "triples"):
+        status, out, last, err = cli(capsys, app, "predict", "--model", models[app], path)
+        assert status == 0, err
+        assert [json.loads(line)["text"] for line in out.splitlines()] == [
+            "Peter lives in Paris.", "Anna \ufffd saw Berlin.", "smile \U0001f600 Paris", "cut \ufffd"]
+        assert last == (f"note: {path}: 2 text(s) held a lone surrogate (a \\ud800-\\udfff escape that is no "
+                        "character), replaced with U+FFFD: line 2, 4"), err
+
+
+def test_the_lines_before_a_bad_line_get_their_output(models, tmp_path, capsys):
+    """A line that cannot be read stops predict with its one-line error, after
+    the lines read before it in its chunk got their output."""
+    path = tmp_path / "texts.txt"
+    path.write_bytes(b"Peter lives in Paris.\nAnna saw Berlin.\nZ\xfcrich\n")
+    status, out, last, err = cli(capsys, "ner", "predict", "--model", models["ner"], path)
+    assert status == 2 and last.startswith(f"kerasbert: error: {path}, line 3: not UTF-8"), err
+    assert [json.loads(line)["text"] for line in out.splitlines()] == ["Peter lives in Paris.", "Anna saw Berlin."]
 
 
 def test_empty_inputs(models, tmp_path, capsys):

@@ -311,7 +311,8 @@ def _first_found(*places):
 def serving_folders(tmp_path_factory):
     """A saved tagger and a saved triples extractor on the tiny test
     checkpoint (random weights: loading and predicting is what is checked,
-    not what they find), and a file of texts."""
+    not what they find; windows as long as its 16 positions), and a file of
+    texts."""
     import keras
 
     import kerasbert
@@ -329,10 +330,10 @@ def serving_folders(tmp_path_factory):
     keras.utils.set_random_seed(0)
     tags = bio_tags(["LOC", "ORG", "PER"])
     Tagger(NerModel(kerasbert.load_encoder(checkpoint), len(tags), lstm_units=4), tokenizer, tags,
-           max_length=32).save(root / "ner")
+           max_length=16).save(root / "ner")
     predicates = ["born_in", "works_for"]
     Extractor(TripleModel(kerasbert.load_encoder(checkpoint), len(predicates)), tokenizer, predicates,
-              max_length=32).save(root / "triples")
+              max_length=16).save(root / "triples")
     texts = root / "texts.txt"
     texts.write_text("Peter Blackburn works for Acme Corp in Paris.\nLondon.\n", encoding="utf-8")
     return root / "ner", root / "triples", texts

@@ -4,6 +4,8 @@ random BERT written as an official checkpoint (the toy checkpoint is too
 small for the folder sizes to mean anything)."""
 
 import json
+import shutil
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -16,6 +18,7 @@ from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
+from conftest import same_results
 from kerasbert.encoder import BertEncoder
 from kerasbert.loader import load_encoder
 from kerasbert.loader import save_encoder
@@ -233,3 +236,40 @@ def test_export_merges_the_adapters_and_gives_what_predict_gives(loaded, data, t
     for layer in lora_layers(tagger.model):
         layer.lora_kernel_b.assign(np.zeros(layer.lora_kernel_b.shape))
     assert _entities(tagger.predict(texts)) != _entities(predicted)
+
+
+PREVIOUS_FORMAT = Path(__file__).parent / "data" / "lora_b1718a2"
+
+
+@pytest.mark.parametrize("head", ["crf", "casrel"])
+def test_a_lora_folder_of_the_previous_format_loads_without_its_training_state(head, tmp_path):
+    """tests/data/lora_b1718a2/ (its README): LoRA folders as a ``--lora-rank``
+    run wrote them before ``model.json`` left out the run's compile settings
+    (its optimizer and schedule, classes that a fresh ``predict`` process has
+    not imported). They load without them and predict what that code predicted."""
+    from kerasbert_apps.base import heads
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.triples.train import TRIPLES
+
+    task = NER if head == "crf" else TRIPLES
+    folder = tmp_path / head
+    shutil.copytree(PREVIOUS_FORMAT / head, folder)
+    settings_path = folder / heads.get(task.name, head).settings_file
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    assert settings["lora"]["checkpoint"] == "keras_bert_test_checkpoint"  # the toy checkpoint, here
+    settings["lora"]["checkpoint"] = str(require_shared("data", "models", "keras_bert_test_checkpoint"))
+    settings_path.write_text(json.dumps(settings), encoding="utf-8")
+    config = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+    assert config["compile_config"]["optimizer"]["class_name"] == "GroupedAdamW"  # the previous format
+    pipeline = task.load(folder)
+    assert getattr(pipeline.model, "optimizer", None) is None and not pipeline.model.compiled
+    expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
+    key = "entities" if head == "crf" else "triples"
+    assert sum(len(row[key]) for row in expected) > 0  # a check that could fail
+    same_results(pipeline.predict([row["text"] for row in expected]), expected)
+
+
+def test_a_lora_folder_carries_no_training_state(runs):
+    """The run's ``model.json`` has the model's config and no compile settings."""
+    config = json.loads((runs[0] / "model.json").read_text(encoding="utf-8"))
+    assert config["class_name"] == "NerModel" and "compile_config" not in config

@@ -205,6 +205,50 @@ def test_conll_bioes_violations_are_counted(tmp_path):
     }
 
 
+MIXED = """\
+John B-PER
+Smith I-PER
+lives O
+in O
+Paris B-LOC
+
+Mary B-PER
+went O
+home O
+
+Bob S-PER
+and O
+Ann B-PER
+Lee E-PER
+
+Berlin B-LOC
+is O
+big O
+"""
+
+
+def test_bioes_sentences_in_a_bio_file_are_read_and_the_report_points_at_them(tmp_path):
+    """A BIO file with one sentence in BIOES: every entity read as meant, and
+    the report points at that sentence (line 11), not at the valid BIO lines
+    (it used to report 4 unclosed BIOES entities at lines 3, 5, 8 and 17)."""
+    path = write(tmp_path, "mixed.conll", MIXED)
+    result = read_conll(path)
+    check_invariants(result)
+    assert [spans(e) for e in result.examples] == [
+        [("John Smith", "PER"), ("Paris", "LOC")], [("Mary", "PER")], [("Bob", "PER"), ("Ann Lee", "PER")],
+        [("Berlin", "LOC")]]
+    assert result.report.violation_locations == [f"{path}:11"]
+    assert result.report.tag_violations == {"sentence tagged BIOES in a BIO file (read as BIOES)": 1}
+    assert result.report.scheme == "bio"
+    bioes = MIXED.replace("Smith I-PER", "Smith E-PER").replace("Paris B-LOC", "Paris S-LOC").replace(
+        "Berlin B-LOC", "Berlin S-LOC")  # now the BIO sentence is the one that differs
+    result = read_conll(write(tmp_path, "mixed.bioes", bioes))
+    assert result.report.scheme == "bioes"
+    assert result.report.tag_violations == {"sentence tagged BIO in a BIOES file (read as BIO)": 1}
+    assert result.report.violation_locations == [f"{tmp_path / 'mixed.bioes'}:7"]
+    assert [("Mary", "PER")] == spans(result.examples[1])
+
+
 def test_conll_bom_crlf_and_gzip(tmp_path):
     plain = read_conll(write(tmp_path, "plain.conll", CONLL_IOB1))
     raw = b"\xef\xbb\xbf" + CONLL_IOB1.replace("\n", "\r\n").encode("utf-8")

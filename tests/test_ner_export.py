@@ -379,3 +379,26 @@ def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no version 3, no leftovers
 
 
+
+
+def test_the_printed_docker_and_curl_lines_are_shell_quoted(tmp_path, capsys):
+    """An export base with spaces and a quote in its path: the printed
+    `docker run` line, split as a shell splits it, mounts that folder under
+    its own name (it used to break into several arguments)."""
+    import shlex
+
+    from kerasbert_apps.base.cli import print_export
+
+    base = tmp_path / "my models" / "Bob's tagger"
+    version = base / "1"
+    (version / "assets.extra").mkdir(parents=True)
+    (version / "assets.extra" / "kerasbert.json").write_text(json.dumps(
+        {"inputs": {"text": {"dtype": "string", "shape": [None]}}, "outputs": {}, "ops": [], "input_mode": "text"}))
+    print_export(str(version))
+    lines = capsys.readouterr().out.splitlines()
+    docker = shlex.split(next(line for line in lines if "docker run" in line).split("serve:", 1)[1])
+    assert docker[docker.index("-v") + 1] == f"{base}:/models/Bob's tagger"
+    assert docker[docker.index("-e") + 1] == "MODEL_NAME=Bob's tagger"
+    assert docker[-1] == "tensorflow/serving"
+    curl = shlex.split(next(line for line in lines if "curl" in line).split("then:", 1)[1])
+    assert curl[3] == "localhost:8501/v1/models/Bob%27s%20tagger:predict"

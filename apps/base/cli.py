@@ -16,6 +16,7 @@ used is printed).
 
 import json
 import os
+import re
 import sys
 
 from kerasbert.errors import InputDataError
@@ -164,13 +165,16 @@ def _export(task, args):
     return print_export(path)
 
 
-def read_texts(source):
+def read_texts(source, repaired=None):
     """Texts to predict on, from a file or ``-`` (standard input): each line is
     plain text, or a JSON object with a ``"text"`` field when it starts with
     ``{``; read one line at a time (:func:`kerasbert.datafiles.stream_lines`:
     a byte-order mark dropped, LF, CRLF or CR line ends). Yields ``(line
     number, text)``; bad lines raise :class:`~kerasbert.errors.InputDataError`
-    naming the line."""
+    naming the line. A JSON text with a lone surrogate (``"\\ud800"``: valid
+    JSON, but no Unicode text: it cannot be encoded) gets U+FFFD in its place
+    (one code point for one: offsets are unchanged); its line number is
+    appended to ``repaired`` (a list) when given."""
     from kerasbert.datafiles import stream_lines
 
     if source == "-":
@@ -186,9 +190,30 @@ def read_texts(source):
                 raise InputDataError(name, number, f"invalid JSON: {e.msg}")
             if not isinstance(record.get("text"), str):
                 raise InputDataError(name, number, 'a JSON line needs a string "text" field')
-            yield number, record["text"]
+            text = record["text"]
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = LONE_SURROGATE.sub("\ufffd", text)
+                if repaired is not None:
+                    repaired.append(number)
+            yield number, text
         else:
             yield number, line
+
+
+#: A UTF-16 surrogate that is not half of a pair (only a JSON escape can put one in a Python string here).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired_note(source, lines):
+    """The one line that says which input lines had lone surrogates replaced (None: none)."""
+    if not lines:
+        return None
+    name = "<stdin>" if source == "-" else source
+    shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    return (f"note: {name}: {len(lines)} text(s) held a lone surrogate (a \\ud800-\\udfff escape that is no "
+            f"character), replaced with U+FFFD: line {shown}")
 
 
 def print_predictions(predict, source, batch_size, chunk=256, record=None, array=False):
@@ -196,9 +221,13 @@ def print_predictions(predict, source, batch_size, chunk=256, record=None, array
     ``source`` (see :func:`read_texts`) ``chunk`` lines at a time and print one
     JSON object per input line, in order: ``record(result)`` (default: the
     result), one per line, or with ``array`` the items of one JSON array (one
-    per line, still written as they come)."""
+    per line, still written as they come). A line that cannot be read stops
+    the command with its error, after the lines before it got their output;
+    texts whose lone surrogates were replaced are named in a note (standard
+    error)."""
     pending = []
     written = 0
+    repaired = []
 
     def flush():
         nonlocal written
@@ -212,13 +241,20 @@ def print_predictions(predict, source, batch_size, chunk=256, record=None, array
             sys.stdout.flush()
             pending.clear()
 
-    for item in read_texts(source):
-        pending.append(item)
-        if len(pending) >= chunk:
-            flush()
+    try:
+        for item in read_texts(source, repaired):
+            pending.append(item)
+            if len(pending) >= chunk:
+                flush()
+    except InputDataError:
+        flush()  # the lines read before the bad one
+        raise
     flush()
     if array:
         print("]" if written else "[]")
+    note = repaired_note(source, repaired)
+    if note:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -244,6 +280,9 @@ def write_scores(scores, data_path, output=None):
 
 def print_export(path):
     """Summarise an export written by ``APP export``."""
+    import shlex
+    import urllib.parse
+
     from kerasbert.export import describe
 
     info = describe(path)
@@ -263,7 +302,9 @@ def print_export(path):
     base = os.path.abspath(os.path.dirname(path))
     name = os.path.basename(base)
     xla = " --xla_cpu_compilation_enabled=true" if jit else ""
-    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {base}:/models/{name} -e MODEL_NAME={name} "
-          f"tensorflow/serving{xla}")
-    print(f"  then:  curl -X POST localhost:8501/v1/models/{name}:predict -d '{{\"instances\": [{{\"text\": \"...\"}}]}}'")
+    # Shell-quoted: a base path or model name with spaces or quotes is one argument.
+    print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {shlex.quote(f'{base}:/models/{name}')} "
+          f"-e {shlex.quote(f'MODEL_NAME={name}')} tensorflow/serving{xla}")
+    url = f"localhost:8501/v1/models/{urllib.parse.quote(name)}:predict"
+    print(f"  then:  curl -X POST {shlex.quote(url)} -d '{{\"instances\": [{{\"text\": \"...\"}}]}}'")
     return 0

@@ -231,7 +231,10 @@ def head_of(task, directory):
     except (OSError, ValueError, AttributeError):  # damaged: the pipeline's load reports it
         recorded = None
     if isinstance(recorded, str):
-        return get(task, recorded)
+        try:
+            return get(task, recorded)
+        except KerasbertError as e:
+            raise KerasbertError(f"{path}: \"head\": {e}") from None
     return legacy_sniffing(task, path.name)
 
 

@@ -39,6 +39,8 @@ reference to the encoder checkpoint they go on; :meth:`export` merges the
 adapters into the kernels first (:meth:`Pipeline.merged`).
 """
 
+from pathlib import Path
+
 import numpy as np
 
 from kerasbert_apps.base.report import FeatureReport
@@ -46,6 +48,9 @@ from kerasbert_apps.base.runners import GraphRunner
 from kerasbert_apps.base.runners import HostRunner
 from kerasbert_apps.base.runners import keras_dtype
 from kerasbert.errors import KerasbertError
+from kerasbert.saving import LORA_CONFIG_FILE
+from kerasbert.saving import MODEL_FILE
+from kerasbert.saving import VOCAB_FILE
 from kerasbert.saving import load_pipeline
 from kerasbert.saving import resolve_model_dir
 from kerasbert.saving import save_pipeline
@@ -371,10 +376,38 @@ class Pipeline:
             print(f"model: {directory}", file=sys.stderr)
         model, tokenizer, settings = load_pipeline(directory, cls.settings_file, cls.kind)
         try:
-            return cls.from_settings(model, tokenizer, settings)
+            pipeline = cls.from_settings(model, tokenizer, settings)
         except (KeyError, TypeError, ValueError) as e:  # a settings file edited by hand, or from another version
             raise KerasbertError(f"{directory / cls.settings_file}: damaged: its settings do not fit a {cls.kind} "
                                  f"({type(e).__name__}: {e})") from e
+        pipeline.check_fits_model(directory)
+        return pipeline
+
+    def check_fits_model(self, directory):
+        """Refuse, in one line naming the settings file and the field, a
+        folder whose settings disagree with its model's weights (a settings
+        file edited by hand, or copied from another folder): a label list
+        longer or shorter than the labels the model scores (its config's
+        ``num_<labels_key>``, e.g. ``num_tags``: one tag short predicts
+        silently wrong scores), a ``max_length`` beyond the encoder's
+        position embeddings, a vocabulary larger than its token embeddings
+        (both fail on the first long text or rare token otherwise)."""
+        path = Path(directory) / self.settings_file
+        model_file = _model_file(directory)
+        scored = _config_count(self.model, f"num_{self.labels_key}")
+        if scored is not None and scored != len(self.labels):
+            raise KerasbertError(f"{path}: \"{self.labels_key}\" lists {len(self.labels)} labels, but the model "
+                                 f"({model_file}) scores {scored}: the settings do not belong to these weights")
+        encoder = getattr(self.model, "encoder", None)
+        positions = getattr(encoder, "max_sequence_length", None)
+        if positions is not None and self.max_length > positions:
+            raise KerasbertError(f"{path}: \"max_length\" {self.max_length} is longer than the encoder's {positions} "
+                                 f"position embeddings ({model_file})")
+        vocabulary = getattr(encoder, "vocabulary_size", None)
+        if vocabulary is not None and len(self.tokenizer.vocab) > vocabulary:
+            raise KerasbertError(f"{Path(directory) / VOCAB_FILE}: {len(self.tokenizer.vocab)} tokens, but the "
+                                 f"encoder ({model_file}) has {vocabulary} token embeddings: the vocabulary does not "
+                                 "belong to these weights")
 
     # ----------------------------------------------------- training hooks
     @classmethod
@@ -465,6 +498,20 @@ class Pipeline:
             for position, row in enumerate(batches.batches[index]):
                 targets[row] = out[position, : len(rows["token_ids"][row])]
         return targets
+
+
+def _model_file(directory):
+    """The file a model folder's model config is read from (``model.keras``, or a LoRA folder's ``model.json``)."""
+    return MODEL_FILE if (Path(directory) / MODEL_FILE).exists() else LORA_CONFIG_FILE
+
+
+def _config_count(model, key):
+    """``model``'s config entry ``key`` (an int), None when it has none."""
+    try:
+        value = model.head_config().get(key)
+    except (AttributeError, NotImplementedError):
+        return None
+    return int(value) if isinstance(value, (int, np.integer)) else None
 
 
 __all__ = ["GraphRunner", "HostRunner", "Pipeline"]

@@ -31,6 +31,7 @@ its readers, its scoring, a ``Task`` and a ``register`` for the CLI.
 
 import numpy as np
 
+from kerasbert.runs import run_command
 from kerasbert.settings import TrainSettings
 
 
@@ -99,6 +100,7 @@ class Task:
         return pipeline
 
     # --- written once
+    @run_command
     def train(self, settings, callbacks=()):
         """Train, select on dev F1, save the best pipeline in ``OUTPUT/model``;
         returns the metrics written to ``OUTPUT/metrics.json``. ``callbacks``
@@ -113,7 +115,7 @@ class Task:
         head = self.pipeline_class(settings)
         labels = head.training_labels(train_examples, dev_examples, settings)
 
-        fit.start_run(settings)
+        fit.start_run(settings, f"{self.name} train")
         checkpoint, tokenizer = fit.open_encoder_checkpoint(settings)
         with distribution.distribution_scope(settings.strategy):
             if settings.freeze_encoder:  # fixed features: the encoder runs as at inference, without its dropout
@@ -161,6 +163,7 @@ class Task:
             dev_examples = dev_examples[: settings.max_dev_examples]
         return train_examples, dev_examples
 
+    @run_command
     def distill(self, settings, callbacks=()):
         """Train a student with fewer encoder layers from the teacher
         ``settings.teacher`` (:func:`kerasbert.distill.student_encoder`: every
@@ -193,7 +196,7 @@ class Task:
         teacher_dev = self.score(dev_examples, teacher.predict(dev_texts, batch_size=64), settings)
         print("teacher on dev:\n" + self.format_scores(teacher_dev))
 
-        fit.start_run(settings)
+        fit.start_run(settings, f"{self.name} distill")
         with distribution.distribution_scope(settings.strategy):
             pipeline = teacher.student(layers)
             rows, report = pipeline.features(train_examples)
@@ -299,12 +302,15 @@ def read_unlabeled(path):
     """The non-empty texts of ``path`` (:func:`kerasbert_apps.base.cli.read_texts`:
     plain lines or JSON lines with a ``"text"``); empty lines are counted."""
     from kerasbert_apps.base.cli import read_texts
+    from kerasbert_apps.base.cli import repaired_note
 
-    texts, empty = [], 0
-    for _, text in read_texts(path):
+    texts, empty, repaired = [], 0, []
+    for _, text in read_texts(path, repaired):
         if text.strip():
             texts.append(text)
         else:
             empty += 1
     print(f"unlabeled: {path}\n  {len(texts)} texts" + (f"; {empty} empty lines skipped" if empty else ""))
+    if repaired:
+        print("  " + repaired_note(path, repaired))
     return texts

@@ -51,11 +51,13 @@ def run_demo(output="kerasbert-demo", epochs=4, checkpoint="starter", max_train_
     from kerasbert.export import next_version
     from kerasbert.export import unpad
     from kerasbert.files import atomic_write_text
+    from kerasbert.runs import RUN_FILE
 
     output = Path(output)
     began = time.perf_counter()
     print(f"== 1/4 train on the sample corpus ({sample_path('train').parent}) with the {checkpoint} encoder")
     settings = demo_settings(output, epochs=epochs, checkpoint=checkpoint, max_train_examples=max_train_examples)
+    settings.overwrite = (Path(settings.output) / RUN_FILE).exists()  # run again: the demo's own earlier run goes
     train(settings)
     model_dir = Path(settings.output) / "model"
     trained = time.perf_counter()

@@ -580,15 +580,21 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
     and line), write the selection to ``output`` and print the summary."""
     from pathlib import Path
 
+    import sys
+
     from kerasbert_apps.base.cli import read_texts
+    from kerasbert_apps.base.cli import repaired_note
     from kerasbert_apps.ner.train import NER
 
     check_options(budget, strategy, diversity, pool_factor, format)
     if pool != "-" and not Path(pool).is_file():
         raise InputDataError(pool, None, "no such file" if not Path(pool).exists() else "not a file")
     tagger = NER.load(model, verbose=True)
-    selection = select_texts(tagger, read_texts(pool), budget, strategy=strategy, seed=seed, diversity=diversity,
-                             pool_factor=pool_factor, batch_size=batch_size, source=pool)
+    repaired = []
+    selection = select_texts(tagger, read_texts(pool, repaired), budget, strategy=strategy, seed=seed,
+                             diversity=diversity, pool_factor=pool_factor, batch_size=batch_size, source=pool)
+    if repaired:
+        print(repaired_note(pool, repaired), file=sys.stderr)
     write_selection(selection, output, format)
     print(selection.summary.text())
     what = {"label-studio": "Label Studio tasks, the model's entities as pre-annotations",

@@ -23,6 +23,11 @@ an adjacent same-type entity), ``bio`` (= IOB2: every entity starts with
    ``iob1``;
 3. else ``bio`` (also for files with no entity tags at all).
 
+A file that mixes the two (sentences with E-/S- tags beside sentences whose
+entities are tagged B-/I- only, :func:`sentence_schemes`) is read sentence by
+sentence, each in its own scheme; its scheme is the majority's, and each
+sentence of the other scheme is reported where it shows it.
+
 Decoding is lenient but never silent: a tag sequence that breaks the scheme
 (BIO ``I-X`` with no ``B-X`` before it, IOB1 ``B-X`` not after X, a BIOES
 entity not closed by ``E-``/``S-`` ...) is decoded the conlleval way (the tag
@@ -116,6 +121,38 @@ def detect_scheme(sentences: list[list[tuple[str, str]]]) -> tuple[str, str]:
     if i_starts:
         return "bio", "B- tags start entities (some I- tags also do: repaired)"
     return "bio", "entities start with B-"
+
+
+def sentence_schemes(sentences: list[list[tuple[str, str]]]):
+    """For a file detected as ``bioes`` (it has E-, S-, L-, U- or M- tags)
+    whose sentences mix schemes -- some with those tags, others with entities
+    tagged B-/I- only (BIO: entities no E- or S- closes) --, the scheme of
+    each sentence: ``"bioes"`` for the first kind, ``"bio"`` for the second,
+    ``""`` for a sentence with no entity. None when the file does not mix them.
+    Reading each sentence in its own scheme gives the same entities as the
+    lenient BIOES reading, and lets the report point at the sentences in the
+    minority scheme (those that differ from the file) instead of counting
+    every entity of the others as a repair."""
+    marked = [any(prefix in "ESLUM" for prefix, _ in sentence if prefix != "O") for sentence in sentences]
+    bio = [not m and any(prefix != "O" for prefix, _ in sentence) for sentence, m in zip(sentences, marked)]
+    if not any(marked) or not any(bio):
+        return None
+    return ["bioes" if m else "bio" if b else "" for m, b in zip(marked, bio)]
+
+
+def mixed_scheme(per_sentence: list[str]) -> tuple[str, str]:
+    """``(scheme, reason)`` of a file whose sentences mix schemes
+    (:func:`sentence_schemes`): the scheme of most of its sentences with
+    entities."""
+    bio, bioes = per_sentence.count("bio"), per_sentence.count("bioes")
+    return ("bio" if bio >= bioes else "bioes",
+            f"mixed: {bio} sentences B-/I- tagged (BIO), {bioes} with E-/S- tags (BIOES); each read in its own scheme")
+
+
+def first_tag_of(tags: list[tuple[str, str]], scheme: str) -> int:
+    """The token where a sentence shows its scheme: its first E-, S-, L-, U-
+    or M- tag for ``"bioes"``, its first entity tag for ``"bio"``."""
+    return next(i for i, (prefix, _) in enumerate(tags) if prefix != "O" and (scheme == "bio" or prefix in "ESLUM"))
 
 
 def check_scheme_tags(path, scheme: str, parsed, lines) -> None:

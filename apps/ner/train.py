@@ -15,8 +15,10 @@ What ends up in ``OUTPUT`` (:meth:`kerasbert_apps.base.task.Task.train`):
   epoch is better;
 * ``history.jsonl`` (+ ``history.png`` with matplotlib) -- loss and dev scores
   per epoch; ``metrics.json`` -- the best dev scores;
-* ``logs/`` -- TensorBoard; ``backup/`` -- only while training: what
-  ``--resume`` continues from after an interruption.
+* ``logs/`` -- TensorBoard; ``backup/`` -- only until the command ends:
+  what ``--resume`` continues from after an interruption;
+* ``run.json`` -- the run's marker, written first: a run writes only into a
+  new or empty folder or its own (:mod:`kerasbert.runs`).
 """
 
 import dataclasses

@@ -42,8 +42,11 @@ from kerasbert_apps.ner.examples import finish_report
 from kerasbert_apps.ner.tags import check_scheme_tags
 from kerasbert_apps.ner.tags import decode_tags
 from kerasbert_apps.ner.tags import detect_scheme
+from kerasbert_apps.ner.tags import first_tag_of
+from kerasbert_apps.ner.tags import mixed_scheme
 from kerasbert_apps.ner.tags import parse_tag
 from kerasbert_apps.ner.tags import scheme_name
+from kerasbert_apps.ner.tags import sentence_schemes
 from kerasbert.datafiles import read_text as _read_text
 from kerasbert.datafiles import split_lines as _lines
 from kerasbert.errors import InputDataError
@@ -86,11 +89,15 @@ def _build_examples(path, report, sentences, scheme, join, tag_path=None):
               for _, tags, lines, _ in sentences]
     tag_lines = [lines for _, _, lines, _ in sentences]
     scheme = scheme_name(path, scheme)
+    per_sentence = None
     if scheme == "auto":
         scheme, reason = detect_scheme(parsed)
+        per_sentence = sentence_schemes(parsed) if scheme == "bioes" else None
     else:
         reason = "given"
         check_scheme_tags(tag_path, scheme, parsed, tag_lines)
+    if per_sentence is not None:  # BIOES sentences in a BIO file, or BIO sentences in a BIOES file
+        scheme, reason = mixed_scheme(per_sentence)
     report.scheme, report.scheme_reason = scheme, reason
 
     all_tokens = [token for tokens, _, _, _ in sentences for token in tokens]
@@ -100,14 +107,18 @@ def _build_examples(path, report, sentences, scheme, join, tag_path=None):
     report.tokens = len(all_tokens)
 
     examples = []
-    for (tokens, _, lines, source), tags in zip(sentences, parsed):
+    for number, ((tokens, _, lines, source), tags) in enumerate(zip(sentences, parsed)):
         words, position = [], 0
         for token in tokens:
             words.append((position, position + len(token)))
             position += len(token) + len(join)
         text = join.join(tokens)
         locations = [f"{tag_path}:{line}" for line in lines]
-        chunks = decode_tags(tags, scheme, report, locations)
+        own = (per_sentence[number] if per_sentence is not None else "") or scheme
+        if own != scheme:  # a sentence that differs from its file: pointed at, read in its own scheme
+            report.violation(f"sentence tagged {own.upper()} in a {scheme.upper()} file (read as {own.upper()})",
+                             locations[first_tag_of(tags, own)])
+        chunks = decode_tags(tags, own, report, locations)
         spans = [Entity(words[first][0], words[last - 1][1], type_) for first, last, type_ in chunks]
         entities = finish_entities(spans, text, source, report)
         examples.append(Example(text, entities, source, words))

@@ -1,11 +1,11 @@
 """Writes the model folders of tests/test_heads_compat.py with the code of commit 33d6836.
 
-Run from a worktree of that commit (``git worktree add --detach /tmp/old40
-33d6836``) with its packages first on the path::
+Run from a worktree of that commit (``git worktree add --detach OLD
+33d6836``, OLD a folder of your choice) with its packages first on the path::
 
-    mkdir -p /tmp/old40_path && ln -sfn /tmp/old40/apps /tmp/old40_path/kerasbert_apps \\
-        && ln -sfn /tmp/old40/kerasbert /tmp/old40_path/kerasbert
-    PYTHONPATH=/tmp/old40_path python tests/data/heads_33d6836/make.py
+    mkdir -p OLD-path && ln -sfn OLD/apps OLD-path/kerasbert_apps \\
+        && ln -sfn OLD/kerasbert OLD-path/kerasbert
+    PYTHONPATH=OLD-path python tests/data/heads_33d6836/make.py
 
 Each head gets a folder (its settings file as that code wrote it, without
 ``"head"``) holding an untrained model on the tiny test checkpoint (random

@@ -25,6 +25,7 @@ from kerasbert_apps.ner.heads.biaffine.layer import BiaffineSpanScorer
 from kerasbert_apps.ner.heads.biaffine.layer import biaffine_crossentropy
 from kerasbert_apps.ner.heads.biaffine.layer import span_classes
 from kerasbert_apps.ner.heads.biaffine.layer import span_mask
+from kerasbert.bilstm import bilstm
 
 HEAD_PREFIX = "ner_head_"
 
@@ -60,8 +61,7 @@ class BiaffineNerModel(TaskModel):
         self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
         self.lstm = None
         if use_lstm:
-            self.lstm = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True),
-                                                   name=HEAD_PREFIX + "bilstm")
+            self.lstm = bilstm(lstm_units, name=HEAD_PREFIX + "bilstm")
             self.lstm_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "lstm_dropout")
         self.scorer = BiaffineSpanScorer(num_types, size=size, max_span_length=max_span_length,
                                          none_prior=none_prior, dtype="float32",

@@ -20,6 +20,7 @@ from keras import ops
 
 from kerasbert_apps.base.model import TaskModel
 from kerasbert_apps.base.model import encoder_inputs
+from kerasbert.bilstm import bilstm
 from kerasbert.crf import CRF
 
 HEAD_PREFIX = "ner_head_"
@@ -53,9 +54,7 @@ class NerModel(TaskModel):
         self.head_dropout = keras.layers.Dropout(dropout, name=HEAD_PREFIX + "dropout")
         self.lstm = None
         if use_lstm:
-            self.lstm = keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_units, return_sequences=True), name=HEAD_PREFIX + "bilstm"
-            )
+            self.lstm = bilstm(lstm_units, name=HEAD_PREFIX + "bilstm")
         self.emissions = keras.layers.Dense(num_tags, dtype="float32", name=HEAD_PREFIX + "emissions")
         self.crf = CRF(num_tags, allowed=allowed, allowed_start=allowed_start, name=HEAD_PREFIX + "crf") if use_crf else None
 

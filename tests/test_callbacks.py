@@ -1,0 +1,37 @@
+"""The training callbacks let Keras dispatch steps ahead (asynchronously).
+
+Keras waits for every training step's results before dispatching the next
+one when any callback has a batch-end hook it does not know to be
+``async_safe`` (``keras.callbacks.CallbackList``): on a GPU the host's work
+for the next batch then never overlaps the device's step. The callbacks
+``fit_and_select`` trains with must not make it wait, unless a backup every
+N steps must (it saves the variables in that hook)."""
+
+import keras
+import pytest
+from keras.src.callbacks import callback_list
+
+from kerasbert.callbacks import EpochEvaluator
+from kerasbert.callbacks import TrainingSpeed
+from kerasbert.callbacks import training_callbacks
+
+
+@pytest.fixture(autouse=True)
+def thread_safe_backend(monkeypatch):
+    # Keras dispatches ahead only on a backend it marks thread-safe (JAX, not
+    # TensorFlow): the decision on the callbacks is the same on every backend.
+    monkeypatch.setattr(callback_list.backend, "IS_THREAD_SAFE", True)
+
+
+def _callback_list(tmp_path, backup_every_steps=None):
+    evaluator = EpochEvaluator(lambda: {"f1": 0.0}, lambda path: None, tmp_path / "best", tmp_path / "history.jsonl")
+    callbacks = [TrainingSpeed(1000)] + training_callbacks(tmp_path, evaluator, backup_every_steps, tensorboard=False)
+    return keras.callbacks.CallbackList(callbacks)
+
+
+def test_training_callbacks_let_keras_dispatch_ahead(tmp_path):
+    assert _callback_list(tmp_path)._async_train
+
+
+def test_a_backup_every_n_steps_makes_keras_wait(tmp_path):
+    assert not _callback_list(tmp_path, backup_every_steps=5)._async_train

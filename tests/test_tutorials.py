@@ -1,0 +1,79 @@
+"""The tutorials (docs/tutorials/): their pages show every step ``docs/gen_tutorials.py`` runs,
+their data is what the generator writes from the shipped samples, and their recorded outputs are
+what the commands print today.
+
+The last test runs every tutorial's commands again, as the page shows them (each a fresh
+``kerasbert`` process: training on the starter encoder and the toy checkpoint, evaluate, predict,
+export, the SavedModel's reply), and compares the outputs with the recorded ones, numbers
+masked: the longest test of this file (minutes). When it fails, ``python docs/gen_tutorials.py``
+rewrites the records.
+"""
+
+import importlib.util
+import json
+import re
+import tempfile
+
+from conftest import REPO_ROOT
+from conftest import require_shared
+from conftest import require_starter
+
+DOCS = REPO_ROOT / "docs"
+MARK = re.compile(r"<!-- kerasbert:tutorial ([\w-]+) ([\w-]+) -->")
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("kerasbert_docs_gen_tutorials", DOCS / "gen_tutorials.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pages_show_the_steps_the_generator_runs():
+    """Each page's markers name exactly its tutorial's steps, in order, and the recorded
+    commands are the generator's (a step added, removed or edited needs the records rewritten)."""
+    gen = _gen()
+    assert set(gen.TUTORIALS) == {p.stem for p in (DOCS / "tutorials").glob("*.md")}
+    for name, steps in gen.TUTORIALS.items():
+        page = (DOCS / "tutorials" / f"{name}.md").read_text(encoding="utf-8")
+        marks = MARK.findall(page)
+        assert {n for n, _ in marks} == {name}, name
+        assert [s for _, s in marks] == [step["id"] for step in steps], name
+        recorded = json.loads(gen.record_path(name).read_text(encoding="utf-8"))["steps"]
+        shown = [step.get("run") or step.get("python") or step["show"] for step in steps]
+        assert [(s["id"], s["command"]) for s in recorded] == list(zip([step["id"] for step in steps], shown)), (
+            f"{name}: the recorded steps are not the generator's: python docs/gen_tutorials.py {name}")
+        for step in recorded:  # what ran printed something; nothing of this machine shows
+            assert step["output"] or step["kind"] == "show", (name, step["id"])
+            assert str(REPO_ROOT) not in step["output"] and tempfile.gettempdir() not in step["output"], (name, step["id"])
+
+
+def test_tutorial_data_is_the_generators(tmp_path):
+    """docs/tutorials/data/ holds what ``write_data`` writes (from apps/samples), no more."""
+    gen = _gen()
+    written = gen.write_data(tmp_path)
+    committed = {p.relative_to(gen.DATA).as_posix() for p in gen.DATA.rglob("*") if p.is_file()}
+    assert committed == set(written)
+    for name, text in written.items():
+        assert (gen.DATA / name).read_text(encoding="utf-8") == text, name
+    conll = (gen.DATA / "conll" / "train.conll").read_text(encoding="utf-8")
+    assert "B-PER" in conll and conll.count("\n\n") >= 399
+
+
+def test_masking_keeps_what_a_command_prints():
+    gen = _gen()
+    text = ("I0000 00:00:1795735169.522071   19824 cudart_stub.cc:31] Could not find cuda drivers\n"
+            "Epoch 1/3\n50/50 - 12s - 240ms/step - loss: 3.1\nmodel: /x/y/runs/ner/model\n")
+    shown = gen.mask(text, "/x/y")
+    assert shown == "Epoch 1/3\n50/50 - …s - … - loss: 3.1\nmodel: $PWD/runs/ner/model"
+    assert gen.shape("F1 0.8731 at epoch 3") == gen.shape("F1 0.9 at epoch 12") != gen.shape("F1 at epoch")
+
+
+def test_recorded_outputs_are_current():
+    """Runs every tutorial's commands again and compares what they print with the records
+    (numbers masked: a trained model's figures move with the CPU's arithmetic)."""
+    require_starter()
+    require_shared("data", "models", "keras_bert_test_checkpoint")
+    require_shared("data", "models", "albert_tiny_zh_google_INDEX_ONLY")
+    gen = _gen()
+    assert gen.main(["--check"]) == 0, "stale tutorial outputs (see above): python docs/gen_tutorials.py"
