@@ -218,6 +218,19 @@ def packed_sequences(text_path, max_length):
     return sum(1 for _ in stream_sequences(read_lines([text_path]), tokenizer, max_length))
 
 
+def steps_per_epoch(metrics, log):
+    """The optimizer steps per epoch of a finished ``train`` run: from its
+    ``metrics.json`` (``metrics``), or for a run that predates that key, from
+    the number of training rows its ``log`` printed (``-> N sequences``) and
+    its batch size."""
+    import re
+
+    if "steps_per_epoch" in metrics:
+        return metrics["steps_per_epoch"]
+    rows = re.search(r"-> (\d+) sequences", Path(log).read_text(encoding="utf-8"))
+    return -(-int(rows.group(1)) // metrics["batch_size"])
+
+
 def genia_split(data):
     """GENIA has no train split here: the first 80% of dev.json as
     ``data/train.jsonl``, the rest as ``data/dev.jsonl``, test.json as

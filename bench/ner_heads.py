@@ -4,9 +4,17 @@ Figures, not a test. Every training run is a ``kerasbert ner train`` CLI
 subprocess (shared helpers with ``finetuning_strategies.py``); the parent
 prints what it measured as JSON lines (``RESULT ...``).
 
+Every head trains with its defaults, as ``kerasbert ner train`` gives them
+(the ``auto`` batch size, epochs, patience and head learning rate from what
+the head declares in its registration; the span heads' decision threshold
+fitted on dev), max length 128, unless ``--epochs`` / ``--genia-epochs``
+give a number (then batch 32 and no early stopping, the earlier budget of
+this bench). A head whose work folder holds a finished run is not trained
+again (``--reuse``), so heads can train one per command and a last call
+with all of them writes the record.
+
 Part ``conll``: each head (``--heads``, default ``crf,global-pointer,biaffine``)
-trains ``--epochs`` (default 1) on CoNLL-2003 eng.train with the same budget
-as the fine-tuning bench (batch 32, max length 128, model selected on
+trains on CoNLL-2003 eng.train (model selected on
 eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqeval
 for the CRF head, exact spans for the span heads; CoNLL has no nested
 entities, so the two agree on what a right entity is), and its entity
@@ -26,7 +34,7 @@ Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
 parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
 
     python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer,biaffine]
-        [--work DIR] [--epochs 1] [--genia-epochs 4] [--max-train N]
+        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--reuse [--note TEXT]]
 """
 
 import argparse
@@ -44,16 +52,36 @@ from finetuning_strategies import genia_split  # noqa: E402
 from finetuning_strategies import header  # noqa: E402
 from finetuning_strategies import result  # noqa: E402
 from finetuning_strategies import run  # noqa: E402
+from finetuning_strategies import steps_per_epoch  # noqa: E402
 from results import write_result  # noqa: E402
 
 HEADS = ("crf", "global-pointer", "biaffine")
 
 
-def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0):
+def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reuse=False):
+    """One ``ner train`` run of ``head``: its defaults, or ``epochs`` at batch
+    32 without early stopping; its wall seconds (a finished run in
+    ``output`` with ``reuse``: the seconds it recorded)."""
+    if reuse and (output / "metrics.json").exists():
+        return float((output / "wall_seconds").read_text())
     limit = ["--max-train-examples", str(max_train)] if max_train else []
-    return run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
-                "--output", str(output), "--epochs", str(epochs), "--batch-size", "32", "--max-length", "128",
-                "--patience", "0", "--head", head, *limit], log_dir / f"{output.name}.train.log")
+    budget = [] if epochs == "auto" else ["--epochs", str(epochs), "--batch-size", "32", "--patience", "0"]
+    seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
+                   "--output", str(output), "--max-length", "128", "--head", head, *budget, *limit],
+                  log_dir / f"{output.name}.train.log")
+    (output / "wall_seconds").write_text(f"{seconds:.1f}\n")
+    return seconds
+
+
+def trained_with(output):
+    """What the run in ``output`` resolved: batch size, epochs, optimizer
+    steps, head learning rate, decision threshold (span heads)."""
+    metrics = json.loads((output / "metrics.json").read_text())
+    fitted = metrics.get("span_threshold") or {}
+    per_epoch = steps_per_epoch(metrics, output.parent / f"{output.name}.train.log")
+    return {"batch": metrics["batch_size"], "epochs": metrics["epochs"], "best epoch": metrics["best_epoch"],
+            "steps": per_epoch * metrics["epochs"], "head lr": metrics["head_learning_rate"],
+            "threshold": fitted.get("threshold")}
 
 
 def scores_on(model, data, exact_spans=False):
@@ -81,15 +109,17 @@ def part_conll(args, work):
     rows = []
     for head in args.heads.split(","):
         output = work / f"conll_{head}"
-        seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work, args.max_train)
+        seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work, args.max_train,
+                        args.reuse)
         scores = scores_on(output, CONLL / "eng.testb")
         calib = scores["calibration"]
         print(f"{head}: " + format_calibration(calib), flush=True)
         atomic_write_text(output / "calibration.json", json.dumps(calib, indent=2) + "\n")
         reliability_figure(calib, title=f"eng.testb ({head} head)").savefig(output / "reliability.png", dpi=100)
         dev = json.loads((output / "metrics.json").read_text())["dev"]
-        rows.append(result(part="conll", head=head, epochs=args.epochs, scorer=scores.get("scorer"),
-                           dev_f1=dev["f1"], test_f1=scores["f1"], ece=calib["ece"], entities=calib["entities"],
+        rows.append(result(part="conll", head=head, **trained_with(output), scorer=scores.get("scorer"),
+                           dev_f1=dev["f1"], test_precision=scores["precision"], test_recall=scores["recall"],
+                           test_f1=scores["f1"], ece=calib["ece"], entities=calib["entities"],
                            correct=calib["correct"], train_seconds=round(seconds),
                            reliability=str(output / "reliability.png")))
     return rows
@@ -102,12 +132,12 @@ def part_genia(args, work):
     for head in args.heads.split(","):
         output = work / f"genia_{head}"
         seconds = train(head, output, data / "train.jsonl", data / "dev.jsonl", args.genia_epochs, work,
-                        args.max_train)
+                        args.max_train, args.reuse)
         scores = scores_on(output, data / "test.jsonl", exact_spans=True)
         dev = json.loads((output / "metrics.json").read_text())["dev"]
         nested = scores["nested"]
         rows.append(result(part="genia", head=head, train_sentences=train_count, dev_sentences=dev_count,
-                           test_sentences=test_count, epochs=args.genia_epochs, dev_f1=dev["f1"],
+                           test_sentences=test_count, **trained_with(output), dev_f1=dev["f1"],
                            test_precision=scores["precision"], test_recall=scores["recall"], test_f1=scores["f1"],
                            nested_precision=nested["precision"], nested_recall=nested["recall"],
                            nested_f1=nested["f1"], nested_gold=nested["gold"], nested_predicted=nested["predicted"],
@@ -118,17 +148,26 @@ def part_genia(args, work):
 def write_results(args, rows):
     """One record per part this run measured (bench/results/ner_heads/), a row per head."""
     conll = [r for r in rows if r["part"] == "conll"]
+    def how(epochs):
+        return ("each head's defaults (auto batch size, epochs, patience and head learning rate from its "
+                "registration; span heads: decision threshold fitted on dev)" if epochs == "auto" else
+                f"{epochs} epochs, batch 32, no early stopping, the heads' default learning rates")
+
     if conll:
         write_result("ner_heads", [{
-            "part": "CoNLL-2003", "head": r["head"], "epochs": r["epochs"], "test F1": round(r["test_f1"] * 100, 2),
-            "dev F1": round(r["dev_f1"] * 100, 2), "entity-score ECE": None if r["ece"] is None else round(r["ece"], 3),
+            "part": "CoNLL-2003", "head": r["head"], "test F1": round(r["test_f1"] * 100, 2),
+            "test P": round(r["test_precision"] * 100, 2), "test R": round(r["test_recall"] * 100, 2),
+            "dev F1": round(r["dev_f1"] * 100, 2), **{k: r[k] for k in TRAINED},
+            "entity-score ECE": None if r["ece"] is None else round(r["ece"], 3),
             "predicted entities (right)": f"{r['entities']} ({r['correct']})", "scorer": r["scorer"],
             "train seconds": r["train_seconds"]} for r in conll], name="conll", setup={
                 "data": "CoNLL-2003: MiniLM, eng.train" + (f" (first {args.max_train} sentences)" if args.max_train
-                                                            else "") + ", batch 32, max length 128, default learning "
-                        "rates, selected on eng.testa, scored on eng.testb as kerasbert ner evaluate scores each head; "
-                        "ECE over 10 equal-width bins",
-                "note": f"reliability diagrams: {args.work}/conll_<head>/reliability.png (not kept)",
+                                                            else "") + ", max length 128, selected on eng.testa, "
+                        "scored on eng.testb as kerasbert ner evaluate scores each head; ECE over 10 equal-width bins",
+                "training": how(args.epochs),
+                "note": "reliability diagrams: <work>/conll_<head>/reliability.png (not kept); train seconds: wall "
+                        "time of the run on a shared machine (other jobs ran beside it), not a timing",
+                **({"reused runs": args.note} if args.note else {}),
             })
     genia = [r for r in rows if r["part"] == "genia"]
     if genia:
@@ -138,14 +177,20 @@ def write_results(args, rows):
             "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
             "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
             "nested predicted": r["nested_predicted"], "dev F1": round(r["dev_f1"], 3),
-            "train seconds": r["train_seconds"]} for r in genia], name="genia", setup={
+            **{k: r[k] for k in TRAINED}, "train seconds": r["train_seconds"]} for r in genia], name="genia", setup={
                 "data": f"GENIA (no train split): trained on the first 80% of GENIA dev ({first['train_sentences']} "
                         f"sentences{f', first {args.max_train} used' if args.max_train else ''}), selected on the rest "
                         f"({first['dev_sentences']}), scored on GENIA test ({first['test_sentences']} sentences, "
                         f"{first['nested_gold']} nested gold entities), nested entities kept in the gold, exact-span "
                         "scorer for every head",
-                "training": f"MiniLM, {args.genia_epochs} epochs, batch 32, max length 128, default learning rates",
+                "training": f"MiniLM, max length 128, {how(args.genia_epochs)}",
+                "note": "train seconds: wall time of the run on a shared machine, not a timing",
+                **({"reused runs": args.note} if args.note else {}),
             })
+
+
+#: What each row says of how its head trained (trained_with).
+TRAINED = ("batch", "epochs", "steps", "best epoch", "head lr", "threshold")
 
 
 def main():
@@ -153,9 +198,12 @@ def main():
     parser.add_argument("--parts", default="conll,genia")
     parser.add_argument("--heads", default=",".join(HEADS))
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kerasbert-heads"))
-    parser.add_argument("--epochs", type=int, default=1, help="CoNLL epochs per head")
-    parser.add_argument("--genia-epochs", type=int, default=4)
+    parser.add_argument("--epochs", default="auto", help="CoNLL epochs per head (auto: each head's defaults)")
+    parser.add_argument("--genia-epochs", default="auto", help="GENIA epochs per head (auto: each head's defaults)")
+    parser.add_argument("--reuse", action="store_true", help="score a head's finished run in the work folder "
+                        "instead of training it again")
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
+    parser.add_argument("--note", default="", help="how reused runs were made (goes into the records' setup)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

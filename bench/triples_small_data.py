@@ -91,7 +91,8 @@ def row_of(folder, seconds=None):
     dev = metrics["dev"]
     return {"head": settings.get("head", "casrel"), "batch_size": metrics.get("batch_size"),
             "epochs": metrics.get("epochs"), "patience": metrics.get("patience"),
-            "learning_rate": settings.get("learning_rate"), "head_learning_rate": settings.get("head_learning_rate"),
+            "learning_rate": metrics.get("learning_rate", settings.get("learning_rate")),
+            "head_learning_rate": metrics.get("head_learning_rate", settings.get("head_learning_rate")),
             "best_epoch": metrics.get("best_epoch"), "dev_f1": round(dev["f1"], 4),
             "dev_precision": round(dev["precision"], 4), "dev_recall": round(dev["recall"], 4),
             "dev_f1_by_epoch": [round(h.get("val_f1", 0.0), 4) for h in history],

@@ -7,8 +7,9 @@
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
 * ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
   is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
-* ``<!-- kerasbert:auto-rule -->`` (NER page): the ``auto`` batch size / epochs rule, computed by
-  ``TrainSettings.resolve_auto`` for a few dataset sizes, and its constants;
+* ``<!-- kerasbert:auto-rule -->`` (NER page): what each registered head declares its training
+  needs, and the ``auto`` batch size / epochs rule it gives (``Task.resolve_auto``) for a few
+  dataset sizes;
 * ``<!-- kerasbert:tutorial NAME STEP -->`` (the tutorials): the command of step ``STEP`` of
   ``docs/tutorials/NAME.json`` and what it printed, as ``docs/gen_tutorials.py`` ran and recorded
   it (a step the file lacks fails the build);
@@ -46,7 +47,7 @@ BENCH_MARK = "<!-- kerasbert:bench-results -->"
 SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
 PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
-AUTO_SIZES = (100, 400, 1000, 5019, 14041)
+AUTO_SIZES = (100, 400, 800, 1000, 2000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
 SETTINGS_MARK = re.compile(r"<!-- kerasbert:settings (ner|triples) -->")
 TUTORIAL_MARK = re.compile(r"<!-- kerasbert:tutorial ([\w-]+) ([\w-]+) -->")
@@ -89,29 +90,38 @@ def on_files(files, config):
 def auto_rule_table():
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert_apps.triples.train import TriplesTrainSettings
+    from kerasbert_apps.base import heads
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.triples.train import TRIPLES
     from kerasbert import settings
 
-    ner, triples = NerTrainSettings(), TriplesTrainSettings()
+    runs = [(task, head, task.train_settings(head=head.name)) for task in (NER, TRIPLES) for head in heads.heads(task.name)]
     lines = [
-        f"The batch starts at {ner.auto_batch_size} (NER) or {triples.auto_batch_size} (triples) and is halved, "
-        f"down to {settings.AUTO_MIN_BATCH_SIZE}, while an epoch would have fewer than "
-        f"{settings.AUTO_MIN_BATCHES_PER_EPOCH} batches; the epochs are at least {ner.auto_min_epochs} (NER) or "
-        f"{triples.auto_min_epochs} (triples) and enough for {settings.AUTO_MIN_STEPS} optimizer steps, at most "
-        f"{settings.AUTO_MAX_EPOCHS}; with auto epochs, training stops after {settings.AUTO_PATIENCE} epochs "
-        "without a better dev F1.",
+        f"A head declares the optimizer steps its training aims for ({settings.AUTO_STEPS} if it declares none), "
+        f"its learning rate ({settings.AUTO_HEAD_LEARNING_RATE:g}) and the fewest epochs; the app caps the batch "
+        f"(NER {NER.train_settings.auto_batch_size}, triples {TRIPLES.train_settings.auto_batch_size}). The "
+        f"epochs are the fewest (from that minimum to {settings.AUTO_MAX_EPOCHS}) in which batches of "
+        f"{settings.AUTO_MIN_BATCH_SIZE} or more still give those steps, the batch the largest with which they "
+        "do (`RunSettings.resolve_auto`); with auto epochs, training stops after "
+        f"{settings.AUTO_PATIENCE} epochs without a better dev F1.",
         "",
-        "| training sequences | NER batch, epochs (steps) | triples batch, epochs (steps) |",
-        "|---:|---|---|",
+        "| head | steps | fewest epochs | head learning rate |",
+        "|---|---:|---:|---:|",
     ]
+    for task, head, s in runs:
+        r = s.resolve_auto(1, **head.training_defaults())
+        lines.append(f"| {task.name} `{head.name}` | {head.auto_steps or settings.AUTO_STEPS:,} | "
+                     f"{head.auto_min_epochs or s.auto_min_epochs} | {r.head_learning_rate:g} |")
+    lines += ["", "Batch size, epochs (optimizer steps) for a few numbers of training sequences:", "",
+              "| training sequences | " + " | ".join(f"`{head.name}`" for _, head, _ in runs) + " |",
+              "|---:|" + "---|" * len(runs)]
     for rows in AUTO_SIZES:
         cells = []
-        for s in (ner, triples):
-            r = s.resolve_auto(rows)
+        for task, head, s in runs:
+            r = s.resolve_auto(rows, **head.training_defaults())
             steps = -(-rows // r.batch_size) * r.epochs
             cells.append(f"{r.batch_size}, {r.epochs} ({steps:,})")
-        lines.append(f"| {rows:,} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {rows:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -103,18 +103,21 @@ def open_encoder_checkpoint(settings):
     return folder, load_tokenizer(folder, max_length=settings.max_length)
 
 
-def resolve_auto(settings, rows):
-    """``settings`` with the ``auto`` batch size, epochs and patience turned
-    into numbers for ``rows`` training rows
-    (:meth:`kerasbert.settings.TrainSettings.resolve_auto`); prints what was
-    chosen when anything was auto."""
-    resolved = settings.resolve_auto(rows)
-    auto = [key for key in ("batch_size", "epochs", "patience") if getattr(settings, key, None) == "auto"]
+def resolve_auto(settings, rows, steps=None, min_epochs=None, head_learning_rate=None):
+    """``settings`` with the ``auto`` batch size, epochs, patience and head
+    learning rate turned into numbers for ``rows`` training rows and for
+    what the run's head declares it needs (``steps``, ``min_epochs``,
+    ``head_learning_rate``: :meth:`kerasbert.settings.RunSettings.resolve_auto`);
+    prints what was chosen when anything was auto."""
+    resolved = settings.resolve_auto(rows, steps=steps, min_epochs=min_epochs, head_learning_rate=head_learning_rate)
+    auto = [key for key in ("batch_size", "epochs", "patience", "head_learning_rate")
+            if getattr(settings, key, None) == "auto"]
     if auto:
-        steps = math.ceil(rows / resolved.batch_size)
-        print(f"auto ({', '.join(auto)}): {rows} training rows -> batch size {resolved.batch_size}, {steps} steps "
-              f"per epoch, {resolved.epochs} epochs ({steps * resolved.epochs} steps)"
-              + (f", early stopping after {resolved.patience} epochs without a better dev F1" if resolved.patience else ""))
+        per_epoch = math.ceil(rows / resolved.batch_size)
+        print(f"auto ({', '.join(auto)}): {rows} training rows -> batch size {resolved.batch_size}, {per_epoch} steps "
+              f"per epoch, {resolved.epochs} epochs ({per_epoch * resolved.epochs} steps)"
+              + (f", early stopping after {resolved.patience} epochs without a better dev F1" if resolved.patience else "")
+              + (f", head learning rate {resolved.head_learning_rate:g}" if "head_learning_rate" in auto else ""))
     return resolved
 
 
@@ -131,14 +134,20 @@ def step_jit_compile(jit_compile):
 def compile_for_training(model, steps_per_epoch, settings, head_prefix):
     """Compile ``model`` with :func:`kerasbert.optimizer.make_optimizer` for ``settings.epochs``
     (with ``settings.layer_lr_decay`` below 1, the encoder's layers get
-    :func:`kerasbert.optimizer.layer_lr_multipliers`)."""
+    :func:`kerasbert.optimizer.layer_lr_multipliers`); the head (variables
+    under ``head_prefix``) at ``settings.head_learning_rate``, resolved by
+    :func:`resolve_auto` (still ``"auto"``: ``AUTO_HEAD_LEARNING_RATE``)."""
+    from kerasbert.settings import AUTO_HEAD_LEARNING_RATE
+
     decay = getattr(settings, "layer_lr_decay", 1.0)
     encoder_multipliers = layer_lr_multipliers(model.encoder, decay) if decay != 1.0 else None
     if encoder_multipliers:
         print(f"layer-wise learning-rate decay {decay}: top encoder layer x1, embeddings "
               f"x{decay ** model.encoder.num_layers:.3g}")
+    head_rate = settings.head_learning_rate  # "auto" where resolve_auto did not run: a head that declares none
     optimizer = make_optimizer(
-        steps_per_epoch * settings.epochs, settings.learning_rate, settings.head_learning_rate, head_prefix,
+        steps_per_epoch * settings.epochs, settings.learning_rate,
+        AUTO_HEAD_LEARNING_RATE if head_rate == "auto" else head_rate, head_prefix,
         warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay, precision=settings.precision,
         encoder_multipliers=encoder_multipliers,
     )
@@ -211,7 +220,9 @@ def fit_and_select(model, batches, settings, dev_scores, save_pipeline, format_s
         "best_epoch": evaluator.best_epoch,
         "batch_size": settings.batch_size,
         "epochs": settings.epochs,
+        "steps_per_epoch": len(batches),
         "patience": settings.patience,
+        "head_learning_rate": settings.head_learning_rate,
         "dev": best_dev_scores(output, best),
         "train_tokens_per_epoch": tokens,
         "train_seconds": time.perf_counter() - started,

@@ -31,17 +31,19 @@ from kerasbert.errors import KerasbertError
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multiworker")
 
-# The "auto" rule of batch_size / epochs / patience (TrainSettings.resolve_auto).
-#: Halve the batch while an epoch would have fewer batches than this ...
-AUTO_MIN_BATCHES_PER_EPOCH = 50
-#: ... but never below this batch size.
+# The "auto" rule of batch_size / epochs / patience / head_learning_rate (RunSettings.resolve_auto).
+# A head may declare its own steps, minimum epochs and head learning rate (kerasbert_apps.base.heads.Head);
+# these are the values of a head that declares none.
+#: The optimizer steps a run aims for (at least) ...
+AUTO_STEPS = 300
+#: ... in batches of at least this many sequences ...
 AUTO_MIN_BATCH_SIZE = 8
-#: Train enough epochs for this many optimizer steps ...
-AUTO_MIN_STEPS = 150
-#: ... but no more epochs than this.
+#: ... and in no more epochs than this.
 AUTO_MAX_EPOCHS = 20
 #: With --epochs auto, stop after this many epochs without a better dev F1.
 AUTO_PATIENCE = 2
+#: The head's peak learning rate with --head-learning-rate auto.
+AUTO_HEAD_LEARNING_RATE = 1e-3
 
 
 def setting(default, help, choices=None, type=None):
@@ -68,6 +70,22 @@ def auto_or_int(minimum):
 
     parse.__name__ = f"auto or an integer >= {minimum}"  # what argparse prints for a bad value
     return parse
+
+
+def auto_or_float(value):
+    """A settings ``type``: ``"auto"`` or a number above 0."""
+    if value == "auto":
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or not number > 0:
+        raise ValueError(f"expected auto or a number above 0, got {value!r}")
+    return number
+
+
+auto_or_float.__name__ = "auto or a number above 0"  # what argparse prints for a bad value
 
 
 def load_settings(cls, path):
@@ -175,10 +193,13 @@ def check_settings(settings, required=()):
                 raise KerasbertError(f"{field.name}: {e}")
 
 
-EPOCHS_HELP = ("training epochs; auto: at least {auto_min_epochs}, and enough for {AUTO_MIN_STEPS} optimizer "
-               "steps on small data (at most {AUTO_MAX_EPOCHS}), stopping early when dev F1 stops improving")
-BATCH_SIZE_HELP = ("sequences per batch; auto: {auto_batch_size}, halved (down to {AUTO_MIN_BATCH_SIZE}) while an "
-                   "epoch would have fewer than {AUTO_MIN_BATCHES_PER_EPOCH} batches")
+EPOCHS_HELP = ("training epochs; auto: the fewest (at least {auto_min_epochs} or the head's own minimum, at most "
+               "{AUTO_MAX_EPOCHS}) in which batches of {AUTO_MIN_BATCH_SIZE} or more give the optimizer steps the head "
+               "aims for ({AUTO_STEPS} unless the head says), stopping early when dev F1 stops improving")
+HEAD_LEARNING_RATE_HELP = ("peak learning rate of the task head (the layers the head adds to the encoder); auto: "
+                           "the rate the head declares ({AUTO_HEAD_LEARNING_RATE:g} unless it says)")
+BATCH_SIZE_HELP = ("sequences per batch; auto: the largest (from {AUTO_MIN_BATCH_SIZE} to {auto_batch_size}) with which "
+                   "the epochs still give the optimizer steps the head aims for")
 
 OVERWRITE_HELP = ("replace the earlier run of this command in OUTPUT (a folder with its run.json), deleting what it "
                   "holds; never a folder that is not a kerasbert run")
@@ -191,15 +212,16 @@ class RunSettings:
     a trained teacher); apps subclass those and add their own fields (with
     :func:`setting`).
 
-    ``batch_size``, ``epochs`` and ``patience`` default to ``"auto"``: the
-    numbers follow from the size of the training data
-    (:func:`kerasbert.fit.resolve_auto`), starting from the app's
-    :attr:`auto_batch_size` and :attr:`auto_min_epochs`.
+    ``batch_size``, ``epochs``, ``patience`` and ``head_learning_rate``
+    default to ``"auto"``: the numbers follow from the size of the training
+    data and from what the run's head declares it needs
+    (:meth:`resolve_auto`, :func:`kerasbert.fit.resolve_auto`), within the
+    app's :attr:`auto_batch_size` and :attr:`auto_min_epochs`.
     """
 
-    #: ``--batch-size auto`` starts from this (halved for small data).
+    #: ``--batch-size auto`` is at most this.
     auto_batch_size: ClassVar[int] = 32
-    #: ``--epochs auto`` trains at least this many epochs.
+    #: ``--epochs auto`` trains at least this many epochs (unless the head says).
     auto_min_epochs: ClassVar[int] = 3
     #: The settings a run cannot do without (:meth:`check` says which are missing).
     required: ClassVar[tuple] = ("train", "dev", "output")
@@ -210,7 +232,7 @@ class RunSettings:
     epochs: int | str = setting("auto", EPOCHS_HELP, type=auto_or_int(1))
     batch_size: int | str = setting("auto", BATCH_SIZE_HELP, type=auto_or_int(1))
     learning_rate: float = setting(5e-5, "peak learning rate of the encoder")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the task head")
+    head_learning_rate: float | str = setting("auto", HEAD_LEARNING_RATE_HELP, type=auto_or_float)
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
@@ -230,41 +252,61 @@ class RunSettings:
     def check(self):
         check_settings(self, required=self.required)
 
-    def resolve_auto(self, rows):
-        """These settings with ``batch_size``, ``epochs`` and ``patience``
-        numbers for ``rows`` training rows (sequences), where they are
-        ``"auto"``. The rule, meant to train enough on a few hundred
-        sentences and to leave large datasets as they were:
+    def resolve_auto(self, rows, steps=None, min_epochs=None, head_learning_rate=None):
+        """These settings with numbers for ``rows`` training rows (sequences)
+        where ``batch_size``, ``epochs``, ``patience`` and
+        ``head_learning_rate`` are ``"auto"``. ``steps``, ``min_epochs`` and
+        ``head_learning_rate`` are what the run's head declares it needs
+        (:class:`kerasbert_apps.base.heads.Head`; None: ``AUTO_STEPS``,
+        :attr:`auto_min_epochs`, ``AUTO_HEAD_LEARNING_RATE``). The rule aims
+        for ``steps`` optimizer steps on small data and leaves large datasets
+        at the minimum epochs and the app's batch size:
 
-        * batch size: :attr:`auto_batch_size`, halved while an epoch would
-          have fewer than ``AUTO_MIN_BATCHES_PER_EPOCH`` batches, down to
-          ``AUTO_MIN_BATCH_SIZE`` (the steps a small dataset needs then take
-          fewer passes over it: on 2 CPU cores a token costs about the same
-          in a batch of 8 as in one of 32);
-        * epochs: at least :attr:`auto_min_epochs`, and enough epochs for
-          ``AUTO_MIN_STEPS`` optimizer steps, at most ``AUTO_MAX_EPOCHS``;
+        * epochs: the fewest, from ``min_epochs`` to ``AUTO_MAX_EPOCHS``, in
+          which batches of ``AUTO_MIN_BATCH_SIZE`` or more still give
+          ``steps`` steps;
+        * batch size: the largest, from ``AUTO_MIN_BATCH_SIZE`` to
+          :attr:`auto_batch_size`, with which those epochs give ``steps``
+          steps (on 2 CPU cores a token costs about the same in a batch of 8
+          as in one of 32, so a small dataset is not passed over more often
+          than the steps need);
         * patience: ``AUTO_PATIENCE`` epochs without a better dev F1 stop a
-          run whose epochs are auto; otherwise never (0).
+          run whose epochs are auto; otherwise never (0);
+        * head learning rate: the head's.
 
-        E.g. with the NER defaults (32, 3 epochs): 400 sentences -> batch 8,
-        50 steps per epoch, 3 epochs; CoNLL-2003's 14041 -> batch 32, 3
-        epochs, as before the rule.
+        The steps are continuous in the number of rows: ``steps`` (or more,
+        by less than one batch per epoch) up to the point where
+        :attr:`auto_batch_size` and ``min_epochs`` give more, then
+        ``min_epochs`` epochs at :attr:`auto_batch_size`; fewer only where
+        ``AUTO_MAX_EPOCHS`` caps a tiny dataset. A batch size or epochs given
+        as numbers are used as they are, and the other one follows the same
+        aim. E.g. with 300 steps and at least 3 epochs of at most 32: 400
+        rows -> batch 8, 6 epochs; 1000 -> batch 9, 3 epochs; CoNLL-2003's
+        14041 -> batch 32, 3 epochs.
         """
         import math
 
-        batch_size = self.batch_size
-        if batch_size == "auto":
-            batch_size = self.auto_batch_size
-            while batch_size > AUTO_MIN_BATCH_SIZE and math.ceil(rows / batch_size) < AUTO_MIN_BATCHES_PER_EPOCH:
-                batch_size = max(batch_size // 2, AUTO_MIN_BATCH_SIZE)
+        steps = int(steps or AUTO_STEPS)
+        min_epochs = int(min_epochs or self.auto_min_epochs)
+        rows = max(int(rows), 1)
         epochs = self.epochs
         if epochs == "auto":
-            steps = max(math.ceil(rows / batch_size), 1)
-            epochs = min(max(self.auto_min_epochs, math.ceil(AUTO_MIN_STEPS / steps)), AUTO_MAX_EPOCHS)
+            if self.batch_size == "auto":
+                epochs = math.ceil(steps * AUTO_MIN_BATCH_SIZE / rows)
+            else:
+                epochs = math.ceil(steps / math.ceil(rows / self.batch_size))
+            epochs = min(max(epochs, min_epochs), AUTO_MAX_EPOCHS)
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            batch_size = min(max(rows * epochs // steps, AUTO_MIN_BATCH_SIZE), self.auto_batch_size)
         patience = self.patience
         if patience == "auto":
             patience = AUTO_PATIENCE if self.epochs == "auto" else 0
-        return dataclasses.replace(self, batch_size=batch_size, epochs=epochs, patience=patience)
+        rate = self.head_learning_rate
+        if rate == "auto":
+            rate = float(head_learning_rate or AUTO_HEAD_LEARNING_RATE)
+        return dataclasses.replace(self, batch_size=batch_size, epochs=epochs, patience=patience,
+                                   head_learning_rate=rate)
 
 
 @dataclasses.dataclass

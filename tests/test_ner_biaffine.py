@@ -108,6 +108,9 @@ def test_loss_counts_only_real_spans_and_learns_a_toy_batch():
     logits[0, 0, 1] = [2, 0, 0]
     want = (2 * np.log(3) + np.log(1 + 2 * np.exp(-2))) / 3
     assert float(biaffine_crossentropy(classes, logits, keep)) == pytest.approx(want, rel=1e-5)
+    # the entity cell (0, 1) weighs 4, each "no entity" cell 1
+    want = (2 * np.log(3) + 4 * np.log(1 + 2 * np.exp(-2))) / 6
+    assert float(biaffine_crossentropy(classes, logits, keep, entity_weight=4.0)) == pytest.approx(want, rel=1e-5)
 
     keras.utils.set_random_seed(0)
     layer = BiaffineSpanScorer(2, size=16, none_prior=2.0)
@@ -198,8 +201,8 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     feeds = {k: tf.constant(v) for k, v in windows.items()}
     texts = tf.constant([text, "", "no entity here"])
 
-    def entities(temperature):
-        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature)
+    def entities(temperature, threshold=0.0):
+        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature, threshold)
         assert out["count"].numpy().tolist()[1:] == [0, 0]
         return [(int(s), int(e), t.decode(), float(p)) for s, e, t, p in
                 zip(out["start"][0], out["end"][0], out["type"][0].numpy(), out["score"][0])][: int(out["count"][0])]
@@ -216,6 +219,10 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     hot = entities(2.0)
     assert [x[:3] for x in hot] == [x[:3] for x in got]
     np.testing.assert_allclose([x[3] for x in hot], 1 / (1 + np.exp(-np.log(p / (1 - p)) / 2)), rtol=1e-5)
+    # the decision threshold: a candidate's best type logit must beat "no entity" + threshold
+    assert [x[:3] for x in entities(1.0, threshold=0.3)] == [x[:3] for x in got if x[:2] != span(4, 4)]  # 1.0 < 0.8 + 0.3
+    loose = [x[:2] for x in entities(1.0, threshold=-0.5)]  # (5, 5): 1.0 > 1.0 - 0.5; every other span: 0 > 6 - 0.5 no
+    assert loose == sorted([span(a, b) for a, b in kept] + [span(5, 5)])
 
 
 def test_decoding_merges_windows_as_the_span_heads_do():
@@ -246,7 +253,11 @@ def test_registered_with_its_options():
     assert head.keep_overlaps and head.scorer == "exact spans" and head.pipeline_class() is BiaffineTagger
     settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine")
     settings.check()
-    assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 0, 0)
+    assert (settings.biaffine_size, settings.biaffine_lstm, settings.biaffine_max_span) == (150, 128, 0)
+    assert settings.biaffine_entity_weight == 10.0
+    with pytest.raises(KerasbertError, match="biaffine_entity_weight must be above 0"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine",
+                         biaffine_entity_weight=0.0).check()
     with pytest.raises(KerasbertError, match="biaffine_size must be at least 1"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_size=0).check()
     with pytest.raises(KerasbertError, match="must be 0 or more"):

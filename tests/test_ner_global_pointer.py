@@ -91,10 +91,12 @@ def test_training_rows_keep_nested_entities_and_count_window_edges():
 # --- decoding
 
 
-def test_window_merge_against_brute_force():
+@pytest.mark.parametrize("threshold", [0.0, -0.7])
+def test_window_merge_against_brute_force(threshold):
     """Random span logits per window, the same text seen by several windows
     with different verdicts: each span is decided by its window furthest from
-    a cut (ties: the earlier window), as a brute-force numpy reading says."""
+    a cut (ties: the earlier window), as a brute-force numpy reading says; an
+    entity where that logit is above the decision threshold."""
     tokenizer = kerasbert.load_tokenizer(_toy())
     tagger = SpanTagger(None, tokenizer, ["A", "B"], max_length=9)
     texts = [" ".join(random.Random(s).choice(WORDS) for _ in range(n)) for s, n in ((0, 23), (1, 3), (2, 0), (3, 15))]
@@ -102,7 +104,8 @@ def test_window_merge_against_brute_force():
     rng = np.random.default_rng(0)
     rows, width = w["token_ids"].shape
     logits = rng.normal(0, 1, size=(rows, width, width, 2)).astype("float32")
-    got = span_entities(tf.constant(texts), {k: tf.constant(v) for k, v in w.items()}, tf.constant(logits), ["A", "B"])
+    got = span_entities(tf.constant(texts), {k: tf.constant(v) for k, v in w.items()}, tf.constant(logits), ["A", "B"],
+                        threshold=threshold)
 
     for t, text in enumerate(texts):
         row_ids = [r for r in range(rows) if w["text_index"][r] == t]
@@ -121,7 +124,7 @@ def test_window_merge_against_brute_force():
                     if (a, b) not in best or key > best[(a, b)][0]:
                         best[(a, b)] = (key, logits[r, a - s + 1, b - s + 1])
         expected = sorted((offsets[a][0], offsets[b][1], kind, 1 / (1 + np.exp(-v[kind])))
-                          for (a, b), (_, v) in best.items() for kind in range(2) if v[kind] > 0)
+                          for (a, b), (_, v) in best.items() for kind in range(2) if v[kind] > threshold)
         n = int(got["count"][t])
         ours = [(int(got["start"][t, i]), int(got["end"][t, i]), got["type"][t, i].numpy().decode(),
                  float(got["score"][t, i])) for i in range(n)]
@@ -148,6 +151,11 @@ def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
     assert fitted["entities"] > 0 and fitted["temperature"] != 1.0
     assert tagger.temperature == fitted["temperature"]
     assert json.loads((tmp / "run" / "model" / "span_tagger.json").read_text())["temperature"] == fitted["temperature"]
+    # --span-threshold auto (the default): the decision threshold fitted on dev, before the temperature
+    threshold = metrics["span_threshold"]
+    assert threshold["f1"] >= threshold["f1_at_0"] and [0.0, threshold["f1_at_0"]] in threshold["grid"]
+    assert tagger.threshold == threshold["threshold"]
+    assert json.loads((tmp / "run" / "model" / "span_tagger.json").read_text())["threshold"] == threshold["threshold"]
     capsys.readouterr()
     assert cli_main(["ner", "evaluate", "--model", str(tmp / "run"), "--data", str(tmp / "dev.jsonl"),
                      "--output", str(tmp / "scores.json")]) == 0
@@ -192,6 +200,37 @@ def test_calibrate_fits_the_score_temperature_and_changes_no_entity(run, tmp_pat
     assert "not a kerasbert NER model folder" in capsys.readouterr().err
     with pytest.raises(KerasbertError, match="temperature must be above 0"):
         SpanTagger(calibrated.model, calibrated.tokenizer, ["PER"], temperature=0)
+
+
+def test_the_fitted_threshold_scores_as_predict_does(run):
+    """The fit at the end of training read the threshold from a variable (one
+    traced function for the grid); the F1 it saw at a threshold is what
+    predict gives there, and a lower threshold finds more entities."""
+    from kerasbert_apps.ner.span_scores import span_scores
+
+    tmp, metrics = run
+    fitted = metrics["span_threshold"]
+    tagger = NER.load(tmp / "run")
+    examples = NER.read(tmp / "dev.jsonl", NerTrainSettings(head="global-pointer"))
+    texts = [e.text for e in examples]
+    found = []
+    for threshold, f1 in [(fitted["threshold"], fitted["f1"]), tuple(fitted["grid"][0])]:
+        tagger.set_threshold(threshold)
+        predictions = tagger.predict(texts, batch_size=16)
+        assert span_scores(examples, predictions)["f1"] == pytest.approx(f1)
+        found.append(sum(len(p["entities"]) for p in predictions))
+    assert fitted["grid"][0][0] < fitted["threshold"] and found[1] > found[0]
+    with pytest.raises(KerasbertError, match="finite number"):
+        tagger.set_threshold(float("nan"))
+
+
+def test_span_threshold_is_an_option_of_the_span_heads():
+    for head in ("global-pointer", "biaffine"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head=head, span_threshold=-1.5).check()
+    with pytest.raises(KerasbertError, match="--span-threshold is an option of the span heads"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="crf", span_threshold=-1.5).check()
+    with pytest.raises(KerasbertError, match="span_threshold: expected auto or a number"):
+        NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", span_threshold="low").check()
 
 
 def test_bio_heads_resolve_overlaps_and_say_their_scorer(run):

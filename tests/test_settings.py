@@ -1,6 +1,7 @@
 """Run settings declared once (kerasbert.settings): files, CLI options, the auto rule."""
 
 import argparse
+import dataclasses
 import json
 import re
 
@@ -10,6 +11,7 @@ from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.triples.train import TriplesTrainSettings
 from conftest import REPO_ROOT
 from kerasbert.errors import KerasbertError
+from kerasbert.settings import AUTO_HEAD_LEARNING_RATE
 from kerasbert.settings import add_settings_options
 from kerasbert.settings import help_text
 from kerasbert.settings import load_settings
@@ -65,24 +67,75 @@ def test_help_texts_say_the_numbers_of_the_rule():
 
 
 @pytest.mark.parametrize("cls, rows, batch_size, epochs", [
+    # a head that declares nothing: 300 steps, at least 3 epochs (NER) or 10 (triples)
     (NerTrainSettings, 14041, 32, 3),  # CoNLL-2003: as before the rule
-    (NerTrainSettings, 1600, 32, 3),
-    (NerTrainSettings, 1000, 16, 3),
-    (NerTrainSettings, 400, 8, 3),
-    (NerTrainSettings, 200, 8, 6),
-    (NerTrainSettings, 100, 8, 12),
-    (NerTrainSettings, 10, 8, 20),  # at most 20 epochs
+    (NerTrainSettings, 3200, 32, 3),
+    (NerTrainSettings, 2000, 20, 3),
+    (NerTrainSettings, 1000, 10, 3),
+    (NerTrainSettings, 800, 8, 3),  # the old rule jumped here: 294 steps at 784 rows, 150 at 800
+    (NerTrainSettings, 784, 10, 4),
+    (NerTrainSettings, 400, 8, 6),
+    (NerTrainSettings, 100, 8, 20),  # at most 20 epochs
     (TriplesTrainSettings, 5019, 16, 10),  # WebNLG: as before the rule
-    (TriplesTrainSettings, 400, 8, 10),
-    (TriplesTrainSettings, 100, 8, 12),
+    (TriplesTrainSettings, 400, 13, 10),
+    (TriplesTrainSettings, 100, 8, 20),
 ])
 def test_auto_rule(cls, rows, batch_size, epochs):
     resolved = cls().resolve_auto(rows)
     assert (resolved.batch_size, resolved.epochs, resolved.patience) == (batch_size, epochs, 2)
+    assert resolved.head_learning_rate == AUTO_HEAD_LEARNING_RATE
     assert cls(epochs=4).resolve_auto(rows).patience == 0  # early stopping only comes with auto epochs
     assert cls(epochs=4, patience=3).resolve_auto(rows).patience == 3
-    given = cls(batch_size=5, epochs=2).resolve_auto(rows)
-    assert (given.batch_size, given.epochs) == (5, 2)  # numbers are used as they are
+    given = cls(batch_size=5, epochs=2, head_learning_rate=2e-3).resolve_auto(rows, head_learning_rate=7e-3)
+    assert (given.batch_size, given.epochs, given.head_learning_rate) == (5, 2, 2e-3)  # numbers are used as they are
+
+
+def steps_of(settings, rows, **declared):
+    resolved = settings.resolve_auto(rows, **declared)
+    return resolved, -(-rows // resolved.batch_size) * resolved.epochs
+
+
+@pytest.mark.parametrize("task", ["ner", "triples"])
+def test_auto_steps_are_continuous_for_every_head(task):
+    """For every registered head: the steps never fall below what the head aims for (unless the
+    epochs cap stops a tiny dataset), overshoot it by at most a seventh (integer batches) plus
+    one step per epoch, and grow without a jump (the old rule halved them where the batch went
+    from 8 to 16)."""
+    from kerasbert_apps.base import heads
+    from kerasbert import settings as rule
+
+    cls = {"ner": NerTrainSettings, "triples": TriplesTrainSettings}[task]
+    for head in heads.heads(task):
+        declared = head.training_defaults()
+        target = declared["steps"] or rule.AUTO_STEPS
+        last = 0
+        for rows in [*range(1, 4001), *range(4001, 20001, 37)]:
+            resolved, steps = steps_of(cls(head=head.name), rows, **declared)
+            if resolved.epochs < rule.AUTO_MAX_EPOCHS:
+                assert steps >= target, (head.name, rows, steps)
+            large = resolved.epochs * -(-rows // cls.auto_batch_size)  # large data: the fewest epochs, largest batch
+            assert steps <= max(target * 8 / 7 + resolved.epochs, large), (head.name, rows, steps)
+            assert steps >= last * 6 / 7 - resolved.epochs, (head.name, rows, last, steps)
+            last = steps
+
+
+def test_a_head_declares_what_its_training_needs():
+    """Task.resolve_auto reads the run's head's registration; an option given wins."""
+    from kerasbert_apps.base.heads import Head
+    from kerasbert_apps.ner.train import NER
+
+    head = Head(name="slow-learner", task="ner", pipeline="some.module:Pipeline", settings_file="x.json",
+                head_learning_rate=4e-3, auto_steps=900, auto_min_epochs=5)
+    settings = NerTrainSettings()
+    resolved = settings.resolve_auto(14041, **head.training_defaults())
+    assert (resolved.batch_size, resolved.epochs, resolved.head_learning_rate) == (32, 5, 4e-3)
+    resolved, steps = steps_of(settings, 600, **head.training_defaults())
+    assert (resolved.batch_size, resolved.epochs, steps) == (8, 12, 900)
+    assert NerTrainSettings(head_learning_rate=1e-4).resolve_auto(600, **head.training_defaults()).head_learning_rate == 1e-4
+    for name in ("crf", "global-pointer", "biaffine"):  # the registered heads' declarations are what a run gets
+        registered = NER.head(NerTrainSettings(head=name))
+        expected = settings.resolve_auto(500, **registered.training_defaults())
+        assert NER.resolve_auto(NerTrainSettings(head=name), 500, name) == dataclasses.replace(expected, head=name)
 
 
 def test_docs_table_is_the_rule():
@@ -95,13 +148,20 @@ def test_docs_table_is_the_rule():
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     text = hooks.auto_rule_table()
-    rows = re.findall(r"^\| ([\d,]+) \| (\d+), (\d+) \(([\d,]+)\) \| (\d+), (\d+) \(([\d,]+)\) \|$", text, re.M)
+    from kerasbert_apps.base import heads
+    from kerasbert_apps.ner.train import NER
+    from kerasbert_apps.triples.train import TRIPLES
+
+    runs = [(task, head) for task in (NER, TRIPLES) for head in heads.heads(task.name)]
+    header = next(line for line in text.splitlines() if line.startswith("| training sequences |"))
+    assert header.count("`") == 2 * len(runs)
+    rows = [line.strip("|").split("|") for line in text.splitlines() if re.match(r"^\| [\d,]+ \| \d", line)]
     assert len(rows) >= 4
-    for n, *numbers in rows:
+    for n, *cells in rows:
         n = int(n.replace(",", ""))
         expected = []
-        for cls in (NerTrainSettings, TriplesTrainSettings):
-            resolved = cls().resolve_auto(n)
+        for task, head in runs:
+            resolved = task.train_settings(head=head.name).resolve_auto(n, **head.training_defaults())
             steps = -(-n // resolved.batch_size)
-            expected += [resolved.batch_size, resolved.epochs, steps * resolved.epochs]
-        assert [int(x.replace(",", "")) for x in numbers] == expected, n
+            expected.append(f"{resolved.batch_size}, {resolved.epochs} ({steps * resolved.epochs:,})")
+        assert [c.strip() for c in cells] == expected, n

@@ -272,7 +272,10 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
     tmp, (_, dev) = run
     assert json.loads((tmp / "run" / "settings.json").read_text())["head"] == "gplinker"
     saved = json.loads((tmp / "run" / "model" / "gplinker.json").read_text())
-    assert saved["head"] == "gplinker" and saved["thresholds"] == {"entity": 0.5, "link": 0.5}
+    # --threshold-entity/--threshold-link auto (the default): tuned on dev at the end of training
+    tuned = json.loads((tmp / "run" / "metrics.json").read_text())["tuned_thresholds"]
+    assert tuned["names"] == ["entity", "link"] and tuned["f1"] >= tuned["f1_at_default"]
+    assert saved["head"] == "gplinker" and saved["thresholds"] == dict(zip(tuned["names"], tuned["thresholds"]))
     assert not (tmp / "run" / "model" / "extractor.json").exists()
     extractor = TRIPLES.load(tmp / "run")
     assert type(extractor) is GPLinkerExtractor and extractor.predicates == saved["predicates"]
@@ -282,7 +285,7 @@ def test_training_run_reloads_with_its_head_and_evaluates(run, capsys):
     printed = capsys.readouterr().out
     assert "exact" in printed and "partial" in printed and "SEO" in printed and "EPO" in printed
     scores = json.loads((tmp / "scores.json").read_text())
-    assert scores["exact"] == json.loads((tmp / "run" / "model" / "dev_scores.json").read_text())["exact"]
+    assert scores["exact"]["f1"] == pytest.approx(tuned["f1"])  # the model folder decides at the tuned thresholds
     assert scores["exact"]["predicted"] > 0  # the barely trained toy model fires: something to compare
 
 
@@ -304,7 +307,7 @@ def test_thresholds_of_the_other_head_are_refused(run, tmp_path, capsys):
                        "thresholds are --threshold-start/--threshold-end"):
         TRIPLES.configure(Extractor.__new__(Extractor), argparse.Namespace(**options))
     extractor = GPLinkerExtractor.load(tmp / "run")
-    assert extractor.with_thresholds({"link": 0.2}).thresholds == {"entity": 0.5, "link": 0.2}
+    assert extractor.with_thresholds({"link": 0.2}).thresholds == {"entity": extractor.thresholds["entity"], "link": 0.2}
     with pytest.raises(KerasbertError, match=r"threshold entity must be in \(0, 1\), got 0.0"):
         extractor.with_thresholds({"entity": 0.0})
     with pytest.raises(KerasbertError, match=r"unknown gplinker threshold\(s\) \['subject_start'\]"):
@@ -371,7 +374,7 @@ def test_bad_head_and_settings_that_do_not_apply_are_clear_errors(tmp_path, caps
         TriplesTrainSettings(**base, head="gplinker", threshold_start=0.3).check()
     with pytest.raises(KerasbertError, match="are the gplinker head's; the casrel head's are --threshold-start"):
         TriplesTrainSettings(**base, threshold_link=0.3).check()
-    with pytest.raises(KerasbertError, match=r"threshold_entity must be in \(0, 1\)"):
+    with pytest.raises(KerasbertError, match=r"threshold_entity must be auto or in \(0, 1\)"):
         TriplesTrainSettings(**base, head="gplinker", threshold_entity=1.0).check()
     with pytest.raises(KerasbertError, match="pointer_size must be even"):
         TriplesTrainSettings(**base, head="gplinker", pointer_size=7).check()

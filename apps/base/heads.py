@@ -17,6 +17,8 @@ whose ``__init__.py`` registers it::
         check=check_my_head,                  # check(settings) for every run of the task
         keep_overlaps=True,                   # NER readers keep nested/overlapping spans
         scorer="exact spans",                 # which of the task's scorers scores it
+        head_learning_rate=3e-3,              # what its training needs, read by the auto rule
+        auto_steps=600,                       # (None: the defaults of kerasbert.settings)
     ))
 
 That is the whole contract; nothing outside the head's folder names it:
@@ -35,6 +37,12 @@ That is the whole contract; nothing outside the head's folder names it:
   (:func:`train_settings_class` adds them to the task's settings dataclass);
   ``Head.check(settings)`` is called on every training run of the task (the
   head checks its own options, and may refuse its options under another head);
+* ``Head.head_learning_rate``, ``Head.auto_steps``, ``Head.auto_min_epochs``:
+  what the head's training needs, read by the ``auto`` rule
+  (:meth:`kerasbert.settings.RunSettings.resolve_auto`) where the run leaves
+  ``--head-learning-rate``, ``--epochs`` and ``--batch-size`` at ``auto``
+  (an option given always wins); the head's own settings (losses,
+  thresholds) carry their defaults in its ``settings`` dataclass;
 * ``Head.options``: ``(name, help)`` pairs of options the head reads at
   ``evaluate`` / ``predict`` / ``export`` time (the triples thresholds);
 * a pipeline saves ``"head": <name>`` in its settings file;
@@ -109,6 +117,13 @@ class Head:
             ``"exact spans"``); None: the task's only one.
         options: ``(name, help)`` of options read at evaluate / predict /
             export time (the triples ``--threshold-NAME``).
+        head_learning_rate: the head's peak learning rate with
+            ``--head-learning-rate auto`` (the default); None:
+            ``kerasbert.settings.AUTO_HEAD_LEARNING_RATE``.
+        auto_steps: the optimizer steps ``--epochs auto`` / ``--batch-size
+            auto`` aim for on small data; None: ``kerasbert.settings.AUTO_STEPS``.
+        auto_min_epochs: ``--epochs auto`` trains at least this many
+            epochs; None: the task's (``auto_min_epochs`` of its settings).
     """
 
     name: str
@@ -121,6 +136,17 @@ class Head:
     keep_overlaps: bool = False
     scorer: Optional[str] = None
     options: tuple = ()
+    head_learning_rate: Optional[float] = None
+    auto_steps: Optional[int] = None
+    auto_min_epochs: Optional[int] = None
+
+    def training_defaults(self):
+        """What this head declares its training needs, as
+        :func:`kerasbert.fit.resolve_auto` takes it (``steps``,
+        ``min_epochs``, ``head_learning_rate``; None where the head
+        declares nothing)."""
+        return {"steps": self.auto_steps, "min_epochs": self.auto_min_epochs,
+                "head_learning_rate": self.head_learning_rate}
 
     def pipeline_class(self):
         """The pipeline class (imported now)."""

@@ -8,8 +8,8 @@ written here and in :mod:`kerasbert_apps.base.cli` once for all apps:
   data before anything is written, derive the labels, start the run
   (:func:`kerasbert.fit.start_run`), open the checkpoint once, build the
   model and the training rows under the distribution strategy, turn the
-  ``auto`` batch size, epochs and patience into numbers for the number of
-  rows (:meth:`kerasbert.settings.TrainSettings.resolve_auto`), with
+  ``auto`` batch size, epochs, patience and head learning rate into numbers
+  for the number of rows and the head's declared needs (:meth:`Task.resolve_auto`), with
   ``--lora-rank`` put Keras LoRA adapters on the frozen encoder
   (:func:`start_lora`) or with ``--freeze-encoder`` freeze it and mix its
   layers for the head, compile (``--layer-lr-decay``: per-layer learning
@@ -129,7 +129,7 @@ class Task:
                 pipeline.lora = start_lora(model, checkpoint, settings)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
-            settings = fit.resolve_auto(settings, len(rows["token_ids"]))
+            settings = self.resolve_auto(settings, len(rows["token_ids"]), getattr(settings, "head", None))
             batches = pipeline.batches(rows, settings)
             fit.compile_for_training(model, len(batches), settings, head.head_prefix)
 
@@ -208,7 +208,7 @@ class Task:
                 more["gold"] = [np.zeros(len(ids), np.int32) for ids in more["token_ids"]]
                 rows = {name: rows[name] + more[name] for name in rows}
             rows["teacher"] = teacher.soft_targets(rows)
-            settings = fit.resolve_auto(settings, len(rows["token_ids"]))
+            settings = self.resolve_auto(settings, len(rows["token_ids"]), pipeline.head_name)
             batches = pipeline.batches(rows, settings, targets=("teacher", "gold"))
             pipeline.model.soft_weight = settings.soft_weight
             fit.compile_for_training(pipeline.model, len(batches), settings, pipeline.head_prefix)
@@ -238,6 +238,17 @@ class Task:
             save_encoder(best.model.encoder, Path(settings.output) / "encoder", best.tokenizer)
             print(f"encoder: {Path(settings.output) / 'encoder'} (official layout)")
         return metrics
+
+    def resolve_auto(self, settings, rows, head_name):
+        """``settings`` with their ``auto`` numbers for ``rows`` training
+        rows and for what the registered head ``head_name`` of this task
+        (None: none) declares its training needs (:meth:`kerasbert_apps.base.heads.Head.training_defaults`;
+        :func:`kerasbert.fit.resolve_auto`). Options given as numbers win."""
+        from kerasbert import fit
+        from kerasbert_apps.base import heads
+
+        declared = heads.get(self.name, head_name).training_defaults() if head_name else {}
+        return fit.resolve_auto(settings, rows, **declared)
 
     def load(self, model_dir, verbose=False):
         """The pipeline saved in ``model_dir`` (a model folder, or a training

@@ -21,7 +21,12 @@ the span logits of its head (:meth:`selection_logits`) and its decoding
   (:meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`,
   ``--calibrate``, on by default) or later by ``kerasbert ner calibrate``:
   an entity is right when its (start, end, type) is exact, and its score is
-  ``sigmoid(logit / T)`` of the head's logit. It changes no entity.
+  ``sigmoid(logit / T)`` of the head's logit. It changes no entity;
+* **the decision threshold** (``threshold`` in the settings file, 0 by
+  default): a span is an entity where its margin (the head's decoding says
+  which) is above it; fitted on dev for the best entity F1 at the end of a
+  training run (``--span-threshold auto``, the default:
+  :meth:`SpanPipeline.fit_threshold`), before the temperature.
 """
 
 import dataclasses
@@ -65,6 +70,9 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         max_length: tokens per window, ``[CLS]`` and ``[SEP]`` included.
         overlap: tokens shared by consecutive windows of a long text.
         temperature: the score temperature (> 0; see :meth:`calibrate`).
+        threshold: the decision threshold on each span's margin (the
+            head's :meth:`decode` says which; 0 by default and in folders
+            saved before it existed; see :meth:`fit_threshold`).
     """
 
     labels_key = "types"
@@ -72,11 +80,101 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
     #: The scorer :meth:`kerasbert_apps.ner.train.NerTask.score` uses for span heads.
     scorer = "exact spans"
 
-    def __init__(self, model, tokenizer, types, max_length=128, overlap=None, temperature=1.0):
+    def __init__(self, model, tokenizer, types, max_length=128, overlap=None, temperature=1.0, threshold=0.0):
         super().__init__(model, tokenizer, types, max_length=max_length, overlap=overlap)
         self.types = list(self.labels)
         self.type_ids = {t: i for i, t in enumerate(self.types)}
         self.set_temperature(temperature)
+        self.set_threshold(threshold)
+
+    def settings(self):
+        return {**super().settings(), "threshold": self.threshold}
+
+    # ------------------------------------------------------------ decision threshold
+    #: The thresholds :meth:`fit_threshold` tries first; while the best is at
+    #: an edge, it goes on one further (up to :attr:`THRESHOLD_LIMIT`); then
+    #: halfway to the best one's neighbours.
+    THRESHOLD_GRID = (-3.0, -2.0, -1.0, 0.0, 1.0)
+    THRESHOLD_LIMIT = 6.0
+
+    #: While :meth:`fit_threshold` runs: a ``tf.Variable`` the decoding reads
+    #: the threshold from (the grid is scored without tracing again).
+    _live_threshold = None
+
+    def set_threshold(self, threshold):
+        import math
+
+        threshold = float(threshold)
+        if not math.isfinite(threshold):
+            raise KerasbertError(f"the decision threshold must be a finite number, got {threshold}")
+        self.threshold = threshold
+        self._functions = {}  # traced serving functions hold the old threshold
+
+    @property
+    def decision_threshold(self):
+        """What :meth:`decode` compares margins with: :attr:`threshold`, or
+        while :meth:`fit_threshold` runs, the variable it sets."""
+        return self.threshold if self._live_threshold is None else self._live_threshold
+
+    def fit_threshold(self, examples, batch_size=32):
+        """Set the decision threshold with the best exact-span entity F1 on
+        labelled ``examples`` (dev): those of :attr:`THRESHOLD_GRID` (and
+        beyond, while the best is at an edge), then halfway between the best
+        and each neighbour (ties: the one nearest 0); one traced prediction
+        function for all of them. Small-data span
+        models are precise and miss entities; a threshold below 0 trades
+        some precision for more recall. Returns ``threshold``, ``f1``,
+        ``precision``, ``recall``, ``f1_at_0`` and the ``grid`` tried
+        (``[threshold, f1]`` pairs)."""
+        import tensorflow as tf
+
+        from kerasbert_apps.ner.span_scores import span_scores
+
+        texts = [e.text for e in examples]
+        tried = {}
+        live = tf.Variable(0.0, trainable=False, dtype=tf.float32, name="decision_threshold")
+        self._live_threshold, self._functions = live, {}
+
+        def score(threshold):
+            if threshold not in tried:
+                live.assign(threshold)
+                tried[threshold] = span_scores(examples, self.predict(texts, batch_size=batch_size))
+
+        def best():
+            return max(sorted(tried), key=lambda t: (tried[t]["f1"], -abs(t)))
+
+        try:
+            for threshold in sorted(set(self.THRESHOLD_GRID) | {0.0}):
+                score(threshold)
+            while best() in (min(tried), max(tried)) and abs(best()) < self.THRESHOLD_LIMIT:  # at an edge: go on
+                score(best() + (1.0 if best() == max(tried) else -1.0))
+            grid = sorted(tried)
+            at = grid.index(best())
+            for neighbour in grid[max(at - 1, 0): at + 2]:
+                score((grid[at] + neighbour) / 2)
+        finally:
+            self._live_threshold = None
+        chosen = best()
+        self.set_threshold(chosen)
+        return {"threshold": chosen, **{k: tried[chosen][k] for k in ("f1", "precision", "recall")},
+                "f1_at_0": tried[0.0]["f1"], "grid": [[t, tried[t]["f1"]] for t in sorted(tried)]}
+
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """With ``--span-threshold auto``: :meth:`fit_threshold` of the best
+        model on dev (its settings file rewritten), then, with
+        ``--calibrate``, its score temperature
+        (:meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.after_training`,
+        on the entities at that threshold). Entries for ``metrics.json``."""
+        metrics = {}
+        if getattr(settings, "span_threshold", None) == "auto" and dev_examples:
+            best = cls.load(model_dir)
+            result = best.fit_threshold(dev_examples, batch_size=settings.batch_size)
+            best.save_settings(model_dir)
+            print(format_threshold(result, "dev"))
+            metrics["span_threshold"] = result
+        metrics.update(super().after_training(model_dir, dev_examples, settings))
+        return metrics
 
     # ------------------------------------------------------------ calibration
     def score_outcomes(self, examples, batch_size=32):
@@ -179,7 +277,7 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         ``sigmoid(logit / T)`` decision (:func:`kerasbert_apps.ner.select.span_log_best`)."""
         from kerasbert_apps.ner.select import span_log_best
 
-        return span_log_best(out["logits"], lengths, self.temperature)
+        return span_log_best(out["logits"] - self.threshold, lengths, self.temperature)
 
     def infer(self, texts, windows, run):
         import tensorflow as tf
@@ -215,6 +313,20 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         return BucketedBatches(rows, settings.batch_size, targets=("spans",), seed=settings.seed,
                                max_width=self.max_length)
 
+    @classmethod
+    def for_training(cls, model, tokenizer, labels, settings):
+        """The pipeline a run saves: at ``--span-threshold`` when given,
+        else at 0 until :meth:`after_training` fits it."""
+        threshold = getattr(settings, "span_threshold", "auto")
+        return cls(model, tokenizer, labels, max_length=settings.max_length,
+                   threshold=0.0 if threshold == "auto" else threshold)
+
     def student(self, layers):
         raise KerasbertError(f"a {self.head_name} model cannot be distilled (ner distill takes a BIO tagger as "
                              "teacher)")
+
+
+def format_threshold(result, data):
+    """One line on a fitted decision threshold (:meth:`SpanPipeline.fit_threshold`)."""
+    return (f"decision threshold {result['threshold']:g}, fitted on {data}: entity F1 {result['f1_at_0']:.4f} at 0 -> "
+            f"{result['f1']:.4f} (P {result['precision']:.4f}, R {result['recall']:.4f})")

@@ -29,7 +29,9 @@ from kerasbert_apps.ner.readers import FORMATS
 from kerasbert_apps.ner.readers import OUTPUT_FORMATS
 from kerasbert_apps.ner.tags import SCHEMES
 from kerasbert.settings import DistillSettings
+from kerasbert.settings import HEAD_LEARNING_RATE_HELP
 from kerasbert.settings import TrainSettings
+from kerasbert.settings import auto_or_float
 from kerasbert.settings import setting
 
 #: The scorers a head may name (:attr:`kerasbert_apps.base.heads.Head.scorer`),
@@ -63,8 +65,7 @@ class NerCalibrateSettings:
 @dataclasses.dataclass
 class NerTrainSettings(NerCalibrateSettings, NerReadSettings, TrainSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, GENIA, char-per-line, .gz)")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
-                                         "--learning-rate)")
+    head_learning_rate: float | str = setting("auto", HEAD_LEARNING_RATE_HELP, type=auto_or_float)
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases, LayerNorm, CRF)")
 
 
@@ -77,8 +78,7 @@ NerTrainSettings = heads.train_settings_class("ner", NerTrainSettings, "tagging 
 class NerDistillSettings(NerCalibrateSettings, NerReadSettings, DistillSettings):
     train: str = setting("", "training data (CoNLL, JSONL/JSON, CLUENER, char-per-line, .gz): the gold labels, "
                          "and texts the teacher scores")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
-                                         "--learning-rate)")
+    head_learning_rate: float | str = setting("auto", HEAD_LEARNING_RATE_HELP, type=auto_or_float)
 
 
 class NerTask(Task):

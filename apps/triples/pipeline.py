@@ -101,10 +101,53 @@ class TriplePipeline(Pipeline):
     def settings(self):
         return {**super().settings(), "thresholds": self.thresholds}
 
+    #: ``{threshold key: tf.Variable}`` of a :meth:`live_copy` (None: the
+    #: decoding uses :attr:`thresholds` as constants).
+    _live = None
+
+    def decision_thresholds(self):
+        """The thresholds :meth:`decode` decides with: :attr:`thresholds`
+        (floats), or in a :meth:`live_copy` the variables holding them."""
+        return dict(self._live) if self._live is not None else dict(self.thresholds)
+
+    def live_copy(self):
+        """A copy whose decoding reads the thresholds from ``tf.Variable`` s:
+        :meth:`set_live_thresholds` then changes them without tracing the
+        graph again (threshold tuning scores many pairs; a new extractor per
+        pair would trace each time). Predict with it; export this extractor
+        or one made by :meth:`with_thresholds` instead."""
+        import tensorflow as tf
+
+        copy = self.with_thresholds({})
+        copy._live = {k: tf.Variable(float(v), trainable=False, dtype=tf.float32, name=f"threshold_{k}")
+                      for k, v in copy.thresholds.items()}
+        return copy
+
+    def set_live_thresholds(self, thresholds):
+        """Set thresholds (a dict of any of the head's keys, or what
+        :meth:`with_threshold_options` takes when ``options``) of a
+        :meth:`live_copy`; returns it."""
+        if self._live is None:
+            raise KerasbertError("set_live_thresholds needs a live_copy(); use with_thresholds otherwise")
+        self.thresholds = self.complete_thresholds({**self.thresholds, **thresholds})
+        for key, variable in self._live.items():
+            variable.assign(self.thresholds[key])
+        return self
+
+    def live_threshold_options(self, given):
+        """:meth:`set_live_thresholds` with thresholds named as in
+        :attr:`threshold_options` (the tuning grid's names)."""
+        return self.set_live_thresholds(self.threshold_keys(given))
+
+    def threshold_keys(self, given):
+        """Thresholds named as in :attr:`threshold_options` -> the head's
+        threshold keys (the same names unless the head says)."""
+        return dict(given)
+
     def with_threshold_options(self, given):
         """The same extractor with thresholds named as in
         :attr:`threshold_options` (from the command line or the tuning grid)."""
-        return self.with_thresholds(given)
+        return self.with_thresholds(self.threshold_keys(given))
 
     def with_thresholds(self, thresholds):
         """The same extractor with other thresholds: a dict of any of the
@@ -192,6 +235,39 @@ class TriplePipeline(Pipeline):
         return serve
 
     # --------------------------------------------------------------- training
+    @classmethod
+    def given_thresholds(cls, settings):
+        """The run's ``--threshold-<option>`` settings by option name, ``auto``
+        ones at 0.5: what the run decides with until :meth:`after_training`."""
+        given = {option: getattr(settings, f"threshold_{option}") for option in cls.threshold_options}
+        return {option: 0.5 if value == "auto" else value for option, value in given.items()}
+
+    @classmethod
+    def after_training(cls, model_dir, dev_examples, settings):
+        """The thresholds left at ``auto`` tuned on dev
+        (:func:`kerasbert_apps.triples.tuning.tune_thresholds`; the others as
+        given) and written into the best model's settings file;
+        ``{"tuned_thresholds": ...}`` for ``metrics.json``."""
+        from kerasbert_apps.triples.evaluate import score
+        from kerasbert_apps.triples.tuning import DEFAULT_VALUES
+        from kerasbert_apps.triples.tuning import format_tuning
+        from kerasbert_apps.triples.tuning import tune_thresholds
+        from kerasbert_apps.triples.tuning import tuned
+
+        auto = [o for o in cls.threshold_options if getattr(settings, f"threshold_{o}", None) == "auto"]
+        if not auto or not dev_examples:
+            return {}
+        given = cls.given_thresholds(settings)
+        values = {o: DEFAULT_VALUES if o in auto else [given[o]] for o in cls.threshold_options}
+        best = cls.load(model_dir)
+        result = tune_thresholds(best, dev_examples, lambda ex, pred: score(ex, pred, mode=settings.eval_mode),
+                                 values=values, batch_size=settings.batch_size, log=None)
+        tuned(best, result).save_settings(model_dir)
+        print(format_tuning(result, "dev", tuned_here=True))
+        return {"tuned_thresholds": {"names": result["names"], "thresholds": result["best"]["thresholds"],
+                                     **{k: result["best"][k] for k in ("precision", "recall", "f1")},
+                                     "f1_at_default": result["default"]["f1"] if result["default"] else None}}
+
     @classmethod
     def training_labels(cls, train_examples, dev_examples, settings):
         from kerasbert_apps.triples.data import predicates_of

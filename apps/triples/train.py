@@ -37,7 +37,9 @@ from kerasbert_apps.base import heads
 from kerasbert_apps.base.task import Task
 from kerasbert_apps.triples.data import FORMATS as DATA_FORMATS
 from kerasbert.errors import KerasbertError
+from kerasbert.settings import HEAD_LEARNING_RATE_HELP
 from kerasbert.settings import TrainSettings
+from kerasbert.settings import auto_or_float
 from kerasbert.settings import setting
 
 EVAL_MODES = ("exact", "partial")
@@ -59,8 +61,7 @@ class TriplesTrainSettings(TriplesReadSettings, TrainSettings):
     auto_min_epochs: ClassVar[int] = 10
 
     train: str = setting("", "training data (CasRel triple_list or DuIE/CMeIE spo_list; JSON array or JSON lines; .gz)")
-    head_learning_rate: float = setting(1e-3, "peak learning rate of the head's layers (the encoder's: "
-                                        "--learning-rate)")
+    head_learning_rate: float | str = setting("auto", HEAD_LEARNING_RATE_HELP, type=auto_or_float)
     seed: int = setting(42, "random seed (shuffling, subject sampling, initialisation)")
     schema: str = setting("", "predicate list: all_50_schemas / 53_schemas.json lines or a rel2id.json "
                           "(default: the training data's predicates)")

@@ -9,16 +9,15 @@ examples (one pass of the extractor each) and returns the pair with the best
 F1 (in the reader's match mode); the command writes it into the model folder,
 so ``predict``, ``evaluate`` and exports made afterwards use it. Tune on dev,
 report on test: F1 tuned on the data it is reported on is optimistic. The
-GPLinker head's graph is traced once for the whole grid (its thresholds are
-read from a variable while tuning:
-:meth:`~kerasbert_apps.triples.heads.gplinker.pipeline.GPLinkerExtractor.live_copy`); the CasRel
-head's is traced again for each pair.
+extractor's graph is traced once for the whole grid (its thresholds are read
+from variables while tuning:
+:meth:`~kerasbert_apps.triples.pipeline.TriplePipeline.live_copy`).
 """
 
 import itertools
 
 #: The grid's values for each of the two thresholds (both heads).
-DEFAULT_VALUES = (0.2, 0.3, 0.4, 0.5, 0.6)
+DEFAULT_VALUES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 
 
 def tuned(extractor, result):
@@ -36,22 +35,24 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
         score: ``score(examples, predictions)`` -> a dict with ``precision``,
             ``recall``, ``f1`` (:meth:`kerasbert_apps.triples.train.TriplesTask.score`
             with the reader's settings).
-        values: the values each of the two thresholds takes.
+        values: the values each of the two thresholds takes (0.5 added),
+            or a dict: option name -> its values (as they are).
         log: called with one line per pair as it is scored (``None``: quiet).
 
     Returns ``{"head", "names", "grid": [{"thresholds": [a, b], "precision",
     "recall", "f1"}, ...], "best": the best entry, "default": the 0.5 / 0.5
-    entry}``. Ties go to the pair nearest the defaults (then the first in
-    grid order), so a flat grid keeps 0.5 / 0.5.
+    entry (None when the grid has none)}``. Ties go to the pair nearest the
+    defaults (then the first in grid order), so a flat grid keeps 0.5 / 0.5.
     """
-    values = sorted({float(v) for v in values} | {0.5})
     names = extractor.threshold_options
+    if not isinstance(values, dict):
+        values = {name: sorted({float(v) for v in values} | {0.5}) for name in names}
     texts = [e.text for e in examples]
-    live = extractor.live_copy() if hasattr(extractor, "live_copy") else None
+    live = extractor.live_copy()
     grid = []
-    for first, second in itertools.product(values, values):
+    for first, second in itertools.product(*(sorted(float(v) for v in values[name]) for name in names)):
         pair = dict(zip(names, (first, second)))
-        candidate = live.set_live_thresholds(pair) if live is not None else extractor.with_threshold_options(pair)
+        candidate = live.live_threshold_options(pair)
         scores = score(examples, candidate.predict(texts, batch_size=batch_size))
         entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
         grid.append(entry)
@@ -59,14 +60,19 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
             log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  P {entry['precision']:.4f}  "
                 f"R {entry['recall']:.4f}  F1 {entry['f1']:.4f}")
     best = max(grid, key=lambda e: (e["f1"], -abs(e["thresholds"][0] - 0.5) - abs(e["thresholds"][1] - 0.5)))
-    default = next(e for e in grid if e["thresholds"] == [0.5, 0.5])
+    default = next((e for e in grid if e["thresholds"] == [0.5, 0.5]), None)
     return {"head": extractor.head_name, "names": list(names), "grid": grid, "best": best, "default": default}
 
 
-def format_tuning(result, data):
-    """A summary of :func:`tune_thresholds`'s result on the file ``data``."""
+def format_tuning(result, data, tuned_here=False):
+    """A summary of :func:`tune_thresholds`'s result on the file ``data``
+    (``tuned_here``: at the end of training, written into the model)."""
     names, best, default = result["names"], result["best"], result["default"]
     pair = "  ".join(f"--threshold-{n} {v:g}" for n, v in zip(names, best["thresholds"]))
+    if tuned_here:
+        return (f"thresholds tuned on {data} ({len(result['grid'])} pairs): {pair}: P {best['precision']:.4f}  "
+                f"R {best['recall']:.4f}  F1 {best['f1']:.4f}"
+                + (f" (0.5 / 0.5: F1 {default['f1']:.4f})" if default else ""))
     return (f"{result['head']} head, {len(result['grid'])} threshold pairs scored on {data}\n"
             f"best: {pair}: P {best['precision']:.4f}  R {best['recall']:.4f}  F1 {best['f1']:.4f} "
             f"(0.5 / 0.5: F1 {default['f1']:.4f}); tuned on this file, so report F1 on another (test)")

@@ -2,7 +2,11 @@
 (:mod:`kerasbert_apps.base.heads`). A new head is a new folder here.
 
 :func:`check_thresholds` is the rule every head's thresholds follow: set only
-under that head, each in its range."""
+under that head, each ``auto`` (tuned on dev at the end of training:
+:meth:`kerasbert_apps.triples.pipeline.TriplePipeline.after_training`) or a
+probability in its range; :func:`auto_or_probability` is their settings type."""
+
+import dataclasses
 
 from kerasbert.errors import KerasbertError
 
@@ -11,18 +15,37 @@ from kerasbert.errors import KerasbertError
 ORDER = ("casrel", "gplinker")
 
 
+def auto_or_probability(value):
+    """A settings ``type``: ``"auto"`` or a number (a probability; its range
+    is the head's, :func:`check_thresholds`)."""
+    if value == "auto":
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool):
+        raise ValueError(f"expected auto or a probability, got {value!r}")
+    return number
+
+
+auto_or_probability.__name__ = "auto or a probability"  # what argparse prints for a bad value
+
+
 def check_thresholds(settings, head, low_open):
-    """Check ``head``'s ``threshold_<option>`` settings: each in ``[0, 1)``
-    (``(0, 1)`` with ``low_open``), and left at 0.5 unless ``head`` is the
-    run's head (the error names the run's head's own options)."""
+    """Check ``head``'s ``threshold_<option>`` settings: each ``auto`` or in
+    ``[0, 1)`` (``(0, 1)`` with ``low_open``), and left at its default
+    unless ``head`` is the run's head (the error names the run's head's own
+    options)."""
     from kerasbert_apps.base.heads import get
 
     keys = [f"threshold_{name}" for name, _ in head.options]
+    defaults = {f.name: f.default for f in dataclasses.fields(head.settings)}
     for key in keys:
         value = getattr(settings, key)
-        if not (0.0 < value < 1.0 if low_open else 0.0 <= value < 1.0):
-            raise KerasbertError(f"{key} must be in {'(0, 1)' if low_open else '[0, 1)'}, got {value}")
-    if settings.head != head.name and any(getattr(settings, key) != 0.5 for key in keys):
+        if value != "auto" and not (0.0 < value < 1.0 if low_open else 0.0 <= value < 1.0):
+            raise KerasbertError(f"{key} must be auto or in {'(0, 1)' if low_open else '[0, 1)'}, got {value}")
+    if settings.head != head.name and any(getattr(settings, key) != defaults[key] for key in keys):
         own = get(head.task, settings.head).options
         theirs = "/".join(f"--threshold-{name}" for name, _ in own) if own else "none"
         raise KerasbertError(f"{'/'.join('--' + k.replace('_', '-') for k in keys)} are the {head.name} head's; "

@@ -151,14 +151,22 @@ def span_classes(spans, width, types):
     return ops.min(candidate, axis=2)
 
 
-def biaffine_crossentropy(classes, logits, keep):
-    """The mean softmax cross-entropy over the cells ``keep`` (bool ``[batch,
-    len, len]``) of ``logits`` ``[batch, len, len, types + 1]`` against the
-    int ``classes`` ``[batch, len, len]``."""
+def biaffine_crossentropy(classes, logits, keep, entity_weight=1.0):
+    """The weighted mean softmax cross-entropy over the cells ``keep`` (bool
+    ``[batch, len, len]``) of ``logits`` ``[batch, len, len, types + 1]``
+    against the int ``classes`` ``[batch, len, len]`` ("no entity" last):
+    a cell whose class is an entity type weighs ``entity_weight``, a "no
+    entity" cell 1 (a sentence of ``n`` tokens has ``n (n + 1) / 2`` spans
+    and a few entities: without a weight the entities' share of the loss is
+    tiny)."""
     logits = ops.cast(logits, "float32")
     log_p = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
-    picked = ops.take_along_axis(log_p, ops.cast(classes, "int32")[..., None], axis=-1)[..., 0]
+    classes = ops.cast(classes, "int32")
+    picked = ops.take_along_axis(log_p, classes[..., None], axis=-1)[..., 0]
     weights = ops.cast(keep, "float32")
+    if entity_weight != 1.0:
+        none = ops.shape(logits)[-1] - 1
+        weights = weights * ops.where(classes < none, float(entity_weight), 1.0)
     return -ops.sum(picked * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 

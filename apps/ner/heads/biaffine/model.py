@@ -8,6 +8,7 @@ token, end token)`` (end inclusive) a logit per entity type and, last, for
 
 The loss (:meth:`BiaffineNerModel.task_loss`) is the softmax cross-entropy
 of every real span (padding and ``end < start`` left out) against its class,
+the entity spans weighted ``entity_weight`` (``--biaffine-entity-weight``),
 from the rows' ``spans`` -- the GlobalPointer head's training rows
 (:func:`~kerasbert_apps.ner.heads.biaffine.layer.span_classes`).
 
@@ -44,13 +45,15 @@ class BiaffineNerModel(TaskModel):
         max_span_length: spans of more tokens are never entities (0: no limit).
         none_prior: the starting logit of "no entity" (the types' start at
             0): most spans are no entity.
+        entity_weight: the weight in the loss of a span that is an entity
+            (a span that is none weighs 1).
         dropout: dropout on the encoder output (and on the BiLSTM output).
         layer_mix: feed the head a learned mix of all the encoder's hidden
             states (``--freeze-encoder``) instead of its last layer.
     """
 
     def __init__(self, encoder, num_types, size=150, use_lstm=False, lstm_units=128, max_span_length=0, none_prior=6.0,
-                 dropout=0.1, layer_mix=False, **kwargs):
+                 dropout=0.1, layer_mix=False, entity_weight=1.0, **kwargs):
         # === Layers ===
         self.encoder = encoder
         self.freeze_pooler(encoder)
@@ -80,6 +83,7 @@ class BiaffineNerModel(TaskModel):
         self.max_span_length = max_span_length
         self.none_prior = none_prior
         self.dropout = dropout
+        self.entity_weight = float(entity_weight)
 
     def task_loss(self, x, y, y_pred):
         logits = ops.cast(y_pred["logits"], "float32")
@@ -87,7 +91,7 @@ class BiaffineNerModel(TaskModel):
         width = ops.shape(logits)[2]
         classes = span_classes(spans, width, self.num_types)
         keep = span_mask(x["padding_mask"], width, self.max_span_length)
-        return biaffine_crossentropy(classes, logits, keep)
+        return biaffine_crossentropy(classes, logits, keep, self.entity_weight)
 
     def head_config(self):
         return {
@@ -99,4 +103,5 @@ class BiaffineNerModel(TaskModel):
             "none_prior": self.none_prior,
             "dropout": self.dropout,
             "layer_mix": self.layer_mix,
+            "entity_weight": self.entity_weight,
         }

@@ -36,7 +36,7 @@ class BiaffineTagger(SpanPipeline):
     def decode(self, texts, windows, logits):
         from kerasbert_apps.ner.heads.biaffine.decode import biaffine_entities
 
-        return biaffine_entities(texts, windows, logits, self.types, self.temperature)
+        return biaffine_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold)
 
     def selection_logits(self, head_input, padding_mask):
         from keras import ops
@@ -50,9 +50,13 @@ class BiaffineTagger(SpanPipeline):
     def selection_log_best(self, out, lengths):
         """log P(best reading) per window row: one softmax per span
         (:func:`kerasbert_apps.ner.select.span_class_log_best`)."""
+        import numpy as np
+
         from kerasbert_apps.ner.select import span_class_log_best
 
-        return span_class_log_best(out["logits"], lengths, self.temperature)
+        logits = np.array(out["logits"], np.float64)
+        logits[..., -1] += self.threshold  # the decision: best type against no entity + threshold
+        return span_class_log_best(logits, lengths, self.temperature)
 
     @classmethod
     def build_model(cls, encoder, types, settings):
@@ -60,4 +64,5 @@ class BiaffineTagger(SpanPipeline):
 
         return BiaffineNerModel(encoder, len(types), size=settings.biaffine_size, use_lstm=settings.biaffine_lstm > 0,
                                 lstm_units=max(settings.biaffine_lstm, 1), max_span_length=settings.biaffine_max_span,
-                                dropout=settings.dropout, layer_mix=settings.freeze_encoder)
+                                dropout=settings.dropout, layer_mix=settings.freeze_encoder,
+                                entity_weight=settings.biaffine_entity_weight)

@@ -6,6 +6,8 @@ import dataclasses
 
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
+from kerasbert_apps.ner.heads import SpanThresholdSettings
+from kerasbert_apps.ner.heads import check_span_threshold
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import setting
 
@@ -13,11 +15,12 @@ NAME = "global-pointer"
 
 
 @dataclasses.dataclass
-class GlobalPointerSettings:
+class GlobalPointerSettings(SpanThresholdSettings):
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
 
 
 def check(settings):
+    check_span_threshold(settings)
     if settings.head == NAME and (settings.pointer_size < 2 or settings.pointer_size % 2):
         raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {settings.pointer_size}")
 
@@ -26,4 +29,7 @@ register(Head(
     name=NAME, task="ner", pipeline="kerasbert_apps.ner.heads.global_pointer.pipeline:SpanTagger", settings_file="span_tagger.json",
     help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data and "
     "predicted; --lstm and --constrained-decoding do not apply)",
-    settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans"))
+    settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans",
+    # What its training needs (the study: bench/head_study.py): its per-(span, type) scores start far from the
+    # entities and learn faster at a higher rate than the BIO heads' (the encoder keeps --learning-rate)
+    head_learning_rate=3e-3, auto_steps=600))

@@ -10,7 +10,9 @@ Following a batch:
 2. **merge windows**: a span seen by several overlapping windows takes its
    logits from the window where it sits furthest from a cut edge, the rule
    of every head (:func:`kerasbert_apps.ner.window_merge.merged_spans`);
-3. **entities**: every (span, type) whose chosen logit is above 0; spans may
+3. **entities**: every (span, type) whose chosen logit is above the
+   decision threshold (0 unless fitted on dev:
+   :meth:`~kerasbert_apps.ner.span_pipeline.SpanPipeline.fit_threshold`); spans may
    nest and overlap, and one span may carry several types. ``start`` is the
    first token's start offset, ``end`` the last token's end (exclusive), code
    points into the original text; ``score`` is ``sigmoid(logit / T)``, ``T``
@@ -31,16 +33,17 @@ from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.window_merge import span_outputs
 
 
-def span_entities(texts, windows, row_logits, types, temperature=1.0):
+def span_entities(texts, windows, row_logits, types, temperature=1.0, threshold=0.0):
     """Steps 1-3 of the module docstring: ``row_logits`` float32 ``[rows,
     len, len, types]`` (start, end inclusive; one row per window of
     ``windows``, :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`,
-    ``len`` its width with ``[CLS]``) -> the padded outputs; scores are
-    ``sigmoid(logit / temperature)`` (a Python float > 0)."""
+    ``len`` its width with ``[CLS]``) -> the padded outputs: the (span,
+    type) pairs whose logit is above ``threshold`` (a float or a scalar
+    tensor); scores are ``sigmoid(logit / temperature)`` (a Python float > 0)."""
     import tensorflow as tf
 
     spans = merged_spans(windows)
     logits = tf.gather_nd(row_logits, spans["cells"] + tf.constant([0, 1, 1], tf.int64))  # [spans, types]; +1: [CLS]
-    hits = tf.where(logits > 0)  # [E, 2]: span, type
+    hits = tf.where(logits > threshold)  # [E, 2]: span, type
     score = tf.sigmoid(tf.gather_nd(logits, hits) / float(temperature))
     return span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types)

@@ -4,7 +4,8 @@ A :class:`SpanTagger` is a :class:`~kerasbert_apps.ner.span_pipeline.SpanPipelin
 (the span heads' windows, training rows and score temperature) around a
 trained :class:`~kerasbert_apps.ner.heads.global_pointer.model.GlobalPointerNerModel`,
 decoded by :func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities`
-(every (span, type) with a logit above 0 an entity, scored by
+(every (span, type) with a logit above the decision threshold, 0 unless
+fitted on dev, an entity, scored by
 ``sigmoid(logit / temperature)``). Unlike the BIO heads, entities may lie
 inside one another or overlap, and a span may carry several types.
 """
@@ -32,7 +33,7 @@ class SpanTagger(SpanPipeline):
     def decode(self, texts, windows, logits):
         from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
 
-        return span_entities(texts, windows, logits, self.types, self.temperature)
+        return span_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold)
 
     def selection_logits(self, head_input, padding_mask):
         from keras import ops

@@ -5,14 +5,17 @@ import dataclasses
 
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
+from kerasbert_apps.triples.heads import auto_or_probability
 from kerasbert_apps.triples.heads import check_thresholds
 from kerasbert.settings import setting
 
 
 @dataclasses.dataclass
 class CasRelSettings:
-    threshold_start: float = setting(0.5, "casrel head: a start pointer fires when its probability is above this")
-    threshold_end: float = setting(0.5, "casrel head: an end pointer fires when its probability is above this")
+    threshold_start: float | str = setting(0.5, "casrel head: a start pointer fires when its probability is above "
+                                           "this; auto: tuned on dev at the end of training", type=auto_or_probability)
+    threshold_end: float | str = setting(0.5, "casrel head: an end pointer fires when its probability is above this; "
+                                         "auto: tuned on dev at the end of training", type=auto_or_probability)
 
 
 HEAD = register(Head(

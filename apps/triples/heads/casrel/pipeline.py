@@ -85,11 +85,10 @@ class Extractor(TriplePipeline):
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=(0.5, 0.5), overlap=None):
         super().__init__(model, tokenizer, predicates, max_length=max_length, thresholds=thresholds, overlap=overlap)
 
-    def with_threshold_options(self, given):
-        """The same extractor with thresholds named as in
-        :attr:`threshold_options` (``start``, ``end``: subjects and objects
-        alike), e.g. from the command line or the tuning grid."""
-        return self.with_thresholds({f"{h}_{k}": v for h in ("subject", "object") for k, v in given.items()})
+    def threshold_keys(self, given):
+        """``start``, ``end`` (:attr:`threshold_options`, e.g. from the
+        command line or the tuning grid): subjects and objects alike."""
+        return {f"{h}_{k}": v for h in ("subject", "object") for k, v in given.items()}
 
     # ------------------------------------------------------------ training rows
     def window_labels(self, state, w_start, w_end, report):
@@ -122,8 +121,8 @@ class Extractor(TriplePipeline):
         ``ids`` endpoint share; a head overrides only this)."""
         from kerasbert_apps.triples.heads.casrel.decode import triples
 
-        return triples(self.model, self.thresholds, len(self.predicates), inputs, n_rows, row_text, offsets,
-                       allowed, run)
+        return triples(self.model, self.decision_thresholds(), len(self.predicates), inputs, n_rows, row_text,
+                       offsets, allowed, run)
 
     # --------------------------------------------------------------- training
     @classmethod
@@ -134,8 +133,9 @@ class Extractor(TriplePipeline):
 
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):
+        given = cls.given_thresholds(settings)
         return cls(model, tokenizer, predicates, max_length=settings.max_length,
-                   thresholds=(settings.threshold_start, settings.threshold_end))
+                   thresholds=(given["start"], given["end"]))
 
     def batches(self, rows, settings, targets=()):
         from kerasbert_apps.triples.heads.casrel.batches import SubjectSampledBatches

@@ -5,6 +5,7 @@ import dataclasses
 
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
+from kerasbert_apps.triples.heads import auto_or_probability
 from kerasbert_apps.triples.heads import check_thresholds
 from kerasbert.errors import KerasbertError
 from kerasbert.settings import setting
@@ -12,10 +13,12 @@ from kerasbert.settings import setting
 
 @dataclasses.dataclass
 class GPLinkerSettings:
-    threshold_entity: float = setting(0.5, "gplinker head: a subject or object span holds when its probability is "
-                                      "above this")
-    threshold_link: float = setting(0.5, "gplinker head: a head-to-head or tail-to-tail link holds when its "
-                                    "probability is above this")
+    threshold_entity: float | str = setting("auto", "gplinker head: a subject or object span holds when its "
+                                            "probability is above this; auto: tuned on dev at the end of training",
+                                            type=auto_or_probability)
+    threshold_link: float | str = setting("auto", "gplinker head: a head-to-head or tail-to-tail link holds when its "
+                                          "probability is above this; auto: tuned on dev at the end of training",
+                                          type=auto_or_probability)
     pointer_size: int = setting(64, "query/key size of each GlobalPointer of the gplinker head")
 
 

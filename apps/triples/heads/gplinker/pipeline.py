@@ -20,7 +20,8 @@ Thresholds (probabilities, default 0.5 = logit 0, bert4keras's rule): a span
 holds where its probability is above ``entity``, a head or tail link where
 its probability is above ``link`` (``--threshold-entity``,
 ``--threshold-link``; lower for recall, higher for precision; pick them on
-dev with ``kerasbert triples tune``). A folder saved before thresholds
+dev with ``kerasbert triples tune``; a :meth:`~kerasbert_apps.triples.pipeline.TriplePipeline.live_copy`
+reads them from variables). A folder saved before thresholds
 existed loads with 0.5 / 0.5. The folder's settings file is
 ``gplinker.json`` (with ``"head": "gplinker"``), so ``predict``,
 ``evaluate`` and ``export`` load this head.
@@ -79,7 +80,6 @@ class GPLinkerExtractor(TriplePipeline):
 
     def __init__(self, model, tokenizer, predicates, max_length=128, thresholds=None, overlap=None):
         super().__init__(model, tokenizer, predicates, max_length=max_length, thresholds=thresholds, overlap=overlap)
-        self._live = None  # see live_copy
 
     def settings(self):
         return {**super().settings(), "head": HEAD}
@@ -91,28 +91,6 @@ class GPLinkerExtractor(TriplePipeline):
         if head != HEAD:
             raise KerasbertError(f"a {cls.settings_file} folder holds the {HEAD} head, not {head!r}")
         return super().from_settings(model, tokenizer, settings)
-
-    def live_copy(self):
-        """A copy whose decoding reads the thresholds from a ``tf.Variable``:
-        :meth:`set_live_thresholds` then changes them without tracing the
-        graph again (threshold tuning scores many pairs; a new extractor per
-        pair would trace each time). Predict with it; export this extractor
-        or one made by :meth:`with_thresholds` instead."""
-        import tensorflow as tf
-
-        copy = self.with_thresholds({})
-        copy._live = tf.Variable([_logit(self.thresholds[k]) for k in THRESHOLD_KEYS], trainable=False,
-                                 dtype=tf.float32, name="gplinker_threshold_logits")
-        return copy
-
-    def set_live_thresholds(self, thresholds):
-        """Set thresholds (a dict of any of :data:`THRESHOLD_KEYS`) of a
-        :meth:`live_copy`; returns it."""
-        if self._live is None:
-            raise KerasbertError("set_live_thresholds needs a live_copy(); use with_thresholds otherwise")
-        self.thresholds = link_thresholds({**self.thresholds, **thresholds})
-        self._live.assign([_logit(self.thresholds[k]) for k in THRESHOLD_KEYS])
-        return self
 
     # ------------------------------------------------------------ training rows
     def window_labels(self, state, w_start, w_end, report):
@@ -164,10 +142,7 @@ class GPLinkerExtractor(TriplePipeline):
         from kerasbert_apps.triples.heads.gplinker.decode import linked_triples
 
         width = tf.shape(allowed)[1]
-        if self._live is not None:
-            entity, link = self._live[0], self._live[1]
-        else:
-            entity, link = (_logit(self.thresholds[k]) for k in THRESHOLD_KEYS)
+        entity, link = (_logit(self.decision_thresholds()[k]) for k in THRESHOLD_KEYS)
         return linked_triples(self._logits(inputs, n_rows, width, run), row_text, offsets, allowed,
                               entity_threshold=entity, link_threshold=link)
 
@@ -182,7 +157,7 @@ class GPLinkerExtractor(TriplePipeline):
     @classmethod
     def for_training(cls, model, tokenizer, predicates, settings):
         return cls(model, tokenizer, predicates, max_length=settings.max_length,
-                   thresholds={"entity": settings.threshold_entity, "link": settings.threshold_link})
+                   thresholds=cls.given_thresholds(settings))
 
     def batches(self, rows, settings, targets=()):
         from kerasbert.batching import BucketedBatches
@@ -194,7 +169,12 @@ class GPLinkerExtractor(TriplePipeline):
 
 
 def _logit(probability):
-    return math.log(probability / (1.0 - probability))
+    """The logit of a probability: a float, or a scalar tensor (a :meth:`live_copy`'s variable)."""
+    if isinstance(probability, float):
+        return math.log(probability / (1.0 - probability))
+    import tensorflow as tf
+
+    return tf.math.log(probability) - tf.math.log1p(-probability)
 
 
 def _codes(per_position):
