@@ -205,7 +205,7 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     assert "fake-head" in listing and "from fakeplug; train options: --fake-size" in listing
     assert "left out (failed to load):\n  broken = fakeplug_broken (from fakeplug): ImportError" in listing
     train_help = " ".join(run.stdout.split("STATUS 0")[1].split())
-    assert "usage: kerasbert [-h] COMMAND" in run.stdout.split("STATUS 0")[2]
+    assert "usage: kerasbert [-h] [--verbose] COMMAND" in run.stdout.split("STATUS 0")[2]
     choices = re.search(r"--head \{([^}]*)\}", train_help).group(1).split(",")
     assert choices[:4] == list(KIT_NER) and "fake-head" in choices  # (and any head installed here)
     assert "fake-head (from fakeplug): a fake head" in train_help and "--fake-size" in train_help

@@ -327,11 +327,11 @@ def test_tune_writes_the_best_thresholds_and_evaluate_uses_them(run, tmp_path, c
     assert main(["triples", "tune", "--model", str(tmp_path / "model"), "--data", str(dev), "--values", "0.7"]) == 0
     out = capsys.readouterr().out
     grid = re.findall(r"entity (\S+)  link (\S+):  P \S+  R \S+  F1 (\S+)", out)
-    assert [g[:2] for g in grid] == [("0.50", "0.50"), ("0.50", "0.70"), ("0.70", "0.50"), ("0.70", "0.70")]
+    assert [g[:2] for g in grid] == [("0.70", "0.70"), ("0.70", "0.50"), ("0.50", "0.70"), ("0.50", "0.50")]
     best = re.search(r"best: --threshold-entity (\S+)  --threshold-link (\S+): P \S+  R \S+  F1 (\S+) "
                      r"\(0.5 / 0.5: F1 (\S+)\)", out)
     entity, link, f1, default_f1 = (float(x) for x in best.groups())
-    assert f1 == max(float(g[2]) for g in grid) >= default_f1 and default_f1 == float(grid[0][2])
+    assert f1 == max(float(g[2]) for g in grid) >= default_f1 and default_f1 == float(grid[-1][2])
     saved = json.loads((tmp_path / "model" / "gplinker.json").read_text())
     assert saved["thresholds"] == {"entity": entity, "link": link}
     assert main(["triples", "evaluate", "--model", str(tmp_path / "model"), "--data", str(dev),

@@ -48,11 +48,50 @@ def test_the_best_pair_of_the_grid_is_chosen():
                              values=(0.3, 0.6), log=lines.append)
     assert result["head"] == "casrel" and result["names"] == ["start", "end"]
     assert [e["thresholds"] for e in result["grid"]] == [[a, b] for a in (0.3, 0.5, 0.6) for b in (0.3, 0.5, 0.6)]
-    assert len(lines) == 9 and lines[0].startswith("  start 0.30  end 0.30:")
+    assert len(lines) == 9 and lines[0].startswith("  start 0.60  end 0.60:")  # the strictest first
     assert result["best"]["thresholds"] == [0.3, 0.6] and result["best"]["f1"] == pytest.approx(1.0)
     assert result["default"]["thresholds"] == [0.5, 0.5]
     assert result["default"]["f1"] == pytest.approx(1 - 0.04 - 0.01)
     assert "best: --threshold-start 0.3  --threshold-end 0.6: " in format_tuning(result, "dev.json")
+
+
+class Counted(MadeUp):
+    """Predicts more triples the lower its thresholds: ``(1 - start) * (1 - end) * 1000`` of them."""
+
+
+def counted(f1_of, gold=10):
+    def score(examples, predictions):
+        start, end = predictions[0]
+        predicted = round((1 - start) * (1 - end) * 1000)
+        f1 = f1_of(start, end)
+        return {"mode": "exact", "precision": f1, "recall": f1, "f1": f1,
+                "exact": {"predicted": predicted, "gold": gold}}
+
+    return score
+
+
+def test_pairs_that_cannot_beat_the_best_are_skipped_not_scored():
+    examples = [type("E", (), {"text": "a"})()]
+    seen = []
+
+    def f1_of(s, e):
+        seen.append((s, e))
+        return 0.5 if (s, e) == (0.6, 0.6) else 0.01
+
+    # at 0.6 / 0.6: 160 triples for 10 gold, so every pair below it scores F1 <= 2 * 10 / 170 < 0.5
+    result = tune_thresholds(Counted(), examples, counted(f1_of), values=(0.1, 0.6), log=None)
+    assert seen == [(0.6, 0.6), (0.5, 0.5)]  # every pair below the best skipped, but the default
+    assert result["skipped"] == [[a, b] for a in (0.1, 0.5, 0.6) for b in (0.1, 0.5, 0.6)
+                                 if (a, b) not in ((0.6, 0.6), (0.5, 0.5))]
+    assert result["best"]["thresholds"] == [0.6, 0.6]
+    assert "(2 pairs (7 more skipped))" in format_tuning(result, "dev.json", tuned_here=True)
+    # nothing beats F1 0: only a flood of triples (over 50 per gold one) is skipped then
+    seen.clear()
+    flood = tune_thresholds(Counted(), examples, counted(lambda s, e: seen.append((s, e)) or 0.0, gold=2),
+                            values=(0.1, 0.9), log=None)
+    # 0.5 / 0.5 (the default, scored) predicts 250 for 2 gold: the pairs below it are skipped
+    assert flood["skipped"] == [[0.1, 0.1], [0.1, 0.5], [0.5, 0.1]] and (0.1, 0.1) not in seen
+    assert len(flood["grid"]) == 6 and flood["best"]["thresholds"] == [0.5, 0.5]
 
 
 def test_ties_keep_the_pair_nearest_the_defaults():
