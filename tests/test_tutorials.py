@@ -2,10 +2,10 @@
 their data is what the generator writes from the shipped samples, and their recorded outputs are
 what the commands print today.
 
-The last test runs every tutorial's commands again, as the page shows them (each a fresh
+The first tests run each tutorial's commands again, as the page shows them (each a fresh
 ``kerasbert`` process: training on the starter encoder and the toy checkpoint, evaluate, predict,
 export, the SavedModel's reply), and compares the outputs with the recorded ones, numbers
-masked: the longest test of this file (minutes). When it fails, ``python docs/gen_tutorials.py``
+masked: the longest tests of this file (minutes). When one fails, ``python docs/gen_tutorials.py``
 rewrites the records.
 """
 
@@ -13,6 +13,8 @@ import importlib.util
 import json
 import re
 import tempfile
+
+import pytest
 
 from conftest import REPO_ROOT
 from conftest import require_shared
@@ -27,6 +29,18 @@ def _gen():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.mark.parametrize("name", list(_gen().TUTORIALS))
+def test_recorded_outputs_are_current(name):
+    """Runs a tutorial's commands again and compares what they print with the records
+    (numbers masked: a trained model's figures move with the CPU's arithmetic). One test per
+    tutorial, first in this file, so that the two workers share them."""
+    require_starter()
+    require_shared("data", "models", "keras_bert_test_checkpoint")
+    require_shared("data", "models", "albert_tiny_zh_google_INDEX_ONLY")
+    gen = _gen()
+    assert gen.main(["--check", name]) == 0, f"stale tutorial outputs (see above): python docs/gen_tutorials.py {name}"
 
 
 def test_pages_show_the_steps_the_generator_runs():
@@ -67,13 +81,3 @@ def test_masking_keeps_what_a_command_prints():
     shown = gen.mask(text, "/x/y")
     assert shown == "Epoch 1/3\n50/50 - …s - … - loss: 3.1\nmodel: $PWD/runs/ner/model"
     assert gen.shape("F1 0.8731 at epoch 3") == gen.shape("F1 0.9 at epoch 12") != gen.shape("F1 at epoch")
-
-
-def test_recorded_outputs_are_current():
-    """Runs every tutorial's commands again and compares what they print with the records
-    (numbers masked: a trained model's figures move with the CPU's arithmetic)."""
-    require_starter()
-    require_shared("data", "models", "keras_bert_test_checkpoint")
-    require_shared("data", "models", "albert_tiny_zh_google_INDEX_ONLY")
-    gen = _gen()
-    assert gen.main(["--check"]) == 0, "stale tutorial outputs (see above): python docs/gen_tutorials.py"
