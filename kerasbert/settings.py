@@ -54,38 +54,34 @@ def setting(default, help, choices=None, type=None):
         "help": help, "choices": tuple(choices) if choices else None, "type": type})
 
 
-def auto_or_int(minimum):
-    """A settings ``type``: ``"auto"`` or an integer >= ``minimum``."""
+def auto_or(kind, what, ok=None):
+    """A settings ``type``: ``"auto"`` or a ``kind`` (``int`` or ``float``)
+    for which ``ok(number)`` holds; ``what`` names the numbers accepted (in
+    the error, and as the name argparse prints for a bad value)."""
 
     def parse(value):
         if value == "auto":
             return value
         try:
-            number = int(value)
+            number = kind(value)
         except (TypeError, ValueError):
             number = None
-        if number is None or isinstance(value, (bool, float)) or number < minimum:
-            raise ValueError(f"expected auto or an integer >= {minimum}, got {value!r}")
+        if (number is None or isinstance(value, bool) or (kind is int and isinstance(value, float))
+                or (ok is not None and not ok(number))):
+            raise ValueError(f"expected auto or {what}, got {value!r}")
         return number
 
-    parse.__name__ = f"auto or an integer >= {minimum}"  # what argparse prints for a bad value
+    parse.__name__ = f"auto or {what}"
     return parse
 
 
-def auto_or_float(value):
-    """A settings ``type``: ``"auto"`` or a number above 0."""
-    if value == "auto":
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or isinstance(value, bool) or not number > 0:
-        raise ValueError(f"expected auto or a number above 0, got {value!r}")
-    return number
+def auto_or_int(minimum):
+    """A settings ``type``: ``"auto"`` or an integer >= ``minimum``."""
+    return auto_or(int, f"an integer >= {minimum}", lambda n: n >= minimum)
 
 
-auto_or_float.__name__ = "auto or a number above 0"  # what argparse prints for a bad value
+#: A settings ``type``: ``"auto"`` or a number above 0.
+auto_or_float = auto_or(float, "a number above 0", lambda n: n > 0)
 
 
 def load_settings(cls, path):

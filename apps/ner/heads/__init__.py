@@ -6,8 +6,10 @@ head's settings dataclass subclasses it): the decision threshold, fitted on
 dev at the end of training unless given."""
 
 import dataclasses
+import math
 
 from kerasbert.errors import KerasbertError
+from kerasbert.settings import auto_or
 from kerasbert.settings import setting
 
 #: The ``--head`` choices' order of the kit's NER head folders (the first
@@ -15,22 +17,8 @@ from kerasbert.settings import setting
 ORDER = ("bio", "global_pointer", "biaffine")
 
 
-def auto_or_number(value):
-    """A settings ``type``: ``"auto"`` or any finite number."""
-    import math
-
-    if value == "auto":
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or isinstance(value, bool) or not math.isfinite(number):
-        raise ValueError(f"expected auto or a number, got {value!r}")
-    return number
-
-
-auto_or_number.__name__ = "auto or a number"  # what argparse prints for a bad value
+#: A settings ``type``: ``"auto"`` or any finite number.
+auto_or_number = auto_or(float, "a number", math.isfinite)
 
 
 @dataclasses.dataclass

@@ -9,27 +9,16 @@ probability in its range; :func:`auto_or_probability` is their settings type."""
 import dataclasses
 
 from kerasbert.errors import KerasbertError
+from kerasbert.settings import auto_or
 
 #: The ``--head`` choices' order of the kit's triple head folders (the first,
 #: ``casrel``, is the default); other folders follow by name.
 ORDER = ("casrel", "gplinker")
 
 
-def auto_or_probability(value):
-    """A settings ``type``: ``"auto"`` or a number (a probability; its range
-    is the head's, :func:`check_thresholds`)."""
-    if value == "auto":
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or isinstance(value, bool):
-        raise ValueError(f"expected auto or a probability, got {value!r}")
-    return number
-
-
-auto_or_probability.__name__ = "auto or a probability"  # what argparse prints for a bad value
+#: A settings ``type``: ``"auto"`` or a number (a probability; its range is
+#: the head's, :func:`check_thresholds`).
+auto_or_probability = auto_or(float, "a probability")
 
 
 def check_thresholds(settings, head, low_open):
