@@ -21,11 +21,15 @@ from importlib.metadata import entry_points
 ENTRY_POINT_GROUP = "kerasbert.commands"
 
 
-def _quiet_tensorflow(argv):
-    """TensorFlow's C++ start-up lines are not for CLI users (:mod:`kerasbert.quiet`),
-    unless ``kerasbert --verbose ...`` or ``KERASBERT_VERBOSE=1`` asks for them."""
+def _start(argv):
+    """Before anything imports TensorFlow: its C++ start-up lines are not for
+    CLI users (:mod:`kerasbert.quiet`), unless ``kerasbert --verbose ...`` or
+    ``KERASBERT_VERBOSE=1`` asks for them; integrations no command uses are
+    not imported (:mod:`kerasbert.lean_import`)."""
+    from kerasbert import lean_import
     from kerasbert import quiet
 
+    lean_import.skip_optional_integrations()
     options = argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
     if not (quiet.verbose() or "--verbose" in options):
         quiet.quiet_tensorflow_import()
@@ -166,7 +170,7 @@ def _terminate(signum, frame):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    _quiet_tensorflow(argv)
+    _start(argv)
     import signal
 
     from kerasbert.errors import KerasbertError

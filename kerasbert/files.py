@@ -51,6 +51,14 @@ from kerasbert.errors import WriteError
 EXISTS_POLICIES = ("replace", "refuse", "merge")
 
 
+def cache_base():
+    """The kit's cache folder: ``$KERASBERT_CACHE``, else
+    ``$XDG_CACHE_HOME/kerasbert``, else ``~/.cache/kerasbert`` (each cache a
+    subfolder; every one of them may be deleted at any time)."""
+    return Path(os.environ.get("KERASBERT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kerasbert"))
+
+
 def _umask():
     mask = os.umask(0o022)
     os.umask(mask)

@@ -116,6 +116,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbert.errors import WriteError
+from kerasbert.files import cache_base
 from kerasbert.graph_ops import lower_bound
 from kerasbert.graph_ops import nonzero
 from kerasbert.graph_ops import repeat_index
@@ -284,13 +285,7 @@ def cache_folder():
     import tokenizers
 
     version = f"tokenizers-{tokenizers.__version__}-unicode-{unicodedata.unidata_version}-v{_CACHE_FORMAT}"
-    return _cache_base() / "graph-tokenizer-tables" / version
-
-
-def _cache_base():
-    """``$KERASBERT_CACHE``, else ``$XDG_CACHE_HOME/kerasbert``, else ``~/.cache/kerasbert``."""
-    return Path(os.environ.get("KERASBERT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kerasbert"))
+    return cache_base() / "graph-tokenizer-tables" / version
 
 
 def _disk_cached(build):
@@ -734,7 +729,7 @@ def core_ops():
     skipped."""
     init = Path(tf.__file__).resolve()
     key = hashlib.sha256(f"{init}:{init.stat().st_mtime_ns}".encode()).hexdigest()[:16]
-    path = _cache_base() / "core-ops" / f"tensorflow-{tf.__version__}-{key}.json"
+    path = cache_base() / "core-ops" / f"tensorflow-{tf.__version__}-{key}.json"
     try:
         names = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(names, list) and "MatMul" in names:

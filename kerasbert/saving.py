@@ -109,6 +109,17 @@ def load_pipeline(directory, settings_name, what):
     JSON, an empty vocabulary...) is a one-line
     :class:`~kerasbert.errors.KerasbertError` naming the file, never Keras's
     traceback (which says "File not found" for a truncated archive)."""
+    tokenizer, settings = load_settings(directory, settings_name, what)
+    if settings.get("lora"):
+        model = _load_lora_model(Path(directory), settings["lora"])
+    else:
+        model = _load_keras_model(Path(directory) / MODEL_FILE)
+    return model, tokenizer, settings
+
+
+def load_settings(directory, settings_name, what):
+    """``(tokenizer, settings)`` of a folder written by :func:`save_pipeline`,
+    without its model (checked as :func:`load_pipeline` says)."""
     from kerasbert.files import check_file
     from kerasbert.files import read_json
     from kerasbert.tokenizer import BertTokenizer
@@ -126,11 +137,7 @@ def load_pipeline(directory, settings_name, what):
         tokenizer = BertTokenizer(directory / VOCAB_FILE, **settings.pop("tokenizer"))
     except TypeError as e:
         raise KerasbertError(f"{settings_path}: damaged: its \"tokenizer\" settings do not fit ({e})")
-    if settings.get("lora"):
-        model = _load_lora_model(directory, settings["lora"])
-    else:
-        model = _load_keras_model(directory / MODEL_FILE)
-    return model, tokenizer, settings
+    return tokenizer, settings
 
 
 def _load_keras_model(path):

@@ -125,17 +125,26 @@ def one_load_per_model_folder(monkeypatch):
     it as the command does (and prints the folder used); later calls on the
     same folder reuse that pipeline. Every call still applies its options
     (thresholds, ``--precision``: ``cli._configured``), reads its input and
-    writes its output. Not for folders a test changes on disk after loading
-    them."""
+    writes its output. ``predict`` skips the serving cache (tested on its
+    own, test_serving_cache.py). Not for folders a test changes on disk
+    after loading them."""
     import kerasbert_apps.base.cli as cli
+    import kerasbert_apps.base.serving_cache as serving_cache
+
+    def loaded(task, model):
+        key = (task.name, str(Path(model).resolve()))
+        if key not in _LOADED:
+            _LOADED[key] = task.load(model, verbose=True)
+        return _LOADED[key]
 
     def cached(task, args):
-        key = (task.name, str(Path(args.model).resolve()))
-        if key not in _LOADED:
-            _LOADED[key] = task.load(args.model, verbose=True)
-        return cli._configured(task, _LOADED[key], args)
+        return cli._configured(task, loaded(task, args.model), args)
+
+    def cached_predict(task, model, precision, configure, verbose=True):  # instead of the serving cache's
+        return configure(loaded(task, model)).with_precision(precision).predict
 
     monkeypatch.setattr(cli, "_load", cached)
+    monkeypatch.setattr(serving_cache, "cached_predict", cached_predict)
 
 
 @pytest.fixture(scope="session")

@@ -56,9 +56,9 @@ def test_the_cli_is_quiet_unless_asked(monkeypatch):
     for argv, installed in ((["inspect", "x"], True), (["inspect", "x", "--verbose"], True),
                             (["--verbose", "inspect", "x"], False)):
         calls.clear()
-        cli._quiet_tensorflow(argv)
+        cli._start(argv)
         assert bool(calls) is installed, argv
     monkeypatch.setenv(quiet.VERBOSE_VARIABLE, "1")
     calls.clear()
-    cli._quiet_tensorflow(["inspect", "x"])
+    cli._start(["inspect", "x"])
     assert not calls

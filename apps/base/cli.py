@@ -75,6 +75,11 @@ def add_task_commands(subparsers, task):
     if len(task.output_formats) > 1:
         predict.add_argument("--output-format", choices=list(task.output_formats), default="jsonl",
                              help=task.output_formats_help)
+    predict.add_argument("--no-cache", action="store_true",
+                         help="build the model and trace its serving function in this command, without the serving "
+                              "cache (by default the first predict of a model folder keeps its serving function, "
+                              "a SavedModel about the size of the model, under $KERASBERT_CACHE or "
+                              "~/.cache/kerasbert/serving, and later predicts load it instead)")
     _precision_option(predict)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
@@ -191,8 +196,14 @@ def _evaluate(task, args):
 
 
 def _predict(task, args):
+    from kerasbert_apps.base.serving_cache import cached_predict
+
     fmt = getattr(args, "output_format", "jsonl")
-    return print_predictions(_load(task, args).predict, args.input, args.batch_size,
+    if args.no_cache:
+        predict = _load(task, args).predict
+    else:
+        predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
+    return print_predictions(predict, args.input, args.batch_size,
                              record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt])
 
 

@@ -269,26 +269,31 @@ class Pipeline:
         """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
         return self.serving_function_of(False)
 
-    def predict(self, texts, batch_size=32, jit_compile=False):
+    def predict(self, texts, batch_size=32, jit_compile=False, serving=None):
         """Results for each text (the app's dicts, offsets into the original
         text), in the input order. Texts are sent ``batch_size`` at a time
         to the serving function, sorted by length first so that a batch pads
         little (a text's result does not depend on its batch). With
         ``jit_compile`` (TensorFlow backend) the serving function of an
-        export with ``jit_compile`` is used."""
+        export with ``jit_compile`` is used; ``serving``, the text signature
+        of this pipeline's export loaded by ``tf.saved_model.load``, is run
+        instead of tracing the serving function (what ``predict`` from the
+        serving cache does)."""
         if isinstance(texts, str):
             raise TypeError("pass a list of texts")
         texts = list(texts)
-        return [self.result(text, row) for text, row in zip(texts, self.output_rows(texts, batch_size, jit_compile))]
+        rows = self.output_rows(texts, batch_size, jit_compile, serving)
+        return [self.result(text, row) for text, row in zip(texts, rows)]
 
-    def output_rows(self, texts, batch_size=32, jit_compile=False):
+    def output_rows(self, texts, batch_size=32, jit_compile=False, serving=None):
         """The unpadded outputs of each text (output name -> list, before
         :meth:`result` rounds and names them), in the input order; batched
-        as :meth:`predict` says."""
+        and run as :meth:`predict` says."""
         from kerasbert.export import unpad
 
+        traced = (lambda batch: serving(text=batch)) if serving is not None else self.serving_function_of(jit_compile)
         rows = [None] * len(texts)
-        for chunk, outputs in self.in_batches(texts, batch_size, self.infer, self.serving_function_of(jit_compile)):
+        for chunk, outputs in self.in_batches(texts, batch_size, self.infer, traced):
             for i, row in zip(chunk, unpad(outputs)):
                 rows[i] = row
         return rows
@@ -362,15 +367,21 @@ class Pipeline:
         write_settings(directory, self.tokenizer, self._stored_settings(), self.settings_file)
 
     @classmethod
-    def load(cls, directory, verbose=False):
+    def load(cls, directory, verbose=False, with_model=True):
         """A pipeline saved by :meth:`save`. ``directory`` may also be a
         training run's output folder (its ``model/`` is used). With
         ``verbose``, the folder used is printed on standard error (standard
-        output may be a stream of predictions)."""
+        output may be a stream of predictions). ``with_model=False`` reads
+        the settings and the tokenizer only (``model`` is None): enough for
+        :meth:`result`, :meth:`settings` and :meth:`predict` with a loaded
+        ``serving`` signature (:mod:`kerasbert_apps.base.serving_cache`)."""
         import importlib
         import sys
 
-        importlib.import_module(cls.model_module)  # registers the model's classes for deserialization
+        from kerasbert.saving import load_settings
+
+        if with_model:
+            importlib.import_module(cls.model_module)  # registers the model's classes for deserialization
         if cls.task:
             from kerasbert_apps.base import heads
 
@@ -382,13 +393,17 @@ class Pipeline:
         directory = resolve_model_dir(directory, cls.settings_file, cls.kind)
         if verbose:
             print(f"model: {directory}", file=sys.stderr)
-        model, tokenizer, settings = load_pipeline(directory, cls.settings_file, cls.kind)
+        if with_model:
+            model, tokenizer, settings = load_pipeline(directory, cls.settings_file, cls.kind)
+        else:
+            model, (tokenizer, settings) = None, load_settings(directory, cls.settings_file, cls.kind)
         try:
             pipeline = cls.from_settings(model, tokenizer, settings)
         except (KeyError, TypeError, ValueError) as e:  # a settings file edited by hand, or from another version
             raise KerasbertError(f"{directory / cls.settings_file}: damaged: its settings do not fit a {cls.kind} "
                                  f"({type(e).__name__}: {e})") from e
-        pipeline.check_fits_model(directory)
+        if with_model:
+            pipeline.check_fits_model(directory)
         return pipeline
 
     def check_fits_model(self, directory):

@@ -250,10 +250,11 @@ class Task:
         declared = heads.get(self.name, head_name).training_defaults() if head_name else {}
         return fit.resolve_auto(settings, rows, **declared)
 
-    def load(self, model_dir, verbose=False):
+    def load(self, model_dir, verbose=False, with_model=True):
         """The pipeline saved in ``model_dir`` (a model folder, or a training
-        run's output folder)."""
-        return self.pipeline_class().load(model_dir, verbose=verbose)
+        run's output folder); ``with_model=False``: its settings and tokenizer
+        only (:meth:`~kerasbert_apps.base.pipeline.Pipeline.load`)."""
+        return self.pipeline_class().load(model_dir, verbose=verbose, with_model=with_model)
 
     def evaluate(self, load_pipeline, path, settings, batch_size=32):
         """Scores on the labelled file ``path`` (read with the reader options

@@ -104,8 +104,8 @@ class NerTask(Task):
         name = getattr(settings, "head", None)
         return heads.get("ner", name) if name else heads.heads("ner")[0]
 
-    def load(self, model_dir, verbose=False):
-        return heads.head_of("ner", model_dir).pipeline_class().load(model_dir, verbose=verbose)
+    def load(self, model_dir, verbose=False, with_model=True):
+        return heads.head_of("ner", model_dir).pipeline_class().load(model_dir, verbose=verbose, with_model=with_model)
 
     @staticmethod
     def data_format(path, settings):

@@ -85,8 +85,8 @@ class TriplesTask(Task):
         name = getattr(settings, "head", None)
         return (heads.get("triples", name) if name else heads.heads("triples")[0]).pipeline_class()
 
-    def load(self, model_dir, verbose=False):
-        return heads.head_of("triples", model_dir).pipeline_class().load(model_dir, verbose=verbose)
+    def load(self, model_dir, verbose=False, with_model=True):
+        return heads.head_of("triples", model_dir).pipeline_class().load(model_dir, verbose=verbose, with_model=with_model)
 
     def read(self, path, settings, what="data"):
         from kerasbert_apps.triples.data import read_triples_file

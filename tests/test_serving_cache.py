@@ -1,0 +1,146 @@
+"""kerasbert_apps.base.serving_cache: ``predict`` keeps a model folder's serving function and loads it next time.
+
+Every ``predict`` here runs in this process through the CLI's ``main`` with
+its own cache folder (``KERASBERT_CACHE``); the model is an untrained tagger
+on the toy checkpoint, shaken so that it predicts entities."""
+
+import json
+import os
+
+import pytest
+
+from conftest import require_shared
+from conftest import same_results
+from kerasbert.cli import main
+
+TEXTS = ["Peter lives in Paris.", "Anna saw Berlin and Rome.", "", "Élodie vit à Zürich."]
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory):
+    """An untrained BIO tagger folder on the toy checkpoint whose weights are
+    shaken so that it predicts entities, and the input file."""
+    import numpy as np
+
+    from kerasbert.loader import load_encoder
+    from kerasbert.loader import load_tokenizer
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+
+    checkpoint = require_shared("data", "models", "keras_bert_test_checkpoint")
+    tmp = tmp_path_factory.mktemp("serving_cache")
+    tags = bio_tags(["LOC", "PER"])
+    model = NerModel(load_encoder(checkpoint), len(tags), lstm_units=4, use_crf=False)
+    rng = np.random.default_rng(0)
+    model.set_weights([w + rng.normal(0, 0.5, w.shape).astype(w.dtype) for w in model.get_weights()])
+    Tagger(model, load_tokenizer(checkpoint, max_length=16), tags, max_length=16).save(tmp / "ner")
+    (tmp / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    return tmp / "ner", tmp / "in.txt"
+
+
+def predict(capsys, monkeypatch, cache, folder, source, *options):
+    """``kerasbert ner predict`` in this process: ``(results, stderr)``."""
+    monkeypatch.setenv("KERASBERT_CACHE", str(cache))
+    capsys.readouterr()
+    assert main(["ner", "predict", "--model", str(folder), str(source), *options]) == 0
+    captured = capsys.readouterr()
+    return [json.loads(line) for line in captured.out.splitlines()], captured.err
+
+
+def entries(cache):
+    folder = cache / "serving"
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def no_model_built(monkeypatch):
+    """Building the Keras model or tracing the serving function fails the test."""
+    from kerasbert import saving
+    from kerasbert_apps.base.pipeline import Pipeline
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the model was built or traced: the serving cache was not used")
+
+    monkeypatch.setattr(saving, "_load_keras_model", refused)
+    monkeypatch.setattr(Pipeline, "serving_function_of", refused)
+
+
+def test_the_first_predict_keeps_the_function_and_the_next_loads_it_with_the_same_results(
+        tagger, tmp_path, capsys, monkeypatch):
+    folder, source = tagger
+    cache = tmp_path / "cache"
+    plain, _ = predict(capsys, monkeypatch, cache, folder, source, "--no-cache")
+    assert entries(cache) == []  # --no-cache writes nothing
+    assert sum(len(r["entities"]) for r in plain) > 0  # the shaken model predicts: there is something to compare
+
+    first, err = predict(capsys, monkeypatch, cache, folder, source)
+    [entry] = entries(cache)
+    assert f"is kept in {cache / 'serving' / entry}" in err
+    same_results(first, plain)
+
+    with monkeypatch.context() as patched:
+        no_model_built(patched)
+        second, err = predict(capsys, monkeypatch, cache, folder, source)
+    assert "kept" not in err and "damaged" not in err
+    same_results(second, plain)
+    assert entries(cache) == [entry]
+
+
+def test_an_edited_folder_gets_a_new_entry_and_its_old_one_is_removed(tagger, tmp_path, capsys, monkeypatch):
+    folder, source = tagger
+    cache = tmp_path / "cache"
+    before, _ = predict(capsys, monkeypatch, cache, folder, source)
+    [old] = entries(cache)
+    settings = folder / "tagger.json"
+    stat = settings.stat()
+    try:
+        os.utime(settings, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the folder changed on disk
+        after, err = predict(capsys, monkeypatch, cache, folder, source)
+        [new] = entries(cache)
+        assert new != old and "is kept in" in err
+        same_results(after, before)
+    finally:
+        os.utime(settings, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_an_entry_is_named_by_the_options_too(tagger):
+    from kerasbert_apps.base.serving_cache import entry_of
+    from kerasbert_apps.base.serving_cache import made_from
+    from kerasbert_apps.ner.train import NER
+
+    folder, _ = tagger
+    light = NER.load(folder, with_model=False)
+    assert light.model is None
+    plain = entry_of(made_from(light, folder, "float32"))
+    assert entry_of(made_from(light, folder, "float32")) == plain
+    assert entry_of(made_from(light, folder, "bfloat16")) != plain
+    light.set_temperature(2.0)  # a setting of the serving graph (a calibrated folder's)
+    assert entry_of(made_from(light, folder, "float32")) != plain
+
+
+def test_a_damaged_entry_is_rebuilt_with_one_note(tagger, tmp_path, capsys, monkeypatch):
+    folder, source = tagger
+    cache = tmp_path / "cache"
+    before, _ = predict(capsys, monkeypatch, cache, folder, source)
+    [entry] = entries(cache)
+    saved = cache / "serving" / entry / "1" / "saved_model.pb"
+    saved.write_bytes(saved.read_bytes()[:100])  # cut short
+    after, err = predict(capsys, monkeypatch, cache, folder, source)
+    notes = [line for line in err.splitlines() if "damaged serving cache entry" in line]
+    assert len(notes) == 1 and str(cache / "serving" / entry) in notes[0], err
+    same_results(after, before)
+    with monkeypatch.context() as patched:  # rebuilt whole: the next predict loads it
+        no_model_built(patched)
+        again, err = predict(capsys, monkeypatch, cache, folder, source)
+    assert "damaged" not in err
+    same_results(again, before)
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tagger, tmp_path, capsys, monkeypatch):
+    folder, source = tagger
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    plain, _ = predict(capsys, monkeypatch, tmp_path / "cache", folder, source, "--no-cache")
+    got, err = predict(capsys, monkeypatch, blocked, folder, source)
+    assert "kept" not in err and "Traceback" not in err
+    same_results(got, plain)
