@@ -9,9 +9,17 @@ hits them all.
 * ``kerasbert ner predict``: ``python -m kerasbert.cli ner predict --model
   FOLDER in.txt`` on a model folder of the demo's shape (MiniLM + BiLSTM(64)-
   CRF, windows of 64, untrained head: speed does not depend on its values;
-  ``--model`` takes a trained one). Inside the process it also reports its
-  phases (a second, instrumented process of the same steps: imports, loading
-  the folder, building the serving function, the first call).
+  ``--model`` takes a trained one), the folder's serving function already in
+  the serving cache (any predict after the folder's first).
+* ``kerasbert ner predict, first of the folder``: the same with an empty
+  cache folder each time: it builds the model, writes the cache entry, then
+  answers from it.
+* ``kerasbert ner predict --no-cache``: builds the model and traces its
+  serving function in the command, every time.
+* ``KERASBERT_GRAPPLER=1``: the cached ``predict`` with TensorFlow's graph
+  optimizer on, as ``--no-cache`` and TF Serving run; ``512 lines``: a file
+  of 512 sentences instead of one (whether the optimizer pays off past the
+  first call; ``vs_hf`` is left empty: the HF run answers one sentence).
 * ``SavedModel, first call``: a process that imports TensorFlow and
   TF-Text, loads the folder's text export with ``tf.saved_model.load`` and
   calls ``serving_default`` once (what TF Serving pays at every model load);
@@ -22,12 +30,19 @@ hits them all.
   a 9-label head, ``pipeline("ner", aggregation_strategy="simple")``, one
   sentence.
 
+Phases (a second, instrumented process of the same steps): for the cached
+``predict``, imports as the command makes them, loading (the settings and
+the cached SavedModel), the first call; for ``--no-cache``, imports, loading
+the Keras model, tracing, the first call.
+
     python bench/first_answer.py [--model RUN/model] [--pairs 3]
 """
 
 import argparse
 import json
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +52,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
+#: Lines of the file that shows the cached function's speed past the first call (words of SENTENCE, shuffled).
+MANY = 512
 COLUMNS = ("system", "seconds", "vs_hf", "peak_mb", "imports_s", "load_s", "trace_s", "first_call_s", "nodes")
 
 MAKE_MODEL = r"""
@@ -62,11 +79,12 @@ export = Tagger.load(sys.argv[1]).export(sys.argv[2])
 print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)}))
 """
 
-# The steps of `kerasbert ner predict` on one sentence, each timed.
+# The steps of `kerasbert ner predict --no-cache` on one sentence, each timed.
 PHASES = r"""
 import json, sys, time
 began = time.perf_counter()
-from kerasbert import quiet
+from kerasbert import lean_import, quiet
+lean_import.skip_optional_integrations()
 quiet.quiet_tensorflow_import()
 import tensorflow as tf, tensorflow_text, keras  # noqa: F401
 from kerasbert_apps.ner.train import NER
@@ -80,6 +98,24 @@ function(tf.constant([sys.argv[2]]))
 answered = time.perf_counter()
 print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "trace_s": traced - loaded,
                   "first_call_s": answered - traced}))
+"""
+
+# The steps of `kerasbert ner predict` from the serving cache (its entry written before), each timed.
+CACHED_PHASES = r"""
+import json, sys, time
+began = time.perf_counter()
+from kerasbert import lean_import, quiet
+lean_import.skip_optional_integrations()
+quiet.quiet_tensorflow_import()
+import tensorflow as tf, keras  # noqa: F401
+from kerasbert_apps.base.serving_cache import cached_predict
+from kerasbert_apps.ner.train import NER
+imported = time.perf_counter()
+predict = cached_predict(NER, sys.argv[1], "float32", lambda pipeline: pipeline, verbose=False)
+loaded = time.perf_counter()
+predict([sys.argv[2]])
+answered = time.perf_counter()
+print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "first_call_s": answered - loaded}))
 """
 
 SAVED_MODEL = r"""
@@ -119,12 +155,12 @@ def timed(argv, env=None):
     return seconds, out.decode()
 
 
-def peak_mb(argv):
+def peak_mb(argv, env=None):
     """Peak resident memory (MB) of one run of ``argv`` (``/usr/bin/time``-free: a wrapper process reads it)."""
     wrapper = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
     return float(subprocess.run([sys.executable, "-c", wrapper, *argv], check=True, capture_output=True,
-                                text=True).stdout.split()[-1])
+                                text=True, env=env).stdout.split()[-1])
 
 
 def main():
@@ -147,32 +183,52 @@ def main():
         exported = json.loads(subprocess.run([sys.executable, "-c", EXPORT, str(model), str(tmp / "export")],
                                              check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1])
         (tmp / "in.txt").write_text(SENTENCE + "\n", encoding="utf-8")
-        systems = {
-            "kerasbert ner predict": [sys.executable, "-m", "kerasbert.cli", "ner", "predict", "--model", str(model),
-                                      str(tmp / "in.txt")],
-            "SavedModel, first call": [sys.executable, "-c", SAVED_MODEL, exported["export"], SENTENCE],
-            "hf": [sys.executable, "-c", HF, SENTENCE],
+        rng = random.Random(0)
+        words = SENTENCE.rstrip(".").split()
+        (tmp / "many.txt").write_text("".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 40))) + ".\n"
+                                              for _ in range(MANY)), encoding="utf-8")
+        predict = [sys.executable, "-m", "kerasbert.cli", "ner", "predict", "--model", str(model), str(tmp / "in.txt")]
+        many = predict[:-1] + [str(tmp / "many.txt")]
+        grappler_env = dict(env, KERASBERT_CACHE=str(tmp / "cache"), KERASBERT_GRAPPLER="1")
+        cached_env = dict(env, KERASBERT_CACHE=str(tmp / "cache"))
+        subprocess.run(predict, check=True, capture_output=True, env=cached_env)  # the folder's first predict
+        first_env = dict(env, KERASBERT_CACHE=str(tmp / "first"))
+        systems = {  # name: (argv, environment, instrumented argv)
+            "kerasbert ner predict": (predict, cached_env, [sys.executable, "-c", CACHED_PHASES, str(model), SENTENCE]),
+            "kerasbert ner predict, first of the folder": (predict, first_env, None),
+            "kerasbert ner predict --no-cache": (predict + ["--no-cache"], env,
+                                                 [sys.executable, "-c", PHASES, str(model), SENTENCE]),
+            "kerasbert ner predict, KERASBERT_GRAPPLER=1": (predict, grappler_env, None),
+            f"kerasbert ner predict, {MANY} lines": (many, cached_env, None),
+            f"kerasbert ner predict, {MANY} lines, KERASBERT_GRAPPLER=1": (many, grappler_env, None),
+            "SavedModel, first call": ([sys.executable, "-c", SAVED_MODEL, exported["export"], SENTENCE], env, None),
+            "hf": ([sys.executable, "-c", HF, SENTENCE], env, None),
         }
-        phases = {"kerasbert ner predict": [sys.executable, "-c", PHASES, str(model), SENTENCE],
-                  "SavedModel, first call": systems["SavedModel, first call"]}
         seconds = {name: [] for name in systems}
-        steps = {name: [] for name in phases}
+        steps = {name: [] for name in systems}
         for round_ in range(args.pairs):
-            for name, argv in systems.items():
-                took, out = timed(argv, env)
+            for name, (argv, system_env, phases) in systems.items():
+                if name == "kerasbert ner predict, first of the folder":
+                    shutil.rmtree(tmp / "first" / "serving", ignore_errors=True)
+                took, out = timed(argv, system_env)
                 seconds[name].append(took)
                 if name == "SavedModel, first call":
                     steps[name].append(json.loads(out.splitlines()[-1]))
                 print(f"round {round_ + 1}: {name}: {took:.2f} s", flush=True)
-            took, out = timed(phases["kerasbert ner predict"], env)
-            steps["kerasbert ner predict"].append(json.loads(out.splitlines()[-1]))
+            for name, (_, system_env, phases) in systems.items():
+                if phases:
+                    took, out = timed(phases, system_env)
+                    steps[name].append(json.loads(out.splitlines()[-1]))
         hf = statistics.median(seconds["hf"])
         rows = []
-        for name, argv in systems.items():
+        for name, (argv, system_env, _) in systems.items():
+            if name == "kerasbert ner predict, first of the folder":
+                shutil.rmtree(tmp / "first" / "serving", ignore_errors=True)
             row = {"system": name, "seconds": round(statistics.median(seconds[name]), 2),
-                   "vs_hf": round(statistics.median(seconds[name]) / hf, 2), "peak_mb": round(peak_mb(argv))}
+                   "vs_hf": None if argv is many else round(statistics.median(seconds[name]) / hf, 2),
+                   "peak_mb": round(peak_mb(argv, system_env))}
             for key in ("imports_s", "load_s", "trace_s", "first_call_s"):
-                values = [s[key] for s in steps.get(name, []) if key in s]
+                values = [s[key] for s in steps[name] if key in s]
                 if values:
                     row[key] = round(statistics.median(values), 2)
             if name == "SavedModel, first call":
@@ -183,7 +239,8 @@ def main():
         "sentence": SENTENCE, "pairs": args.pairs,
         "model": args.model or "MiniLM + BiLSTM(64)-CRF, windows of 64, untrained head (the demo's shape)",
         "how": "each system a fresh process timed from start to exit, systems in turn, medians; phases from a "
-               "second, instrumented process of the same steps; peak_mb: the process's peak resident memory",
+               "second, instrumented process of the same steps; peak_mb: the process's peak resident memory; "
+               "'first of the folder' starts each time with no serving cache entry",
     })
 
 

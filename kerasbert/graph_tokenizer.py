@@ -426,6 +426,26 @@ def _fast_wordpiece():
     return gen_fast_wordpiece_tokenizer
 
 
+def register_tokenizer_op():
+    """Register TF-Text's ``FastWordpieceTokenizeWithOffsets`` op, the one op
+    of a text export that is not TensorFlow's own, so that
+    ``tf.saved_model.load`` can load the export: from its library alone,
+    without importing the ``tensorflow_text`` package (which imports much
+    more, for a noticeable share of a one-sentence ``predict``). The package
+    imported afterwards finds the library loaded. Falls back to importing the
+    package where the library is not where TF-Text keeps it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tensorflow_text")
+    library = None
+    if spec is not None and spec.submodule_search_locations:
+        library = os.path.join(spec.submodule_search_locations[0], "python", "ops", "_fast_wordpiece_tokenizer.so")
+    if library is not None and os.path.isfile(library):
+        tf.load_op_library(library)
+    else:
+        import tensorflow_text  # noqa: F401
+
+
 def _utf8_lengths(cps):
     """Bytes of each code point in UTF-8."""
     return 1 + tf.cast(cps >= 0x80, cps.dtype) + tf.cast(cps >= 0x800, cps.dtype) + tf.cast(cps >= 0x10000, cps.dtype)

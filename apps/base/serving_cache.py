@@ -31,6 +31,7 @@ without it (build the model, trace, run). ``--no-cache`` neither reads nor
 writes it; other backends than TensorFlow do not use it.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -91,7 +92,10 @@ def entry_of(made):
 def _load(entry):
     """The text signature of ``entry``'s export."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  -- registers the tokenizer's ops the export uses
+
+    from kerasbert.graph_tokenizer import register_tokenizer_op
+
+    register_tokenizer_op()
 
     return tf.saved_model.load(str(entry / str(VERSION))).signatures["serving_default"]
 
@@ -169,6 +173,34 @@ def cached_predict(task, model_dir, precision, configure, verbose=True):
 def _predict_with(light, serving):
     """``light.predict`` running the loaded signature ``serving``."""
     return lambda texts, batch_size=32: light.predict(texts, batch_size, serving=serving)
+
+
+#: Set to 1 to run TensorFlow's graph optimizer (Grappler) on the cached function, as TF Serving does.
+GRAPPLER_VARIABLE = "KERASBERT_GRAPPLER"
+
+
+@contextlib.contextmanager
+def without_grappler():
+    """TensorFlow's graph optimizer (Grappler) off inside the block, unless
+    ``KERASBERT_GRAPPLER=1``; the previous setting back afterwards.
+
+    Grappler rewrites a function's graph when the function is first called:
+    for the serving graph, the largest share of a one-sentence ``predict``'s
+    first call, and no faster calls afterwards on the CPUs measured
+    (``bench/first_answer.py`` records both). The setting is the process's,
+    and it is part of what TensorFlow instantiates a function with: it must
+    hold for every call of the command, hence a block around the command."""
+    import tensorflow as tf
+
+    if os.environ.get(GRAPPLER_VARIABLE, "").strip().lower() not in ("", "0", "false", "no"):
+        yield
+        return
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 def _writable(folder):
