@@ -197,10 +197,12 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     branch (the graph holds the model's call once)."""
     import tensorflow as tf
 
+    from kerasbert.graph_ops import argsort
+
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=1)
     n_rows = tf.shape(lengths)[0]
     full = tf.shape(inputs["padding_mask"])[1]
-    order = tf.argsort(lengths, stable=True)
+    order = argsort(lengths)
     n_calls = (n_rows + rows_per_call - 1) // rows_per_call
     # ``fn`` traced once, as a function of its own that both paths below call:
     # the graph holds the model once (its weights too, when they are
@@ -225,7 +227,7 @@ def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
 
     def grouped():
         _, done = tf.while_loop(lambda i, _: i < n_calls, body, (0, arrays))
-        inverse = tf.argsort(order)
+        inverse = tf.math.invert_permutation(order)
         return {k: tf.gather(array.concat(), inverse) for k, array in done.items()}
 
     def one_group():  # e.g. one short text: no sorting, gathering or loop

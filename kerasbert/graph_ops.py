@@ -93,3 +93,12 @@ def scatter_rows(values, where, pad):
     if values.shape.rank != 1:
         shape = tf.concat([shape, tf.shape(values)[1:]], 0)
     return tf.tensor_scatter_nd_update(tf.fill(shape, tf.constant(pad, values.dtype)), index, values)
+
+
+def argsort(values):
+    """The stable ascending order of the 1-D ``values`` (int32 or int64, no
+    value the type's minimum): ``tf.argsort(values, stable=True)`` in three
+    nodes instead of eleven (``TopKV2`` of the negated values keeps the lower
+    index first among equal ones), int32."""
+    return tf.math.top_k(-values, k=tf.size(values), sorted=True).indices
+

@@ -99,7 +99,7 @@ exists at least since TF-Text 2.8 (2.8.1's release notes list a change to it;
 2.9 built ``FastBertTokenizer`` on it); its first release is believed to be
 2.7.0 -- not verified. Everything else is core TensorFlow (``UnicodeDecode``,
 ``UnicodeEncode``, ``UpperBound``/``LowerBound`` from ``tf.searchsorted``,
-``TopKV2`` from ``tf.argsort``, ragged, gather and arithmetic ops).
+``TopKV2`` (a sort), ragged, gather and arithmetic ops).
 :func:`list_ops` and :func:`disallowed_ops` check an exported SavedModel.
 """
 
@@ -117,6 +117,7 @@ import tensorflow as tf
 
 from kerasbert.errors import WriteError
 from kerasbert.files import cache_base
+from kerasbert.graph_ops import argsort
 from kerasbert.graph_ops import lower_bound
 from kerasbert.graph_ops import nonzero
 from kerasbert.graph_ops import repeat_index
@@ -598,7 +599,7 @@ class GraphTokenizer(tf.Module):
         previous, prev_text = tf.unstack(shifted(tf.stack([ccc, text_of], 1), [0, -1]), axis=1)
         run_start = (ccc == 0) | (previous == 0) | (text_of != prev_text)
         run_of = tf.cumsum(tf.cast(run_start, tf.int64))  # runs are numbered in order
-        return tf.gather(values, tf.argsort(run_of * 256 + tf.cast(ccc, tf.int64), stable=True))
+        return tf.gather(values, argsort(run_of * 256 + tf.cast(ccc, tf.int64)))
 
     # -------------------------------------------------------------------- encode
     def _rows(self, pieces, counts, text_index, token_start, token_end, max_length, pad_to_max_length):

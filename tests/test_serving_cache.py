@@ -6,6 +6,7 @@ on the toy checkpoint, shaken so that it predicts entities."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -40,8 +41,17 @@ def tagger(tmp_path_factory):
 
 
 def predict(capsys, monkeypatch, cache, folder, source, *options):
-    """``kerasbert ner predict`` in this process: ``(results, stderr)``."""
+    """``kerasbert ner predict`` in this process: ``(results, stderr)`` (read
+    from ``capsys``, or, with None, from the streams themselves)."""
+    import contextlib
+    import io
+
     monkeypatch.setenv("KERASBERT_CACHE", str(cache))
+    if capsys is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            assert main(["ner", "predict", "--model", str(folder), str(source), *options]) == 0
+        return [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
     capsys.readouterr()
     assert main(["ner", "predict", "--model", str(folder), str(source), *options]) == 0
     captured = capsys.readouterr()
@@ -65,19 +75,34 @@ def no_model_built(monkeypatch):
     monkeypatch.setattr(Pipeline, "serving_function_of", refused)
 
 
-def test_the_first_predict_keeps_the_function_and_the_next_loads_it_with_the_same_results(
-        tagger, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def kept(tagger, tmp_path_factory):
+    """A cache holding the tagger's entry, written by its first ``predict``:
+    ``(cache, results without the cache, results of the first predict, its stderr)``."""
     folder, source = tagger
-    cache = tmp_path / "cache"
-    plain, _ = predict(capsys, monkeypatch, cache, folder, source, "--no-cache")
-    assert entries(cache) == []  # --no-cache writes nothing
-    assert sum(len(r["entities"]) for r in plain) > 0  # the shaken model predicts: there is something to compare
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        plain, _ = predict(None, patch, cache, folder, source, "--no-cache")
+        assert entries(cache) == []  # --no-cache writes nothing
+        first, err = predict(None, patch, cache, folder, source)
+    return cache, plain, first, err
 
-    first, err = predict(capsys, monkeypatch, cache, folder, source)
+
+def copied(kept, tmp_path):
+    """A copy of the kept cache (for a test that changes it)."""
+    import shutil
+
+    return Path(shutil.copytree(kept[0], tmp_path / "cache"))
+
+
+def test_the_first_predict_keeps_the_function_and_the_next_loads_it_with_the_same_results(
+        kept, tagger, capsys, monkeypatch):
+    folder, source = tagger
+    cache, plain, first, err = kept
+    assert sum(len(r["entities"]) for r in plain) > 0  # the shaken model predicts: there is something to compare
     [entry] = entries(cache)
     assert f"is kept in {cache / 'serving' / entry}" in err
     same_results(first, plain)
-
     with monkeypatch.context() as patched:
         no_model_built(patched)
         second, err = predict(capsys, monkeypatch, cache, folder, source)
@@ -86,10 +111,9 @@ def test_the_first_predict_keeps_the_function_and_the_next_loads_it_with_the_sam
     assert entries(cache) == [entry]
 
 
-def test_an_edited_folder_gets_a_new_entry_and_its_old_one_is_removed(tagger, tmp_path, capsys, monkeypatch):
+def test_an_edited_folder_gets_a_new_entry_and_its_old_one_is_removed(kept, tagger, tmp_path, capsys, monkeypatch):
     folder, source = tagger
-    cache = tmp_path / "cache"
-    before, _ = predict(capsys, monkeypatch, cache, folder, source)
+    cache = copied(kept, tmp_path)
     [old] = entries(cache)
     settings = folder / "tagger.json"
     stat = settings.stat()
@@ -98,7 +122,7 @@ def test_an_edited_folder_gets_a_new_entry_and_its_old_one_is_removed(tagger, tm
         after, err = predict(capsys, monkeypatch, cache, folder, source)
         [new] = entries(cache)
         assert new != old and "is kept in" in err
-        same_results(after, before)
+        same_results(after, kept[1])
     finally:
         os.utime(settings, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
@@ -118,29 +142,27 @@ def test_an_entry_is_named_by_the_options_too(tagger):
     assert entry_of(made_from(light, folder, "float32")) != plain
 
 
-def test_a_damaged_entry_is_rebuilt_with_one_note(tagger, tmp_path, capsys, monkeypatch):
+def test_a_damaged_entry_is_rebuilt_with_one_note(kept, tagger, tmp_path, capsys, monkeypatch):
     folder, source = tagger
-    cache = tmp_path / "cache"
-    before, _ = predict(capsys, monkeypatch, cache, folder, source)
+    cache = copied(kept, tmp_path)
     [entry] = entries(cache)
     saved = cache / "serving" / entry / "1" / "saved_model.pb"
     saved.write_bytes(saved.read_bytes()[:100])  # cut short
     after, err = predict(capsys, monkeypatch, cache, folder, source)
     notes = [line for line in err.splitlines() if "damaged serving cache entry" in line]
     assert len(notes) == 1 and str(cache / "serving" / entry) in notes[0], err
-    same_results(after, before)
+    same_results(after, kept[1])
     with monkeypatch.context() as patched:  # rebuilt whole: the next predict loads it
         no_model_built(patched)
         again, err = predict(capsys, monkeypatch, cache, folder, source)
     assert "damaged" not in err
-    same_results(again, before)
+    same_results(again, kept[1])
 
 
-def test_a_cache_that_cannot_be_written_is_skipped(tagger, tmp_path, capsys, monkeypatch):
+def test_a_cache_that_cannot_be_written_is_skipped(kept, tagger, tmp_path, capsys, monkeypatch):
     folder, source = tagger
     blocked = tmp_path / "a file"
     blocked.write_text("not a folder", encoding="utf-8")
-    plain, _ = predict(capsys, monkeypatch, tmp_path / "cache", folder, source, "--no-cache")
     got, err = predict(capsys, monkeypatch, blocked, folder, source)
     assert "kept" not in err and "Traceback" not in err
-    same_results(got, plain)
+    same_results(got, kept[1])

@@ -124,12 +124,13 @@ def span_outputs(texts, spans, span, kind, score, types):
     start, then end, then type."""
     import tensorflow as tf
 
+    from kerasbert.graph_ops import argsort
     from kerasbert_apps.ner.decode import entity_outputs
 
     e_text, first, last = (tf.gather(spans[k], span) for k in ("text", "first", "last"))
     longest = tf.cast(tf.reduce_max(tf.concat([last - first, [0]], 0)) + 1, tf.int64)
-    order = tf.argsort((tf.cast(first, tf.int64) * longest + tf.cast(last - first, tf.int64)) * max(len(types), 1)
-                       + tf.cast(kind, tf.int64), stable=True)
+    order = argsort((tf.cast(first, tf.int64) * longest + tf.cast(last - first, tf.int64)) * max(len(types), 1)
+                    + tf.cast(kind, tf.int64))
     e_text, first, last, kind, score = (tf.gather(x, order) for x in (e_text, first, last, kind, score))
     return entity_outputs(texts, spans["n_texts"], e_text, tf.gather(spans["starts"], first),
                           tf.gather(spans["ends"], last), kind, score, types)

@@ -37,6 +37,8 @@ def unique_triples(fields, score):
     object end); ``score`` joins the returned fields."""
     import tensorflow as tf
 
+    from kerasbert.graph_ops import argsort
+
     # The same triple from several windows: keep one, with the highest score.
     key = tf.strings.reduce_join(tf.strings.as_string(tf.stack(list(fields.values()), 1)), axis=1, separator=",")
     unique, which = tf.unique(key)
@@ -46,7 +48,7 @@ def unique_triples(fields, score):
     fields["score"] = tf.math.unsorted_segment_max(score, which, n_unique)
     order = tf.range(n_unique)
     for name in ("object_end", "object_start", "predicate", "subject_end", "subject_start", "text"):
-        order = tf.gather(order, tf.argsort(tf.gather(fields[name], order), stable=True))
+        order = tf.gather(order, argsort(tf.gather(fields[name], order)))
     return {k: tf.gather(v, order) for k, v in fields.items()}
 
 
