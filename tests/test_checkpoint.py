@@ -93,6 +93,7 @@ def test_huggingface_layout_with_bert_prefix(hf_minilm_dir, tmp_path):
         shutil.copy(hf_minilm_dir / name, tmp_path / name)
     plain = kerasbert.load_encoder(hf_minilm_dir)
     prefixed = kerasbert.load_encoder(tmp_path)
+    assert len(plain.weights) == len(prefixed.weights) > 0
     for a, b in zip(plain.weights, prefixed.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -196,6 +197,7 @@ def test_round_trip_of_a_changed_encoder_with_head(toy_dir, tmp_path):
     tokenizer = kerasbert.load_tokenizer(toy_dir)
     kerasbert.save_encoder(model, tmp_path, tokenizer)
     again = kerasbert.load_masked_lm(tmp_path)
+    assert len(model.weights) == len(again.weights) > 0
     for a, b in zip(model.weights, again.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 

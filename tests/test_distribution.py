@@ -100,6 +100,7 @@ def test_data_parallel_on_two_devices_agrees_with_one(runs):
     _, (_, one), (stdout, two) = runs
     assert "DataParallel (keras.distribution, JAX) over 2 devices" in stdout
     assert len(one) == len(two) == 2  # NER, triples
+    assert one[0][0]["val_f1"] > 0  # the NER model predicts entities: its dev F1 compares something
     for app_one, app_two in zip(one, two):
         assert [h["epoch"] for h in app_one] == [h["epoch"] for h in app_two] == [1]
         for a, b in zip(app_one, app_two):
@@ -121,6 +122,8 @@ def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     got = serve(text=tf.constant(texts))
     predicted = tagger.predict(texts)
+    assert len(predicted) == len(texts) == got["count"].shape[0]
+    assert sum(len(result["entities"]) for result in predicted) >= 3, predicted  # something to compare
     for i, result in enumerate(predicted):
         n = int(got["count"][i])
         assert [(e["start"], e["end"], e["type"]) for e in result["entities"]] == \

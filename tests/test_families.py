@@ -610,6 +610,7 @@ def test_both_apps_train_and_predict_on_albert_and_electra(tmp_path, minilm_dir,
     assert main(["ner", "predict", "--model", str(tmp_path / "ner" / "model"), str(tmp_path / "in.txt")]) == 0
     ner = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [r["text"] for r in ner] == [text]
+    assert ner[0]["entities"], "nothing predicted, no offset checked"
     for e in ner[0]["entities"]:
         assert text[e["start"]:e["end"]] == e["text"]
     assert main(["triples", "predict", "--model", str(tmp_path / "triples" / "model"), str(tmp_path / "in.txt"),

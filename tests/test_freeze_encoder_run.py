@@ -31,5 +31,6 @@ def test_frozen_run_trains_the_head_and_the_mix_only_and_loads(tmp_path, capsys)
     assert not any(id(v) in {id(w) for w in model.trainable_variables} for v in model.encoder.weights)
     assert not np.allclose(model.mix.mix_weights.numpy(), 0.0)  # the mix learned something
     original = load_encoder(toy)
+    assert len(model.encoder.weights) == len(original.weights) > 0
     for v, w in zip(model.encoder.weights, original.weights):  # the encoder is the checkpoint's, untouched
         np.testing.assert_array_equal(v.numpy(), w.numpy())

@@ -147,6 +147,7 @@ def test_resume_backup_keeps_adapters_and_frozen_kernels_apart(checkpoint, tmp_p
     restore = Backup(backup_dir=str(tmp_path / "backup"))
     restore.set_model(resumed)
     restore.on_train_begin()
+    assert len(resumed_layers) == len(original) == len(LORA_LAYERS) * 2
     for layer, kernel, b in zip(resumed_layers, original, adapters):
         np.testing.assert_allclose(np.array(layer._kernel), kernel, atol=1e-5)  # the checkpoint's, frozen
         np.testing.assert_allclose(np.array(layer.lora_kernel_b), b)
@@ -182,7 +183,9 @@ def test_lora_folder_holds_adapters_and_head_and_loads_back(runs, loaded, data, 
     texts = [" ".join(row.split()[0] for row in block.splitlines()) for block in texts]
     ours, theirs = loaded.predict(texts), in_memory.predict(texts)
     assert _entities(ours) == _entities(theirs)
+    assert sum(len(e) for e in _entities(ours)) >= 20  # something to compare
     np.testing.assert_allclose(_scores(ours), _scores(theirs), atol=1e-5)
+    assert len(loaded.model.weights) == len(trained.weights)
     for a, b in zip(loaded.model.weights, trained.weights):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=a.path)
 

@@ -58,10 +58,10 @@ def test_student_encoder_copies_the_chosen_layers(teacher, tmp_path):
     encoder = teacher.model.encoder
     student = student_encoder(encoder, [1])
     assert student.num_layers == 1 and type(student) is type(encoder)
-    for a, b in zip(student.get_layer("transformer_layer_0").weights, encoder.get_layer("transformer_layer_1").weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    for name in ("token_embedding", "position_embedding", "embeddings_layer_norm", "pooled_dense"):
-        for a, b in zip(student.get_layer(name).weights, encoder.get_layer(name).weights):
+    for name, source in [("transformer_layer_0", "transformer_layer_1")] + [
+            (name, name) for name in ("token_embedding", "position_embedding", "embeddings_layer_norm", "pooled_dense")]:
+        assert len(student.get_layer(name).weights) == len(encoder.get_layer(source).weights) > 0, name
+        for a, b in zip(student.get_layer(name).weights, encoder.get_layer(source).weights):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     # All the teacher's layers, in order: the same encoder.
     x = _inputs(teacher, ["EU rejects German call", "Peter Blackburn"])

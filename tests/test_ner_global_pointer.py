@@ -188,6 +188,7 @@ def test_calibrate_fits_the_score_temperature_and_changes_no_entity(run, tmp_pat
     assert temperature != 1.0
     after = calibrated.output_rows(texts)
     n = 0
+    assert len(before) == len(after) == len(texts)
     for ours, theirs in zip(before, after):
         assert (ours["start"], ours["end"], ours["type"]) == (theirs["start"], theirs["end"], theirs["type"])
         unsaturated = np.array(ours["score"]) < 1 - 1e-6

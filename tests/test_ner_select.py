@@ -286,18 +286,22 @@ def test_the_written_tasks_read_back_with_the_models_entities(taggers, tmp_path,
     from kerasbert_apps.ner.readers import read_ner_file
 
     selection = sel.select_texts(taggers["crf"], TEXTS, 4)
+    assert sum(len(c["entities"]) for c in selection.chosen) >= 10  # the random model predicts: regions to check
     path = tmp_path / ("tasks.json" if fmt == "label-studio" else "tasks.jsonl")
     sel.write_selection(selection, path, fmt)
     if fmt == "label-studio":  # Label Studio's import format: a JSON array of tasks
         tasks = json.loads(path.read_text(encoding="utf-8"))
         assert isinstance(tasks, list) and len(tasks) == 4
+        regions = 0
         for task in tasks:
             assert set(task) == {"data", "predictions"} and isinstance(task["data"]["text"], str)
             (prediction,) = task["predictions"]
+            regions += len(prediction["result"])
             for region in prediction["result"]:
                 assert (region["from_name"], region["to_name"], region["type"]) == ("label", "text", "labels")
                 v = region["value"]
                 assert task["data"]["text"][v["start"]:v["end"]] == v["text"] and v["labels"][0] in ("LOC", "PER")
+        assert regions == sum(len(c["entities"]) for c in selection.chosen)
         examples = read_ner_file(path, format="labelstudio", use_predictions=True).examples
     else:
         examples = read_ner_file(path, format="doccano").examples

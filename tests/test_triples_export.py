@@ -129,6 +129,7 @@ def test_jit_compiled_export_gives_what_predict_gives(extractor, sentences, tmp_
     total = 0
     for b in range(0, len(sentences), 64):
         got = unpad(serve(text=tf.constant(sentences[b:b + 64], tf.string)))
+        assert len(got) == len(predicted[b:b + 64])
         for ours, theirs in zip(predicted[b:b + 64], got):
             assert [(t["subject"]["start"], t["predicate"], t["object"]["end"]) for t in ours["triples"]] == list(
                 zip(theirs["subject_start"], theirs["predicate"], theirs["object_end"]))
@@ -172,6 +173,8 @@ def test_ids_export_gives_token_spans(extractor, exported):
     batch = extractor.tokenizer(texts, max_length=16)
     got = serve(**{k: tf.constant(v) for k, v in batch.inputs.items()})
     predicted = extractor.predict(texts)
+    assert len(predicted) == len(texts) == got["count"].shape[0]
+    assert sum(len(result["triples"]) for result in predicted) > 0  # the shaken head predicts: triples to compare
     for i, result in enumerate(predicted):  # each text fits one window: token spans map to the same triples
         offsets = batch.offsets[i]
         n = int(got["count"][i])

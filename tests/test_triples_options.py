@@ -35,7 +35,9 @@ def test_freeze_encoder_trains_the_mix_and_the_head_only(data, tmp_path, capsys)
     extractor = Extractor.load(tmp_path / "run" / "model")
     model = extractor.model
     assert model.layer_mix and not np.allclose(model.mix.mix_weights.numpy(), 0.0) and model.encoder.dropout == 0.0
-    for v, w in zip(model.encoder.weights, load_encoder(toy).weights):
+    original = load_encoder(toy)
+    assert len(model.encoder.weights) == len(original.weights) > 0
+    for v, w in zip(model.encoder.weights, original.weights):
         np.testing.assert_array_equal(v.numpy(), w.numpy())
     assert len(extractor.predict(["Alan Bean was born in Wheeler, Texas."])) == 1
 
