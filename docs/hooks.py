@@ -106,7 +106,7 @@ def auto_rule_table():
         f"epochs are the fewest (from that minimum to {settings.AUTO_MAX_EPOCHS}) in which batches of "
         f"{settings.AUTO_MIN_BATCH_SIZE} or more still give those steps, the batch the largest with which they "
         "do (`RunSettings.resolve_auto`); with auto epochs, training stops after "
-        f"{settings.AUTO_PATIENCE} epochs without a better dev F1.",
+        f"{settings.AUTO_PATIENCE} epochs without a better dev F1 (once it is above 0).",
         "",
         "| head | steps | fewest epochs | head learning rate |",
         "|---|---:|---:|---:|",
