@@ -21,6 +21,10 @@ folded below it. In a table the columns a record chooses come first, then the ke
 said once above the table instead of filling a column. Any folder under ``bench/results/`` is
 shown, so a new benchmark needs no change here.
 
+The ``[[target]]`` items of the same file are a project's targets checked against the records
+(:func:`targets_table`: each target, the bar it sets, the figure its record's row reached and
+whether it holds), for the pages that say which targets hold and why.
+
 The site's build runs this through ``docs/hooks.py``; ``python docs/gen_bench.py`` prints the
 Markdown.
 """
@@ -305,6 +309,48 @@ def summary_table(summary, records):
                  versus,
                  f"<small>{data}</small>", f"<small>{short_machine(record)}; {str(record.get('date', ''))[:10]}</small>"]
         lines.append("| " + " | ".join(c.replace("|", "&#124;") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --- the targets table ------------------------------------------------------------------------
+
+
+def _bar(record, item, field):
+    """``(op, bar, words)`` of a target: ``at_least`` or ``at_most``, a number or a row of the
+    same record (``key = value`` pairs: that row's ``field``)."""
+    ops = [(key, op) for key, op in (("at_least", "≥"), ("at_most", "≤")) if key in item]
+    if len(ops) != 1:
+        raise ValueError(f"bench/summary.toml: target {item.get('target')!r} needs one of at_least or at_most")
+    key, op = ops[0]
+    bar = item[key]
+    if isinstance(bar, dict):
+        row = _find_row(record, bar, f"target {item.get('target')!r}: {key}")
+        if not is_number(row.get(field)):
+            raise ValueError(f"bench/summary.toml: the row {bar} has no number {field!r}")
+        words = ", ".join(f"{k} {v}" for k, v in bar.items())
+        return op, row[field], f"{field} {op} {fmt(row[field])} ({fmt(words)})"
+    return op, bar, f"{field} {op} {fmt(bar)}"
+
+
+def targets_table(summary, records):
+    """The Markdown table of ``summary["target"]`` items: each target in words, its bar, the
+    figure its record's row reached and whether it holds, and the record (its machine, date)."""
+    by_path = {Path(path).relative_to(Path(path).parents[1]).as_posix(): record for path, record in records}
+    lines = ["| Target | Needs | Reached | Holds | Record |", "|---|---|---:|---|---|"]
+    for item in summary.get("target") or []:
+        record = by_path.get(item["record"])
+        if record is None:
+            raise ValueError(f"bench/summary.toml: no record bench/results/{item['record']}")
+        field = item["field"]
+        row = _find_row(record, item["row"], f"target {item.get('target')!r}: row")
+        if not is_number(row.get(field)):
+            raise ValueError(f"bench/summary.toml: target {item.get('target')!r}: the row has no number {field!r}")
+        op, bar, needs = _bar(record, item, field)
+        holds = row[field] >= bar if op == "≥" else row[field] <= bar
+        where = (f"`bench/results/{item['record']}`<br><small>{short_machine(record)}; "
+                 f"{str(record.get('date', ''))[:10]}</small>")
+        cells = [fmt(item.get("target", "")), needs, fmt(row[field]), "yes" if holds else "**no**", where]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

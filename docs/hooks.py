@@ -5,6 +5,8 @@
 * ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``, and
   the figures they show copied into the site;
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
+* ``<!-- kerasbert:targets -->`` (any page): the targets of ``bench/summary.toml`` (``[[target]]``),
+  each checked against its record (``gen_bench.targets_table``);
 * ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
   is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
 * ``<!-- kerasbert:auto-rule -->`` (NER page): what each registered head declares its training
@@ -47,6 +49,7 @@ BENCH_MARK = "<!-- kerasbert:bench-results -->"
 SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
 PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
+TARGETS_MARK = "<!-- kerasbert:targets -->"
 AUTO_SIZES = (100, 400, 800, 1000, 2000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
 SETTINGS_MARK = re.compile(r"<!-- kerasbert:settings (ner|triples) -->")
@@ -103,7 +106,7 @@ def auto_rule_table():
         f"epochs are the fewest (from that minimum to {settings.AUTO_MAX_EPOCHS}) in which batches of "
         f"{settings.AUTO_MIN_BATCH_SIZE} or more still give those steps, the batch the largest with which they "
         "do (`RunSettings.resolve_auto`); with auto epochs, training stops after "
-        f"{settings.AUTO_PATIENCE} epochs without a better dev F1.",
+        f"{settings.AUTO_PATIENCE} epochs without a better dev F1 (once it is above 0).",
         "",
         "| head | steps | fewest epochs | head learning rate |",
         "|---|---:|---:|---:|",
@@ -211,6 +214,9 @@ def on_page_markdown(markdown, page, config, files):
     if SUMMARY_MARK in markdown:
         gen = _gen_bench()
         markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records()))
+    if TARGETS_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(TARGETS_MARK, gen.targets_table(gen.load_summary(), gen.load_records()))
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
     markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)

@@ -97,7 +97,10 @@ class EpochEvaluator(EpochRecords):
         history_path: ``history.jsonl``, one line per epoch (appended, so a
             resumed run continues it; each epoch once: :class:`EpochRecords`).
         metric: the key to maximise.
-        patience: stop after this many epochs without improvement (None: never).
+        patience: stop after this many epochs without improvement (None: never),
+            counted once the metric has left 0: a model whose first epochs find
+            nothing has not started to learn, and stopping it then keeps an
+            empty model.
         write: save the best model and append to the history (False: a
             worker other than the chief, which evaluates -- every worker must
             stop at the same epoch -- and writes nothing).
@@ -136,7 +139,8 @@ class EpochEvaluator(EpochRecords):
             f"\nepoch {epoch + 1}: dev {self.metric} {value:.4f}"
             + (" (best" + (", saved to " + str(self.best_dir) if self.write else "") + ")" if improved else f" (best {self.best:.4f} at epoch {self.best_epoch})")
         )
-        if self.patience is not None and self.best_epoch is not None and epoch + 1 - self.best_epoch >= self.patience:
+        if (self.patience is not None and self.best_epoch is not None and self.best > 0
+                and epoch + 1 - self.best_epoch >= self.patience):
             print(f"early stopping: no improvement in dev {self.metric} for {self.patience} epochs")
             self.model.stop_training = True
 

@@ -235,8 +235,8 @@ class RunSettings:
     strategy: str = setting("default", "default (one device), mirrored (tf.distribute.MirroredStrategy: the devices of "
                             "this machine) or multiworker (MultiWorkerMirroredStrategy: several machines, set up by "
                             "the TF_CONFIG environment variable; the chief writes OUTPUT)", STRATEGIES)
-    patience: int | str = setting("auto", "stop after this many epochs without a better dev F1 (0: never; auto: "
-                                  "{AUTO_PATIENCE} with --epochs auto, else never)", type=auto_or_int(0))
+    patience: int | str = setting("auto", "stop after this many epochs without a better dev F1, once it is above 0 "
+                                  "(0: never; auto: {AUTO_PATIENCE} with --epochs auto, else never)", type=auto_or_int(0))
     seed: int = setting(42, "random seed")
     max_train_examples: int = setting(0, "use only the first N training examples (0: all)")
     max_dev_examples: int = setting(0, "use only the first N dev examples (0: all)")

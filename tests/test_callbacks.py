@@ -35,3 +35,23 @@ def test_training_callbacks_let_keras_dispatch_ahead(tmp_path):
 
 def test_a_backup_every_n_steps_makes_keras_wait(tmp_path):
     assert not _callback_list(tmp_path, backup_every_steps=5)._async_train
+
+
+def test_patience_counts_from_the_first_epoch_that_found_anything(tmp_path):
+    """Early stopping waits until the dev score has left 0: a head whose first epochs find nothing
+    (the gplinker head on a few hundred sentences) has not started to learn, and stopping it
+    would keep an empty model."""
+    import types
+
+    scores = iter([0.0, 0.0, 0.0, 0.2, 0.3, 0.25, 0.28, 0.9])
+    evaluator = EpochEvaluator(lambda model: {"f1": next(scores)}, lambda path: None, tmp_path / "best",
+                               tmp_path / "history.jsonl", patience=2, write=False)
+    model = types.SimpleNamespace(stop_training=False)
+    evaluator.set_model(model)
+    stopped = None
+    for epoch in range(8):
+        evaluator.on_epoch_end(epoch, {})
+        if model.stop_training:
+            stopped = epoch + 1
+            break
+    assert stopped == 7 and evaluator.best_epoch == 5  # two epochs after its best, not after the first 0

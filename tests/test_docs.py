@@ -80,6 +80,38 @@ def test_readme_python_example_runs_on_the_starter_encoder():
 # --- the site ------------------------------------------------------------------------------
 
 
+def test_targets_table_reads_each_target_from_its_record(tmp_path):
+    """A target of bench/summary.toml is checked against its record's row: the bar a number or
+    another row of the same run, the figure and whether it holds read from the record; a row it
+    cannot find fails."""
+    gen = _module("gen_bench")
+    folder = tmp_path / "results" / "heads"
+    folder.mkdir(parents=True)
+    (folder / "2026-01-01T0000-a.json").write_text(json.dumps({
+        "bench": "heads", "date": "2026-01-01 10:00 UTC", "command": "heads.py", "setup": {},
+        "cpu": {"model": "Test CPU", "flags": ["avx2"], "cores": 2},
+        "rows": [{"head": "flat", "F1": 0.6, "seconds": 100}, {"head": "span", "F1": 0.62, "seconds": 500}]}))
+    records = gen.load_records(tmp_path / "results")
+    summary = {"target": [
+        {"target": "span beats flat", "record": "heads/2026-01-01T0000-a.json", "row": {"head": "span"},
+         "field": "F1", "at_least": {"head": "flat"}},
+        {"target": "span in 6 minutes", "record": "heads/2026-01-01T0000-a.json", "row": {"head": "span"},
+         "field": "seconds", "at_most": 360},
+        {"target": "flat reaches 0.7", "record": "heads/2026-01-01T0000-a.json", "row": {"head": "flat"},
+         "field": "F1", "at_least": 0.7}]}
+    table = gen.targets_table(summary, records)
+    assert "| span beats flat | F1 ≥ 0.6 (head flat) | 0.62 | yes |" in table
+    assert "| span in 6 minutes | seconds ≤ 360 | 500 | **no** |" in table
+    assert "| flat reaches 0.7 | F1 ≥ 0.7 | 0.6 | **no** |" in table
+    assert "`bench/results/heads/2026-01-01T0000-a.json`" in table and "Test CPU, 2 cores, AVX2" in table
+    summary["target"][0]["at_least"] = {"head": "nobody"}
+    with pytest.raises(ValueError, match="matches 0 rows"):
+        gen.targets_table(summary, records)
+    with pytest.raises(ValueError, match="at_least or at_most"):
+        gen.targets_table({"target": [{"target": "t", "record": "heads/2026-01-01T0000-a.json",
+                                       "row": {"head": "span"}, "field": "F1"}]}, records)
+
+
 def test_site_builds_strict(tmp_path):
     """mkdocs build --strict: a broken link or anchor, a page missing from the nav, a name the API
     reference cannot find or a docstring it cannot parse fails the build."""
