@@ -223,6 +223,7 @@ def mask(text, workdir):
     """``text`` as a page shows it: the run's folder as ``$PWD``, run-time figures as ``…``,
     Keras's progress bars reduced to their last state."""
     text = text.replace(str(workdir), WORKDIR_SHOWN)
+    text = text.replace(os.path.expanduser("~") + "/", "~/")  # the reader's home, not ours
     shared = str(shared_dir())
     text = text.replace(os.path.realpath(shared), SHARED_SHOWN).replace(shared, SHARED_SHOWN)
     lines = []

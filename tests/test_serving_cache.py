@@ -101,7 +101,7 @@ def test_the_first_predict_keeps_the_function_and_the_next_loads_it_with_the_sam
     cache, plain, first, err = kept
     assert sum(len(r["entities"]) for r in plain) > 0  # the shaken model predicts: there is something to compare
     [entry] = entries(cache)
-    assert f"is kept in {cache / 'serving' / entry}" in err
+    assert f"is kept in the serving cache, {cache / 'serving'} (" in err
     same_results(first, plain)
     with monkeypatch.context() as patched:
         no_model_built(patched)

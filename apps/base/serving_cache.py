@@ -165,8 +165,8 @@ def cached_predict(task, model_dir, precision, configure, verbose=True):
     pipeline = build()
     if not _writable(cache_folder()) or not _write(entry, made, pipeline):
         return pipeline.predict
-    print(f"note: the serving function of {directory} is kept in {entry} ({_size_mb(entry):.0f} MB) for the next "
-          "predict (--no-cache: neither kept nor used)", file=sys.stderr)
+    print(f"note: the serving function of {directory} is kept in the serving cache, {cache_folder()} "
+          f"({_size_mb(entry):.0f} MB), for the next predict (--no-cache: neither kept nor used)", file=sys.stderr)
     return _predict_with(light, _load(entry))
 
 
