@@ -89,7 +89,7 @@ def _num_tags(potentials, transition_params):
 def _step_mask(potentials, sequence_lengths):
     """Boolean `[batch, time]`: True at the steps `t < sequence_lengths[b]`."""
     steps = ops.arange(ops.shape(potentials)[1], dtype="int32")
-    return ops.less(steps[None, :], sequence_lengths[:, None])
+    return ops.less(ops.expand_dims(steps, 0), ops.expand_dims(sequence_lengths, 1))
 
 
 def _fold_over_time(step, init, potentials):
@@ -214,11 +214,11 @@ def _forward_log_norm(potentials, sequence_lengths, transition_params, start_pen
     def step(alpha, unary, t):
         # alpha[b, i] + trans[i, j], reduced over the previous tag i.
         moved = ops.logsumexp(
-            alpha[:, :, None] + transition_params[None, :, :], axis=1
+            ops.expand_dims(alpha, 2) + transition_params, axis=1
         )
         first = unary if start_penalty is None else unary + start_penalty
         new_alpha = ops.where(ops.equal(t, 0), first, moved + unary)
-        keep = ops.less(t, sequence_lengths)[:, None]
+        keep = ops.expand_dims(ops.less(t, sequence_lengths), 1)
         return ops.where(keep, new_alpha, alpha)
 
     alpha = _fold_over_time(step, ops.zeros_like(potentials[:, 0, :]), potentials)
@@ -298,13 +298,13 @@ def crf_decode(
 
     def forward(carry, unary):
         score, _, t = carry
-        candidates = score[:, :, None] + transition_params[None, :, :]
+        candidates = ops.expand_dims(score, 2) + transition_params
         pointers = ops.cast(ops.argmax(candidates, axis=1), "int32")
         moved = ops.max(candidates, axis=1) + unary
         first = ops.equal(t, 0)
         new_score = ops.where(first, unary + start_penalty, moved)
         pointers = ops.where(first, identity, pointers)
-        keep = ops.less(t, sequence_lengths)[:, None]
+        keep = ops.expand_dims(ops.less(t, sequence_lengths), 1)
         carry = (
             ops.where(keep, new_score, score),
             ops.where(keep, pointers, identity),
@@ -323,7 +323,7 @@ def crf_decode(
 
     def backward(tag, step_pointers):
         # `tag` is the best tag at step t; step_pointers[b, tag] the one at t - 1.
-        previous = ops.take_along_axis(step_pointers, tag[:, None], axis=1)[:, 0]
+        previous = ops.squeeze(ops.take_along_axis(step_pointers, ops.expand_dims(tag, 1), axis=1), 1)
         return previous, tag
 
     last_tag = ops.cast(ops.argmax(score, axis=1), "int32")
@@ -391,12 +391,12 @@ def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
         alpha, beta_next, unary_next, t = carry
         unary, unary_back = ops.split(unaries, 2, axis=-1)
         # forward, step t
-        moved = ops.logsumexp(alpha[:, :, None] + transitions[None, :, :], axis=1)
+        moved = ops.logsumexp(ops.expand_dims(alpha, 2) + transitions, axis=1)
         new_alpha = ops.where(ops.equal(t, 0), unary + start_penalty, moved + unary)
-        alpha = ops.where(ops.less(t, sequence_lengths)[:, None], new_alpha, alpha)
+        alpha = ops.where(ops.expand_dims(ops.less(t, sequence_lengths), 1), new_alpha, alpha)
         # backward, step u = last - t: from beta and the potentials at u + 1 (0 at the last step)
         moved = ops.logsumexp(transitions[None, :, :] + (unary_next + beta_next)[:, None, :], axis=2)
-        beta = ops.where(ops.less(last - t + 1, sequence_lengths)[:, None], moved, ops.zeros_like(moved))
+        beta = ops.where(ops.expand_dims(ops.less(last - t + 1, sequence_lengths), 1), moved, ops.zeros_like(moved))
         carry = (alpha, beta, unary_back, t + 1)
         return carry, carry
 
@@ -426,7 +426,7 @@ def crf_marginals(
         potentials, sequence_lengths, transition_params, allowed, allowed_start
     )
     marginals = ops.exp(alpha + beta - log_norm[:, None, None])
-    mask = _step_mask(alpha, ops.cast(sequence_lengths, "int32"))[:, :, None]
+    mask = ops.expand_dims(_step_mask(alpha, ops.cast(sequence_lengths, "int32")), 2)
     return ops.where(mask, marginals, ops.zeros_like(marginals))
 
 
@@ -490,7 +490,7 @@ def crf_segment_log_probability(
     row_alpha, row_beta, row_potentials = ops.split(rows_of, 3, axis=-1)  # [n, time, tags] each
     steps = ops.arange(ops.shape(potentials)[1], dtype="int32")[None, :, None]
     s, e = ops.reshape(starts, (-1, 1, 1)), ops.reshape(ends, (-1, 1, 1))
-    tags = ops.arange(num_tags, dtype="int32")[None, :]
+    tags = ops.expand_dims(ops.arange(num_tags, dtype="int32"), 0)
     is_b, is_c = tags == ops.reshape(b, (-1, 1)), tags == ops.reshape(c, (-1, 1))  # [n, tags]
 
     def at(values, step):  # [n, time, tags] at step [n, 1, 1] -> [n, tags] (0 outside the row)
@@ -509,7 +509,7 @@ def crf_segment_log_probability(
     head_c = ops.where(
         starts > 0,
         excluded(at(row_alpha, s - 1) + into_c, is_b | is_c),
-        pick(start_penalty[None, :], is_c),
+        pick(ops.expand_dims(start_penalty, 0), is_c),
     ) + pick(at(row_potentials, s), is_c)
     # Steps s+1..e all I: their potentials of I, and e - s - 1 transitions I -> I.
     inside = (steps > s) & (steps <= e) & is_c[:, None, :]

@@ -608,14 +608,14 @@ class GraphTokenizer(tf.Module):
         :meth:`tokens`, ``counts`` per text), padded: the encoder inputs and offsets."""
         length = token_end - token_start
         width = max_length if pad_to_max_length else tf.reduce_max(tf.concat([length + 2, [0]], 0))
-        column = tf.range(width)[None, :]
-        last = length[:, None] + 1
+        column = tf.expand_dims(tf.range(width), 0)
+        last = tf.expand_dims(length, 1) + 1
         inside = (column > 0) & (column < last)
         # Rows `tokens`, `tokens + 1`, `tokens + 2` of the table: [PAD], [CLS], [SEP] (offsets (0, 0)).
         n = tf.shape(pieces)[0]
         table = tf.concat([pieces, [[self.pad_id, 0, 0], [self.cls_id, 0, 0], [self.sep_id, 0, 0]]], 0)
         first = tf.gather(tf.cumsum(counts, exclusive=True), text_index) + token_start - 1  # column 1: first token
-        index = tf.where(inside, first[:, None] + column,
+        index = tf.where(inside, tf.expand_dims(first, 1) + column,
                          tf.where(column == 0, n + 1, tf.where(column == last, n + 2, n)))
         cells = tf.gather(table, index)  # [rows, width, 3]
         token_ids = cells[..., 0]

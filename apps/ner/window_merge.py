@@ -62,10 +62,10 @@ def _text_tokens(windows):
     row's first text token [rows], tokens of the batch)``."""
     import tensorflow as tf
 
-    positions = tf.range(tf.maximum(tf.shape(windows["token_ids"])[1] - 2, 0))[None, :]
+    positions = tf.expand_dims(tf.range(tf.maximum(tf.shape(windows["token_ids"])[1] - 2, 0)), 0)
     num_tokens = windows["num_tokens"]
     row_first = tf.gather(tf.cumsum(num_tokens, exclusive=True), windows["text_index"]) + windows["token_start"]
-    return positions, (windows["token_end"] - windows["token_start"])[:, None], row_first, tf.reduce_sum(num_tokens)
+    return positions, tf.expand_dims(windows["token_end"] - windows["token_start"], 1), row_first, tf.reduce_sum(num_tokens)
 
 
 def _take(values, row, position):
@@ -84,7 +84,7 @@ def merge_windows(windows, values):
     import tensorflow as tf
 
     positions, n, row_first, total = _text_tokens(windows)
-    row = chosen_rows(windows, positions, positions, positions < n, tf.cast(row_first[:, None] + positions, tf.int64),
+    row = chosen_rows(windows, positions, positions, positions < n, tf.cast(tf.expand_dims(row_first, 1) + positions, tf.int64),
                       tf.cast(total, tf.int64))
     position = tf.range(total) - tf.gather(row_first, row) + 1  # + 1: [CLS]
     return {**_take(values, row, position), "row": row, "position": position}
