@@ -196,16 +196,17 @@ def _evaluate(task, args):
 
 
 def _predict(task, args):
+    import contextlib
+
     from kerasbert_apps.base.serving_cache import cached_predict
     from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
-    if args.no_cache:
-        predict = _load(task, args).predict
-        return print_predictions(predict, args.input, args.batch_size,
-                                 record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt])
-    with without_grappler():
-        predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
+    with contextlib.nullcontext() if args.no_cache else without_grappler():
+        if args.no_cache:
+            predict = _load(task, args).predict
+        else:
+            predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
         return print_predictions(predict, args.input, args.batch_size,
                                  record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt])
 
