@@ -62,7 +62,7 @@ STEPS_315 = ["--batch-size", "8", "--epochs", "5", "--patience", "0"]
 #: study -> (setting, description, [(variant, head, options)]).
 STUDIES = {
     "span-heads": ("genia", "span heads against the flat CRF on 500 GENIA sentences: the head's learning rate, "
-                   "the optimizer steps, the decision threshold, the biaffine head's loss weight and BiLSTM", [
+                   "the optimizer steps, the decision threshold, the heads' entity weights and the biaffine head's BiLSTM", [
         ("crf: its defaults (315 steps)", "crf", []),
         ("global-pointer: the earlier defaults (head lr 1e-3, 189 steps, threshold 0)", "global-pointer",
          ["--head-learning-rate", "1e-3", "--batch-size", "8", "--epochs", "3", "--span-threshold", "0"]),
@@ -71,6 +71,12 @@ STUDIES = {
         ("global-pointer: head lr 1e-2, 315 steps", "global-pointer", ["--head-learning-rate", "1e-2", *STEPS_315]),
         ("global-pointer: head lr 3e-3, 630 steps (its defaults)", "global-pointer",
          ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0"]),
+        ("global-pointer: the same, entity weight 3", "global-pointer",
+         ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0",
+          "--global-pointer-entity-weight", "3"]),
+        ("global-pointer: the same, entity weight 10", "global-pointer",
+         ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0",
+          "--global-pointer-entity-weight", "10"]),
         ("biaffine: the earlier defaults (head lr 1e-3, 189 steps, entity weight 1, threshold 0)", "biaffine",
          ["--biaffine-lstm", "0", "--head-learning-rate", "1e-3", "--biaffine-entity-weight", "1", "--batch-size", "8",
           "--epochs", "3", "--span-threshold", "0"]),

@@ -157,10 +157,12 @@ class EfficientGlobalPointer(keras.layers.Layer):
 # =============================================================================
 
 
-def multilabel_categorical_crossentropy(y_true, y_pred):
+def multilabel_categorical_crossentropy(y_true, y_pred, positive_weight=1.0):
     """Su Jianlin's multilabel categorical cross-entropy over the last axis:
-    ``log(1 + sum_{y=0} exp(s)) + log(1 + sum_{y=1} exp(-s))``. ``y_true``
-    0/1, ``y_pred`` logits (any shape, same); returns the leading shape."""
+    ``log(1 + sum_{y=0} exp(s)) + w * log(1 + sum_{y=1} exp(-s))``, ``w``
+    the ``positive_weight`` (1: the original; above 1 the positives' term
+    weighs more, which trades precision for recall). ``y_true`` 0/1,
+    ``y_pred`` logits (any shape, same); returns the leading shape."""
     y_true = ops.cast(y_true, "float32")
     y_pred = ops.cast(y_pred, "float32")
     y_pred = (1.0 - 2.0 * y_true) * y_pred  # positives negated
@@ -169,10 +171,10 @@ def multilabel_categorical_crossentropy(y_true, y_pred):
     zeros = ops.zeros_like(y_pred[..., :1])
     neg_loss = ops.logsumexp(ops.concatenate([y_neg, zeros], axis=-1), axis=-1)
     pos_loss = ops.logsumexp(ops.concatenate([y_pos, zeros], axis=-1), axis=-1)
-    return neg_loss + pos_loss
+    return neg_loss + float(positive_weight) * pos_loss
 
 
-def global_pointer_crossentropy(y_true, y_pred, sparse=False, channels="mean"):
+def global_pointer_crossentropy(y_true, y_pred, sparse=False, channels="mean", positive_weight=1.0):
     """:func:`multilabel_categorical_crossentropy` of the span logits
     ``y_pred`` ``[batch, len, len, C]`` per (sequence, channel) over all
     ``(start, end)`` cells, reduced to one number: the mean over sequences
@@ -187,20 +189,24 @@ def global_pointer_crossentropy(y_true, y_pred, sparse=False, channels="mean"):
     (bert4keras's ``sparse_multilabel_categorical_crossentropy``),
     ``log(1 + sum_neg) = A + log(1 - exp(P - A))`` with ``A = log(1 +
     sum_all exp(s))`` and ``P = log sum_pos exp(s)``, the last factor
-    clipped at 1e-7 from below."""
-    losses = _sparse_losses(y_true, y_pred) if sparse else _dense_losses(y_true, y_pred)  # [batch, C]
+    clipped at 1e-7 from below. ``positive_weight``: the weight of the
+    positives' term (:func:`multilabel_categorical_crossentropy`)."""
+    if sparse:
+        losses = _sparse_losses(y_true, y_pred, positive_weight)
+    else:
+        losses = _dense_losses(y_true, y_pred, positive_weight)  # [batch, C]
     if channels == "sum":
         return ops.mean(ops.sum(losses, axis=1))
     return ops.mean(losses)
 
 
-def _dense_losses(y_true, y_pred):
+def _dense_losses(y_true, y_pred, positive_weight=1.0):
     y_true = ops.transpose(ops.cast(y_true, "float32"), (0, 3, 1, 2))
     y_pred = ops.transpose(ops.cast(y_pred, "float32"), (0, 3, 1, 2))
     shape = ops.shape(y_pred)
     y_true = ops.reshape(y_true, (shape[0], shape[1], -1))
     y_pred = ops.reshape(y_pred, (shape[0], shape[1], -1))
-    return multilabel_categorical_crossentropy(y_true, y_pred)
+    return multilabel_categorical_crossentropy(y_true, y_pred, positive_weight)
 
 
 def _masked_logsumexp(values, mask, axis):
@@ -208,7 +214,7 @@ def _masked_logsumexp(values, mask, axis):
     return ops.logsumexp(ops.where(mask, values, MASKED_LOGIT), axis=axis)
 
 
-def _sparse_losses(codes, logits):
+def _sparse_losses(codes, logits, positive_weight=1.0):
     logits = ops.cast(logits, "float32")
     shape = ops.shape(logits)
     batch, width, channels = shape[0], shape[2], shape[3]
@@ -223,7 +229,7 @@ def _sparse_losses(codes, logits):
     pos_loss = ops.logaddexp(_masked_logsumexp(-flat_picked, flat_mask, axis=1), zeros)  # [b, C]
     pos_sum = _masked_logsumexp(flat_picked, flat_mask, axis=1)
     all_sum = ops.logaddexp(ops.logsumexp(logits, axis=(1, 2)), zeros)
-    return pos_loss + all_sum + ops.log(ops.clip(1.0 - ops.exp(pos_sum - all_sum), 1e-7, 1.0))
+    return float(positive_weight) * pos_loss + all_sum + ops.log(ops.clip(1.0 - ops.exp(pos_sum - all_sum), 1e-7, 1.0))
 
 
 __all__ = ["EfficientGlobalPointer", "global_pointer_crossentropy", "multilabel_categorical_crossentropy", "rotary"]

@@ -86,7 +86,9 @@ def test_rope_scores_depend_on_relative_positions_only():
     assert np.ptp(np.diag(scores, 3)) < 1e-4 and np.ptp(scores[0]) > 0.1  # constant per offset, not constant
 
 
-def test_loss_against_numpy():
+@pytest.mark.parametrize("weight", [1.0, 3.0])
+def test_loss_against_numpy(weight):
+    """The loss, dense and sparse, against the formula, with the positives' term weighted."""
     rng = np.random.default_rng(4)
     y_pred = rng.normal(0, 3, size=(2, 6, 6, 2)).astype("float32")
     y_true = (rng.random((2, 6, 6, 2)) < 0.1).astype("float32")
@@ -97,11 +99,17 @@ def test_loss_against_numpy():
     for b in range(2):
         for t in range(2):
             s, y = y_pred[b, :, :, t].ravel().astype("float64"), y_true[b, :, :, t].ravel().astype(bool)
-            expected.append(np.log1p(np.exp(s[~y]).sum()) + np.log1p(np.exp(-s[y]).sum()))
-    got = float(global_pointer_crossentropy(y_true, y_pred))
+            expected.append(np.log1p(np.exp(s[~y]).sum()) + weight * np.log1p(np.exp(-s[y]).sum()))
+    got = float(global_pointer_crossentropy(y_true, y_pred, positive_weight=weight))
     np.testing.assert_allclose(got, np.mean(expected), rtol=1e-5)
+    # the sparse form: codes n * C + t + 1 per row position m
+    codes = np.zeros((2, 6, 12), np.int32)
+    for b, m, n, t in zip(*np.nonzero(y_true)):
+        codes[b, m, np.count_nonzero(codes[b, m])] = n * 2 + t + 1
+    got = float(global_pointer_crossentropy(codes, y_pred, sparse=True, positive_weight=weight))
+    np.testing.assert_allclose(got, np.mean(expected), rtol=1e-4)
     # the elementwise form, one row
-    row = float(multilabel_categorical_crossentropy(y_true[0, :, :, 0].ravel(), y_pred[0, :, :, 0].ravel()))
+    row = float(multilabel_categorical_crossentropy(y_true[0, :, :, 0].ravel(), y_pred[0, :, :, 0].ravel(), weight))
     np.testing.assert_allclose(row, expected[0], rtol=1e-5)
 
 

@@ -17,12 +17,16 @@ NAME = "global-pointer"
 @dataclasses.dataclass
 class GlobalPointerSettings(SpanThresholdSettings):
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
+    global_pointer_entity_weight: float = setting(1.0, "the weight in the GlobalPointer head's loss of the entity "
+                                                  "spans' term (the other term pushes every other span below 0)")
 
 
 def check(settings):
     check_span_threshold(settings)
     if settings.head == NAME and (settings.pointer_size < 2 or settings.pointer_size % 2):
         raise KerasbertError(f"pointer_size must be even and at least 2 (RoPE turns pairs), got {settings.pointer_size}")
+    if settings.head == NAME and not settings.global_pointer_entity_weight > 0:
+        raise KerasbertError(f"global_pointer_entity_weight must be above 0, got {settings.global_pointer_entity_weight}")
 
 
 register(Head(

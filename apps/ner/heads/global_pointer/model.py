@@ -50,9 +50,11 @@ class GlobalPointerNerModel(TaskModel):
         dropout: dropout on the encoder output.
         layer_mix: feed the head a learned mix of all the encoder's hidden
             states (``--freeze-encoder``) instead of its last layer.
+        entity_weight: the weight in the loss of the entity spans' term
+            (the positives' in the multilabel cross-entropy; 1: the original).
     """
 
-    def __init__(self, encoder, num_types, head_size=64, dropout=0.1, layer_mix=False, **kwargs):
+    def __init__(self, encoder, num_types, head_size=64, dropout=0.1, layer_mix=False, entity_weight=1.0, **kwargs):
         # === Layers ===
         self.encoder = encoder
         self.freeze_pooler(encoder)
@@ -71,12 +73,13 @@ class GlobalPointerNerModel(TaskModel):
         self.num_types = num_types
         self.head_size = head_size
         self.dropout = dropout
+        self.entity_weight = float(entity_weight)
 
     def task_loss(self, x, y, y_pred):
         logits = ops.cast(y_pred["logits"], "float32")
         spans = y["spans"] if isinstance(y, dict) else y
         targets = dense_span_targets(spans, ops.shape(logits)[2], self.num_types)
-        return global_pointer_crossentropy(targets, logits)
+        return global_pointer_crossentropy(targets, logits, positive_weight=self.entity_weight)
 
     def head_config(self):
         return {
@@ -84,4 +87,5 @@ class GlobalPointerNerModel(TaskModel):
             "head_size": self.head_size,
             "dropout": self.dropout,
             "layer_mix": self.layer_mix,
+            "entity_weight": self.entity_weight,
         }

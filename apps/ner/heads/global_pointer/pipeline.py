@@ -46,4 +46,5 @@ class SpanTagger(SpanPipeline):
         from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
 
         return GlobalPointerNerModel(encoder, len(types), head_size=settings.pointer_size, dropout=settings.dropout,
-                                     layer_mix=settings.freeze_encoder)
+                                     layer_mix=settings.freeze_encoder,
+                                     entity_weight=settings.global_pointer_entity_weight)
