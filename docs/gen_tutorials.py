@@ -293,6 +293,7 @@ def run_tutorial(name, echo=True):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="100", PYTHONUNBUFFERED="1",
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         env.pop("KERASBERT_SHARED", None)
+        env.pop("KERASBERT_SERVING_CACHE", None)  # the commands as a user runs them, the serving cache on
         for step in TUTORIALS[name]:
             began = time.perf_counter()
             if "run" in step or "python" in step:

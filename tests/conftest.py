@@ -54,6 +54,10 @@ def pytest_configure(config):
     optimisations (below)."""
     if hasattr(config, "workerinput"):
         os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    # The serving cache off: the tests that are not about it do not pay for entries they never read again (an
+    # export per model folder) nor write them into the user's cache. test_serving_cache.py turns it on in a
+    # cache folder of its own; the tutorials' commands run with it on, as a user's do (docs/gen_tutorials.py).
+    os.environ["KERASBERT_SERVING_CACHE"] = "0"
     # XLA (the jit-compiled exports, every JAX run, here and in the processes
     # the tests start) compiles the tests' tiny models with LLVM's
     # optimisations off: the same arithmetic (no fast-math either way), less

@@ -341,9 +341,14 @@ def serving_folders(tmp_path_factory):
 
 def test_predicting_with_a_model_folder_imports_neither_seqeval_nor_matplotlib(serving_folders):
     """``kerasbert ner predict`` and ``kerasbert triples predict`` (the
-    model folders loaded through the apps' load path), in one fresh process."""
+    model folders loaded through the apps' load path), in one fresh process,
+    with the serving cache on (a folder of its own): each writes its folder's
+    entry and predicts with what it loads back."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERASBERT_CACHE=str(serving_folders[0].parent / "cache"))
+    env.pop("KERASBERT_SERVING_CACHE", None)
     run = subprocess.run([sys.executable, "-c", SERVING_SCRIPT + SERVING_RUN, *map(str, serving_folders)],
-                         capture_output=True, text=True, cwd=REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                         capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    assert run.stderr.count("is kept in the serving cache") == 2, run.stderr[-3000:]
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
     assert sum('"entities"' in line for line in lines) == 2 and sum('"triples"' in line for line in lines) == 2, lines

@@ -40,13 +40,18 @@ def tagger(tmp_path_factory):
     return tmp / "ner", tmp / "in.txt"
 
 
-def predict(capsys, monkeypatch, cache, folder, source, *options):
+def predict(capsys, monkeypatch, cache, folder, source, *options, switch=None):
     """``kerasbert ner predict`` in this process: ``(results, stderr)`` (read
-    from ``capsys``, or, with None, from the streams themselves)."""
+    from ``capsys``, or, with None, from the streams themselves), with
+    ``KERASBERT_SERVING_CACHE`` set to ``switch`` (None: unset)."""
     import contextlib
     import io
 
     monkeypatch.setenv("KERASBERT_CACHE", str(cache))
+    if switch is None:
+        monkeypatch.delenv("KERASBERT_SERVING_CACHE", raising=False)  # the suite turns it off (conftest)
+    else:
+        monkeypatch.setenv("KERASBERT_SERVING_CACHE", switch)
     if capsys is None:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -84,6 +89,9 @@ def kept(tagger, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         plain, _ = predict(None, patch, cache, folder, source, "--no-cache")
         assert entries(cache) == []  # --no-cache writes nothing
+        off, err = predict(None, patch, cache, folder, source, switch="0")
+        assert entries(cache) == [] and "serving cache" not in err  # nor does KERASBERT_SERVING_CACHE=0
+        same_results(off, plain)
         first, err = predict(None, patch, cache, folder, source)
     return cache, plain, first, err
 

@@ -79,7 +79,8 @@ def add_task_commands(subparsers, task):
                          help="build the model and trace its serving function in this command, without the serving "
                               "cache (by default the first predict of a model folder keeps its serving function, "
                               "a SavedModel about the size of the model, under $KERASBERT_CACHE or "
-                              "~/.cache/kerasbert/serving, and later predicts load it instead)")
+                              "~/.cache/kerasbert/serving, and later predicts load it instead; "
+                              "KERASBERT_SERVING_CACHE=0 in the environment: --no-cache for every predict)")
     _precision_option(predict)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
@@ -199,11 +200,13 @@ def _predict(task, args):
     import contextlib
 
     from kerasbert_apps.base.serving_cache import cached_predict
+    from kerasbert_apps.base.serving_cache import switched_off
     from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
-    with contextlib.nullcontext() if args.no_cache else without_grappler():
-        if args.no_cache:
+    no_cache = args.no_cache or switched_off()
+    with contextlib.nullcontext() if no_cache else without_grappler():
+        if no_cache:
             predict = _load(task, args).predict
         else:
             predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))

@@ -28,7 +28,10 @@ never changed afterwards; two commands writing the same entry at once both
 end with it. An entry that cannot be loaded is rebuilt, with one note; a
 cache that cannot be written is skipped, and the command predicts as
 without it (build the model, trace, run). ``--no-cache`` neither reads nor
-writes it; other backends than TensorFlow do not use it.
+writes it, nor does any ``predict`` while the environment variable
+``KERASBERT_SERVING_CACHE`` is ``0`` (for one-off processes, e.g. a container
+that predicts once: writing an entry costs more than it saves there); other
+backends than TensorFlow do not use it.
 """
 
 import contextlib
@@ -41,6 +44,8 @@ from pathlib import Path
 
 #: The folder inside the kit's cache.
 FOLDER = "serving"
+#: Set to 0 (or off, false, no) to do without the cache in every ``predict``, as ``--no-cache`` does.
+SWITCH_VARIABLE = "KERASBERT_SERVING_CACHE"
 #: Written into each entry: what it was made from.
 ENTRY_FILE = "entry.json"
 #: The entry's SavedModel version folder.
@@ -52,6 +57,11 @@ def cache_folder():
     from kerasbert.files import cache_base
 
     return cache_base() / FOLDER
+
+
+def switched_off():
+    """Whether :data:`SWITCH_VARIABLE` turns the cache off."""
+    return os.environ.get(SWITCH_VARIABLE, "").strip().lower() in ("0", "off", "false", "no")
 
 
 def _files(folder):
