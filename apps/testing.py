@@ -496,6 +496,7 @@ class HeadContract:
                 assert trained.pipeline.with_precision("float32") is trained.pipeline
                 windowed = [row for text, row in zip(TEXTS, trained.rows) if len(text.split()) > MAX_LENGTH]
                 assert _count(windowed) > 0, trained.name  # decoded across windows
+            assert len(got.exports) == len(got.served) == len(got.expected) > 0, (task, len(got.served))
             for path, served, (trained, pipeline, rows, atol, where) in zip(got.exports, got.served, got.expected):
                 ops = list_ops(path)
                 assert disallowed_ops(ops) == [] and non_core_ops(ops) == ["FastWordpieceTokenizeWithOffsets"], where
