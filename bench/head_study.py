@@ -19,9 +19,10 @@ head, options). A row: the variant and its options, batch size, epochs and
 optimizer steps, the best epoch's dev precision, recall and F1 at the
 head's default decision (span heads: margin above 0; triples: thresholds
 0.5), the dev F1 per epoch, for the span heads the threshold fitted on dev
-and the F1 it gives (fitted on the data it is scored on: optimistic) and the
-nested entities' F1 at it, and the run's wall seconds (on a shared machine:
-not a timing).
+and the F1 it gives (fitted on the data it is scored on: optimistic), the
+nested entities' F1 at the default decision and at the fitted threshold
+(the model as saved, predicted as ``predict`` does), and the run's wall
+seconds (on a shared machine: not a timing).
 
 A variant whose work folder holds a finished run is not trained again, so
 variants can run one per command (``--only NAME``) and ``--record`` then
@@ -152,12 +153,27 @@ def row_of(variant, head, options, folder):
                     "R at it": round(fitted["recall"], 3)})
     if "nested" in dev:
         row["nested F1"] = round(dev["nested"]["f1"], 3)
+        if fitted:
+            row["nested F1 at it"] = round(nested_at_threshold(folder)["f1"], 3)
     if head in ("casrel", "gplinker"):
         tuned = tuned_thresholds(folder, metrics)
         row.update({"tuned thresholds": tuned["thresholds"], "F1 at them": round(tuned["f1"], 3),
                     "R at them": round(tuned["recall"], 3)})
     row["wall seconds"] = round(float(wall.read_text())) if wall.exists() else None
     return row
+
+
+def nested_at_threshold(folder):
+    """The nested entities' dev scores of the run's model as saved (its
+    fitted decision threshold applied), predicted through ``predict``'s
+    path and scored with nested entities kept (kept in ``nested_at_threshold.json``)."""
+    from ner_heads import scores_on
+
+    cache = folder / "nested_at_threshold.json"
+    if not cache.exists():
+        settings = json.loads((folder / "settings.json").read_text())
+        cache.write_text(json.dumps(scores_on(folder, settings["dev"], exact_spans=True)["nested"]))
+    return json.loads(cache.read_text())
 
 
 def tuned_thresholds(folder, metrics):
