@@ -41,6 +41,7 @@ either folder.
 
 import json
 import re
+import weakref
 from pathlib import Path
 
 from kerasbert.errors import KerasbertError
@@ -83,11 +84,37 @@ def save_pipeline(directory, model, tokenizer, settings, settings_name):
     if settings.get("lora"):
         _save_lora_model(directory, model)
     else:
-        inference = type(model).from_config(model.get_config())
+        inference = _inference_twin(model)
         inference.set_weights(model.get_weights())
         inference.save(directory / MODEL_FILE)
     (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in tokenizer.vocab), encoding="utf-8")
     write_settings(directory, tokenizer, settings, settings_name)
+
+
+#: model -> (its config, the uncompiled model built from it): :func:`_inference_twin`.
+_TWINS = weakref.WeakKeyDictionary()
+
+
+def _inference_twin(model):
+    """An uncompiled model of ``model``'s class and config, which
+    :func:`save_pipeline` fills with ``model``'s weights and saves (the
+    training model's file would hold its optimizer state). Built once per
+    model and config: a training run saves its best model after every
+    better epoch, and building the twin (the whole encoder) is the larger
+    part of a save."""
+    config = model.get_config()
+    try:
+        kept = _TWINS.get(model)
+    except TypeError:  # not weakly referenceable: no reuse
+        kept = None
+    if kept is not None and kept[0] == config:
+        return kept[1]
+    twin = type(model).from_config(config)
+    try:
+        _TWINS[model] = (config, twin)
+    except TypeError:
+        pass
+    return twin
 
 
 def write_settings(directory, tokenizer, settings, settings_name):
