@@ -228,7 +228,9 @@ def main(argv=None):
             "scores": "dev, the best epoch; P/R/F1 at the head's default decision (span heads: margin above 0; "
                       "triples: thresholds 0.5); fitted threshold / tuned thresholds: picked on this dev set for "
                       "the best F1, as --span-threshold auto and --threshold-* auto do at the end of training "
-                      "(optimistic as a figure of the model: tuned on the data it is scored on)",
+                      "(optimistic as a figure of the model: tuned on the data it is scored on)"
+                      + ("; nested F1 at it: the nested entities' F1 of the model as saved (its fitted threshold), "
+                         "predicted as predict does" if setting == "genia" else ""),
             "wall seconds": "of the whole run on a shared 2-core machine (other jobs beside it): not a timing",
             "variants not run": [variant for variant, _, _ in variants
                                  if not (folder_of(work, args.study, variant) / "metrics.json").exists()]})
