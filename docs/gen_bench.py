@@ -315,20 +315,33 @@ def summary_table(summary, records):
 # --- the targets table ------------------------------------------------------------------------
 
 
-def _bar(record, item, field):
-    """``(op, bar, words)`` of a target: ``at_least`` or ``at_most``, a number or a row of the
-    same record (``key = value`` pairs: that row's ``field``)."""
+def _bar(record, item, field, by_path=None):
+    """``(op, bar, words)`` of a target: ``at_least`` or ``at_most``, a number or a row
+    (``key = value`` pairs: that row's ``field``) of the same record, or of ``bar_record``
+    when the target names one; ``minus`` (a number) is taken off a row's figure ("within 2
+    points of")."""
     ops = [(key, op) for key, op in (("at_least", "≥"), ("at_most", "≤")) if key in item]
     if len(ops) != 1:
         raise ValueError(f"bench/summary.toml: target {item.get('target')!r} needs one of at_least or at_most")
     key, op = ops[0]
     bar = item[key]
     if isinstance(bar, dict):
+        if item.get("bar_record"):
+            record = (by_path or {}).get(item["bar_record"])
+            if record is None:
+                raise ValueError(f"bench/summary.toml: no record bench/results/{item['bar_record']}")
         row = _find_row(record, bar, f"target {item.get('target')!r}: {key}")
         if not is_number(row.get(field)):
             raise ValueError(f"bench/summary.toml: the row {bar} has no number {field!r}")
         words = ", ".join(f"{k} {v}" for k, v in bar.items())
+        if item.get("bar_record"):
+            words += f", `{item['bar_record']}`"
+        minus = item.get("minus", 0)
+        if minus:
+            return op, row[field] - minus, f"{field} {op} {fmt(row[field])} − {fmt(minus)} ({fmt(words)})"
         return op, row[field], f"{field} {op} {fmt(row[field])} ({fmt(words)})"
+    if "minus" in item or "bar_record" in item:
+        raise ValueError(f"bench/summary.toml: target {item.get('target')!r}: minus and bar_record go with a row")
     return op, bar, f"{field} {op} {fmt(bar)}"
 
 
@@ -345,7 +358,7 @@ def targets_table(summary, records):
         row = _find_row(record, item["row"], f"target {item.get('target')!r}: row")
         if not is_number(row.get(field)):
             raise ValueError(f"bench/summary.toml: target {item.get('target')!r}: the row has no number {field!r}")
-        op, bar, needs = _bar(record, item, field)
+        op, bar, needs = _bar(record, item, field, by_path)
         holds = row[field] >= bar if op == "≥" else row[field] <= bar
         where = (f"`bench/results/{item['record']}`<br><small>{short_machine(record)}; "
                  f"{str(record.get('date', ''))[:10]}</small>")

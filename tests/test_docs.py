@@ -104,6 +104,20 @@ def test_targets_table_reads_each_target_from_its_record(tmp_path):
     assert "| span in 6 minutes | seconds ≤ 360 | 500 | **no** |" in table
     assert "| flat reaches 0.7 | F1 ≥ 0.7 | 0.6 | **no** |" in table
     assert "`bench/results/heads/2026-01-01T0000-a.json`" in table and "Test CPU, 2 cores, AVX2" in table
+    (folder / "2026-01-02T0000-b.json").write_text(json.dumps({
+        "bench": "heads", "date": "2026-01-02 10:00 UTC", "command": "heads.py", "setup": {},
+        "cpu": {"model": "Test CPU", "flags": ["avx2"], "cores": 2}, "rows": [{"head": "other", "F1": 0.615}]}))
+    records = gen.load_records(tmp_path / "results")
+    within = {"target": [  # a row of another record, within some points of it
+        {"target": "other within 0.01 of span", "record": "heads/2026-01-02T0000-b.json", "row": {"head": "other"},
+         "field": "F1", "at_least": {"head": "span"}, "bar_record": "heads/2026-01-01T0000-a.json", "minus": 0.01},
+        {"target": "other within 0.001 of span", "record": "heads/2026-01-02T0000-b.json",
+         "row": {"head": "other"}, "field": "F1", "at_least": {"head": "span"},
+         "bar_record": "heads/2026-01-01T0000-a.json", "minus": 0.001}]}
+    table = gen.targets_table(within, records)
+    assert ("| other within 0.01 of span | F1 ≥ 0.62 − 0.01 (head span, `heads/2026-01-01T0000-a.json`) | "
+            "0.615 | yes |") in table
+    assert "| other within 0.001 of span | F1 ≥ 0.62 − 0.001 (head span, " in table and "0.615 | **no** |" in table
     summary["target"][0]["at_least"] = {"head": "nobody"}
     with pytest.raises(ValueError, match="matches 0 rows"):
         gen.targets_table(summary, records)
