@@ -103,18 +103,10 @@ def _inference_twin(model):
     better epoch, and building the twin (the whole encoder) is the larger
     part of a save."""
     config = model.get_config()
-    try:
-        kept = _TWINS.get(model)
-    except TypeError:  # not weakly referenceable: no reuse
-        kept = None
-    if kept is not None and kept[0] == config:
-        return kept[1]
-    twin = type(model).from_config(config)
-    try:
-        _TWINS[model] = (config, twin)
-    except TypeError:
-        pass
-    return twin
+    kept = _TWINS.get(model)
+    if kept is None or kept[0] != config:
+        kept = _TWINS[model] = (config, type(model).from_config(config))
+    return kept[1]
 
 
 def write_settings(directory, tokenizer, settings, settings_name):
