@@ -30,11 +30,17 @@ over the entities inside another. The CRF head reads its training data with
 the overlaps resolved by the reader's rule (it cannot represent them), so
 its nested recall is bounded by what that rule keeps.
 
+``--options`` adds ``ner train`` options to every run (a variant, e.g.
+``--options="--biaffine-entity-weight 1"``): its records' parts name them,
+so a variant's rows never stand for the defaults.
+
 Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
-parts ``CoNLL-2003`` and ``GENIA (nested)``, one row per head.
+parts ``CoNLL-2003`` and ``GENIA (nested)`` (followed by the options of a
+variant), one row per head.
 
     python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer,biaffine]
-        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--reuse [--note TEXT]]
+        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--options="..."]
+        [--reuse [--note TEXT]]
 """
 
 import argparse
@@ -58,7 +64,7 @@ from results import write_result  # noqa: E402
 HEADS = ("crf", "global-pointer", "biaffine")
 
 
-def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reuse=False):
+def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reuse=False, options=()):
     """One ``ner train`` run of ``head``: its defaults, or ``epochs`` at batch
     32 without early stopping; its wall seconds (a finished run in
     ``output`` with ``reuse``: the seconds it recorded)."""
@@ -67,7 +73,7 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
     limit = ["--max-train-examples", str(max_train)] if max_train else []
     budget = [] if epochs == "auto" else ["--epochs", str(epochs), "--batch-size", "32", "--patience", "0"]
     seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
-                   "--output", str(output), "--max-length", "128", "--head", head, *budget, *limit],
+                   "--output", str(output), "--max-length", "128", "--head", head, *budget, *limit, *options],
                   log_dir / f"{output.name}.train.log")
     (output / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
@@ -110,7 +116,7 @@ def part_conll(args, work):
     for head in args.heads.split(","):
         output = work / f"conll_{head}"
         seconds = train(head, output, CONLL / "eng.train.gz", CONLL / "eng.testa", args.epochs, work, args.max_train,
-                        args.reuse)
+                        args.reuse, args.options.split())
         scores = scores_on(output, CONLL / "eng.testb")
         calib = scores["calibration"]
         print(f"{head}: " + format_calibration(calib), flush=True)
@@ -132,7 +138,7 @@ def part_genia(args, work):
     for head in args.heads.split(","):
         output = work / f"genia_{head}"
         seconds = train(head, output, data / "train.jsonl", data / "dev.jsonl", args.genia_epochs, work,
-                        args.max_train, args.reuse)
+                        args.max_train, args.reuse, args.options.split())
         scores = scores_on(output, data / "test.jsonl", exact_spans=True)
         dev = json.loads((output / "metrics.json").read_text())["dev"]
         nested = scores["nested"]
@@ -148,6 +154,7 @@ def part_genia(args, work):
 def write_results(args, rows):
     """One record per part this run measured (bench/results/ner_heads/), a row per head."""
     conll = [r for r in rows if r["part"] == "conll"]
+    variant = f" ({args.options})" if args.options else ""
     def how(epochs):
         return ("each head's defaults (auto batch size, epochs, patience and head learning rate from its "
                 "registration; span heads: decision threshold fitted on dev)" if epochs == "auto" else
@@ -155,7 +162,8 @@ def write_results(args, rows):
 
     if conll:
         write_result("ner_heads", [{
-            "part": "CoNLL-2003", "head": r["head"], "test F1": round(r["test_f1"] * 100, 2),
+            "part": "CoNLL-2003" + variant, "head": r["head"], **({"options": args.options} if args.options else {}),
+            "test F1": round(r["test_f1"] * 100, 2),
             "test P": round(r["test_precision"] * 100, 2), "test R": round(r["test_recall"] * 100, 2),
             "dev F1": round(r["dev_f1"] * 100, 2), **{k: r[k] for k in TRAINED},
             "entity-score ECE": None if r["ece"] is None else round(r["ece"], 3),
@@ -164,7 +172,7 @@ def write_results(args, rows):
                 "data": "CoNLL-2003: MiniLM, eng.train" + (f" (first {args.max_train} sentences)" if args.max_train
                                                             else "") + ", max length 128, selected on eng.testa, "
                         "scored on eng.testb as kerasbert ner evaluate scores each head; ECE over 10 equal-width bins",
-                "training": how(args.epochs),
+                "training": how(args.epochs) + (f"; with {args.options}" if args.options else ""),
                 "note": "reliability diagrams: <work>/conll_<head>/reliability.png (not kept); train seconds: wall "
                         "time of the run on a shared machine (other jobs ran beside it), not a timing",
                 **({"reused runs": args.note} if args.note else {}),
@@ -173,7 +181,8 @@ def write_results(args, rows):
     if genia:
         first = genia[0]
         write_result("ner_heads", [{
-            "part": "GENIA (nested)", "head": r["head"], "P": round(r["test_precision"], 3),
+            "part": "GENIA (nested)" + variant, "head": r["head"], **({"options": args.options} if args.options else {}),
+            "P": round(r["test_precision"], 3),
             "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
             "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
             "nested predicted": r["nested_predicted"], "dev F1": round(r["dev_f1"], 3),
@@ -183,7 +192,8 @@ def write_results(args, rows):
                         f"({first['dev_sentences']}), scored on GENIA test ({first['test_sentences']} sentences, "
                         f"{first['nested_gold']} nested gold entities), nested entities kept in the gold, exact-span "
                         "scorer for every head",
-                "training": f"MiniLM, max length 128, {how(args.genia_epochs)}",
+                "training": f"MiniLM, max length 128, {how(args.genia_epochs)}"
+                            + (f"; with {args.options}" if args.options else ""),
                 "note": "train seconds: wall time of the run on a shared machine, not a timing",
                 **({"reused runs": args.note} if args.note else {}),
             })
@@ -203,6 +213,8 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="score a head's finished run in the work folder "
                         "instead of training it again")
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
+    parser.add_argument("--options", default="", help="ner train options added to every run (a variant: the "
+                        "records' parts name them)")
     parser.add_argument("--note", default="", help="how reused runs were made (goes into the records' setup)")
     args = parser.parse_args()
     work = Path(args.work)

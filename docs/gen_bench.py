@@ -421,17 +421,24 @@ def plot_serving(records):
     return _png(figure), caption
 
 
-def plot_heads(records):
-    """Test F1 against training time of each NER head, per dataset (the newest row of each head
-    that records its training seconds)."""
+def heads_points(records):
+    """part -> head -> (train seconds, test F1, record): the newest row of each NER head with
+    its defaults that records its training seconds (rows of a variant, which name their
+    ``options``, are left out)."""
     newest = {}
     for path, record in sorted(records, key=lambda item: (str(item[1].get("date", "")), item[0].name)):
         if record["bench"] != "ner_heads":
             continue
         for row in record.get("rows") or []:
             f1 = row.get("test F1", row.get("F1"))
-            if row.get("head") and row.get("train seconds") and f1 is not None:
+            if row.get("head") and row.get("train seconds") and f1 is not None and not row.get("options"):
                 newest.setdefault(record.get("part") or "", {})[row["head"]] = (row["train seconds"], f1, record)
+    return newest
+
+
+def plot_heads(records):
+    """Test F1 against training time of each NER head with its defaults, per dataset (:func:`heads_points`)."""
+    newest = heads_points(records)
     if not newest:
         return None
     parts = sorted(newest)

@@ -358,6 +358,25 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
         gen.summary_table(summary, records)
 
 
+def test_heads_plot_shows_the_defaults_only():
+    """A variant's rows (they name their ``options``) never stand for a head's defaults in the plot."""
+    gen = _module("gen_bench")
+
+    def record(date, part, rows):
+        return Path(f"{date}.json"), {"bench": "ner_heads", "date": date, "part": part, "rows": rows}
+
+    records = [record("2026-01-01", "CoNLL-2003", [{"head": "crf", "test F1": 80.0, "train seconds": 9},
+                                                   {"head": "biaffine", "test F1": 70.0, "train seconds": 9}]),
+               record("2026-01-02", "CoNLL-2003", [{"head": "biaffine", "test F1": 75.0, "train seconds": 8,
+                                                    "options": "--biaffine-entity-weight 1"}]),
+               record("2026-01-03", "CoNLL-2003 (--biaffine-entity-weight 1)",
+                      [{"head": "biaffine", "test F1": 76.0, "train seconds": 8,
+                        "options": "--biaffine-entity-weight 1"}])]
+    points = gen.heads_points(records)
+    assert list(points) == ["CoNLL-2003"]
+    assert {head: f1 for head, (_, f1, _) in points["CoNLL-2003"].items()} == {"crf": 80.0, "biaffine": 70.0}
+
+
 def test_plots_are_drawn_from_the_records():
     gen = _module("gen_bench")
     drawn = gen.plots(gen.load_records())
