@@ -201,8 +201,8 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     feeds = {k: tf.constant(v) for k, v in windows.items()}
     texts = tf.constant([text, "", "no entity here"])
 
-    def entities(temperature, threshold=0.0):
-        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature, threshold)
+    def entities(temperature, threshold=0.0, nested=True):
+        out = biaffine_entities(texts, feeds, tf.constant(logits), ["A", "B"], temperature, threshold, nested)
         assert out["count"].numpy().tolist()[1:] == [0, 0]
         return [(int(s), int(e), t.decode(), float(p)) for s, e, t, p in
                 zip(out["start"][0], out["end"][0], out["type"][0].numpy(), out["score"][0])][: int(out["count"][0])]
@@ -223,6 +223,14 @@ def test_decoding_keeps_nested_drops_crossing_and_scores_by_softmax():
     assert [x[:3] for x in entities(1.0, threshold=0.3)] == [x[:3] for x in got if x[:2] != span(4, 4)]  # 1.0 < 0.8 + 0.3
     loose = [x[:2] for x in entities(1.0, threshold=-0.5)]  # (5, 5): 1.0 > 1.0 - 0.5; every other span: 0 > 6 - 0.5 no
     assert loose == sorted([span(a, b) for a, b in kept] + [span(5, 5)])
+    # flat decoding: (1, 1), inside the more probable (0, 2), is dropped as well
+    assert [x[:2] for x in entities(1.0, nested=False)] == [span(0, 2), span(4, 4), span(7, 8)]
+    # ... and the more probable of two nested candidates wins, whichever is outside: (1, 1) now, and
+    # (2, 3), which crossed only the dropped (0, 2), comes back
+    logits[0, 2, 2] = [0, 9.0, 0]
+    assert [x[:3] for x in entities(1.0, nested=False)] == [span(1, 1) + ("B",), span(2, 3) + ("A",),
+                                                            span(4, 4) + ("B",), span(7, 8) + ("A",)]
+    assert [x[:2] for x in entities(1.0)] == [span(a, b) for a, b in kept]  # nested: both kept
 
 
 def test_decoding_merges_windows_as_the_span_heads_do():
@@ -262,6 +270,33 @@ def test_registered_with_its_options():
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_size=0).check()
     with pytest.raises(KerasbertError, match="must be 0 or more"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine", biaffine_lstm=-1).check()
+
+
+def test_decoding_follows_the_training_data_unless_given():
+    """``--biaffine-decoding auto`` keeps nested entities where the training
+    data has an entity inside another and decodes flat where it has none;
+    ``nested`` / ``flat`` are used as given; the choice is in the settings
+    file, and a folder saved without it keeps nested entities."""
+    from kerasbert_apps.ner.span_pipeline import SpanFeatureReport
+
+    tokenizer = kerasbert.load_tokenizer(_toy())
+
+    def decoding(choice, nested_in_data):
+        settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine",
+                                    biaffine_decoding=choice)
+        tagger = BiaffineTagger.for_training(None, tokenizer, ["A"], settings)
+        tagger.after_features(SpanFeatureReport(nested_entities=nested_in_data), settings)
+        return tagger
+
+    assert NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="biaffine").biaffine_decoding == "auto"
+    assert [decoding("auto", n).nested for n in (0, 3)] == [False, True]
+    assert [decoding("nested", n).nested for n in (0, 3)] == [True, True]
+    assert [decoding("flat", n).nested for n in (0, 3)] == [False, False]
+    flat = decoding("auto", 0)
+    assert flat.settings()["nested"] is False
+    assert BiaffineTagger.from_settings(None, tokenizer, flat.settings()).nested is False
+    older = {k: v for k, v in flat.settings().items() if k != "nested"}
+    assert BiaffineTagger.from_settings(None, tokenizer, older).nested is True
 
 
 # --- the model on the toy encoder (training, export and the rest: tests/test_heads_ner.py)

@@ -448,6 +448,11 @@ class Pipeline:
         """The pipeline that a training run saves after each better epoch."""
         return cls(model, tokenizer, labels, max_length=settings.max_length)
 
+    def after_features(self, report, settings):
+        """What this head takes from its training data before training, from
+        the report :meth:`features` filled (e.g. whether entities nest);
+        by default, nothing."""
+
     @classmethod
     def after_training(cls, model_dir, dev_examples, settings):
         """What this head does to the best pipeline of a finished training

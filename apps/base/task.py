@@ -129,6 +129,7 @@ class Task:
                 pipeline.lora = start_lora(model, checkpoint, settings)
             rows, report = pipeline.features(train_examples)
             print("train features: " + report.summary().replace("\n", "\n  "))
+            pipeline.after_features(report, settings)
             settings = self.resolve_auto(settings, len(rows["token_ids"]), getattr(settings, "head", None))
             batches = pipeline.batches(rows, settings)
             fit.compile_for_training(model, len(batches), settings, head.head_prefix)

@@ -30,6 +30,9 @@ class BiaffineSettings(SpanThresholdSettings):
     biaffine_max_span: int = setting(0, "the biaffine head never predicts spans of more tokens (0: no limit)")
     biaffine_entity_weight: float = setting(10.0, "the weight in the biaffine head's loss of a span that is an entity "
                                             "(a span that is none weighs 1; most spans are none)")
+    biaffine_decoding: str = setting("auto", "nested: an entity may lie inside another; flat: of overlapping "
+                                     "candidates the more probable is kept; auto: nested where the training data has "
+                                     "an entity inside another, else flat", ("auto", "nested", "flat"))
 
 
 def check(settings):

@@ -18,6 +18,10 @@ Following a batch (Yu, Bohnet and Poesio 2020, section 3):
 3. **clashes**: the candidates of a text, by ``p`` from the highest, are
    kept unless they *cross* an entity kept before them (one starts inside
    the other and ends after it); an entity inside another (nested) is kept.
+   With ``nested=False`` (a model trained on data where no entity lies
+   inside another: :attr:`~kerasbert_apps.ner.heads.biaffine.pipeline.BiaffineTagger.nested`)
+   a candidate that overlaps an entity kept before it in any way is
+   dropped too, the paper's rule for flat entities.
 
 An entity's ``score`` is ``sigmoid(log(p / (1 - p)) / T)``: ``p`` itself at
 the score temperature ``T = 1`` (the default; fitted on dev by
@@ -55,13 +59,14 @@ def candidate_log_odds(row_logits, threshold=0.0):
     return tf.where(at_best, log_odds, 0.0), candidate
 
 
-def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, threshold=0.0):
+def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, threshold=0.0, nested=True):
     """Steps 1-3 of the module docstring: ``row_logits`` float32 ``[rows,
     len, len, types + 1]`` (start, end inclusive, class; one row per window
     of ``windows``, :meth:`kerasbert.graph_tokenizer.GraphTokenizer.windows`,
     ``len`` its width with ``[CLS]``) -> the padded outputs; candidates
     are decided with ``threshold`` (a float or a scalar tensor) and scored
-    ``sigmoid(log-odds / temperature)`` (a Python float > 0)."""
+    ``sigmoid(log-odds / temperature)`` (a Python float > 0); entities
+    inside others are kept with ``nested`` (a Python bool), else dropped."""
     import tensorflow as tf
 
     spans = merged_spans(windows)
@@ -69,20 +74,22 @@ def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, thresh
     log_odds, candidate = candidate_log_odds(logits, threshold)  # [spans, types]
     hits = tf.where(candidate)  # [E, 2]: span, type
     score = tf.sigmoid(tf.gather_nd(log_odds, hits) / float(temperature))
-    return without_clashes(span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types))
+    return without_clashes(span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types),
+                           nested=nested)
 
 
-def without_clashes(*parts):
+def without_clashes(*parts, nested=True):
     """Step 3 of the module docstring on the padded outputs ``parts`` (each
     as :func:`~kerasbert_apps.ner.window_merge.span_outputs` returns them,
     for the same texts; a span is in one part at most): their entities
-    together, crossing ones dropped, sorted by start then end. Run eagerly
+    together, crossing ones dropped (and with ``nested=False`` nested ones
+    too), sorted by start then end. Run eagerly
     (the decoding around a model on the JAX backend) it runs as a graph:
     its loop over the entities, op by op in Python, took seconds a batch."""
     import tensorflow as tf
 
     if tf.executing_eagerly():
-        return _without_clashes_graph()(*parts)
+        return _without_clashes_graph(bool(nested))(*parts)
 
     index = [tf.range(tf.shape(p["start"])[1])[None, :] for p in parts]
     valid = tf.concat([i < p["count"][:, None] for i, p in zip(index, parts)], axis=1)
@@ -96,7 +103,10 @@ def without_clashes(*parts):
 
     def keep_next(k, kept):
         s, e = start[:, k:k + 1], end[:, k:k + 1]
-        crosses = ((start < s) & (s < end) & (end < e)) | ((s < start) & (start < e) & (e < end))
+        if nested:
+            crosses = ((start < s) & (s < end) & (end < e)) | ((s < start) & (start < e) & (e < end))
+        else:  # any overlap (end exclusive)
+            crosses = (start < e) & (s < end)
         ok = valid[:, k] & ~tf.reduce_any(crosses & kept, axis=1)
         return k + 1, kept | (tf.one_hot(k, n, on_value=True, off_value=False)[None, :] & ok[:, None])
 
@@ -115,7 +125,7 @@ def without_clashes(*parts):
 
 
 @functools.lru_cache(maxsize=None)
-def _without_clashes_graph():
+def _without_clashes_graph(nested):
     import tensorflow as tf
 
-    return tf.function(without_clashes, autograph=False, reduce_retracing=True)
+    return tf.function(functools.partial(without_clashes, nested=nested), autograph=False, reduce_retracing=True)

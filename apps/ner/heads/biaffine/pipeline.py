@@ -7,7 +7,9 @@ temperature) around a
 :class:`~kerasbert_apps.ner.heads.biaffine.model.BiaffineNerModel`, decoded
 by :func:`~kerasbert_apps.ner.heads.biaffine.decode.biaffine_entities`: one
 type per span (softmax over the types and "no entity"), nested entities
-kept, crossing ones dropped in favour of the more probable.
+kept (unless the model learned from data where no entity nests:
+:attr:`BiaffineTagger.nested`), crossing ones dropped in favour of the
+more probable.
 """
 
 from kerasbert_apps.ner.span_pipeline import SpanPipeline
@@ -33,10 +35,44 @@ class BiaffineTagger(SpanPipeline):
     head_name = NAME
     model_module = "kerasbert_apps.ner.heads.biaffine.model"
 
+    def __init__(self, model, tokenizer, types, nested=True, **kwargs):
+        super().__init__(model, tokenizer, types, **kwargs)
+        #: Whether an entity inside another is kept (True, and in folders
+        #: saved before the setting existed) or dropped like any overlap
+        #: (``--biaffine-decoding``: ``auto`` sets it from the training data).
+        self.nested = bool(nested)
+
+    def settings(self):
+        return {**super().settings(), "nested": self.nested}
+
     def decode(self, texts, windows, logits):
         from kerasbert_apps.ner.heads.biaffine.decode import biaffine_entities
 
-        return biaffine_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold)
+        return biaffine_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold,
+                                 nested=self.nested)
+
+    @classmethod
+    def for_training(cls, model, tokenizer, labels, settings):
+        """:meth:`SpanPipeline.for_training`, nested entities kept unless
+        ``--biaffine-decoding flat`` (``auto``: :meth:`after_features`
+        decides)."""
+        pipeline = super().for_training(model, tokenizer, labels, settings)
+        pipeline.nested = getattr(settings, "biaffine_decoding", "auto") != "flat"
+        return pipeline
+
+    def after_features(self, report, settings):
+        """With ``--biaffine-decoding auto``: keep nested entities in the
+        predictions where the training data has any (an entity inside
+        another), else decode flat entities (the paper's rule for flat
+        data: a candidate overlapping a more probable entity is dropped)."""
+        if getattr(settings, "biaffine_decoding", "auto") == "auto":
+            self.nested = report.nested_entities > 0
+            # functions traced so far (the training rows' windows) do not decode: only those that do go
+            self._functions = {name: f for name, f in self._functions.items() if name == "windows"}
+            print("biaffine decoding (auto): " + (
+                f"nested entities kept ({report.nested_entities} in the training data lie inside another)"
+                if self.nested else "flat (no entity of the training data lies inside another): of overlapping "
+                "candidates the more probable is kept"))
 
     def selection_logits(self, head_input, padding_mask):
         from keras import ops
