@@ -10,9 +10,6 @@ it, on one small setting:
 * ``genia`` (NER): the first 500 sentences of the GENIA training split of
   ``ner_heads.py`` (the first 80% of GENIA dev), the model selected and scored
   on the rest of that split (334 sentences), nested entities kept, exact spans;
-* ``conll`` (NER): the first 1,000 sentences of CoNLL-2003 eng.train (a
-  variant may take more with ``--max-train-examples``), the model selected
-  and scored on the first 1,000 sentences of eng.testa: flat entities;
 * ``webnlg`` (triples): the setting of ``triples_small_data.py``: the first 400
   WebNLG* training sentences, the first 150 validation sentences as dev,
   ``--max-length 64``.
@@ -53,14 +50,9 @@ from results import write_result  # noqa: E402
 
 WEBNLG = SHARED / "webnlg_casrel_star"
 GENIA_TRAIN = 500
-CONLL = SHARED / "conll2003"
-CONLL_TRAIN = CONLL_DEV = 1000
 SETTINGS = {
     "genia": "GENIA: first 500 sentences of the ner_heads.py training split (first 80% of GENIA dev), selected and "
              "scored on the rest of that split (334 sentences), nested entities kept, exact spans; MiniLM, max "
-             "length 128",
-    "conll": "CoNLL-2003: the first 1,000 sentences of eng.train (more where a variant's --max-train-examples says), "
-             "selected and scored on the first 1,000 sentences of eng.testa, flat entities, exact spans; MiniLM, max "
              "length 128",
     "webnlg": "WebNLG* (CasRel form): first 400 training sentences, first 150 validation sentences as dev, max "
               "length 64; MiniLM",
@@ -96,16 +88,6 @@ STUDIES = {
         ("biaffine: the same with a BiLSTM of 128 units", "biaffine",
          ["--biaffine-lstm", "128", "--head-learning-rate", "3e-3", "--biaffine-entity-weight", "10", *STEPS_315]),
     ]),
-    "biaffine-flat": ("conll", "the biaffine head's entity weight on flat data of two sizes (its defaults "
-                      "otherwise: the auto rule's steps, head lr 3e-3, the BiLSTM)", [
-        ("biaffine: 1,000 sentences, entity weight 1", "biaffine", ["--biaffine-entity-weight", "1"]),
-        ("biaffine: 1,000 sentences, entity weight 3", "biaffine", ["--biaffine-entity-weight", "3"]),
-        ("biaffine: 1,000 sentences, entity weight 10", "biaffine", ["--biaffine-entity-weight", "10"]),
-        ("biaffine: 4,000 sentences, entity weight 1", "biaffine",
-         ["--max-train-examples", "4000", "--biaffine-entity-weight", "1"]),
-        ("biaffine: 4,000 sentences, entity weight 10", "biaffine",
-         ["--max-train-examples", "4000", "--biaffine-entity-weight", "10"]),
-    ]),
     "triple-heads": ("webnlg", "the two triple heads on 400 WebNLG* sentences, 1,000 steps (20 epochs of batch 8): "
                      "learning rates of the encoder and the head, thresholds tuned on dev", [
         ("casrel: the earlier defaults (encoder lr 5e-5, head lr 1e-3)", "casrel",
@@ -130,9 +112,6 @@ def data(setting, work):
             genia_split(folder)
         return ["--train", folder / "train.jsonl", "--dev", folder / "dev.jsonl",
                 "--max-train-examples", GENIA_TRAIN, "--max-length", 128]
-    if setting == "conll":
-        return ["--train", CONLL / "eng.train.gz", "--dev", CONLL / "eng.testa", "--max-train-examples", CONLL_TRAIN,
-                "--max-dev-examples", CONLL_DEV, "--max-length", 128]
     return ["--train", WEBNLG / "train_triples.json.gz", "--dev", WEBNLG / "val_triples.json",
             "--max-train-examples", 400, "--max-dev-examples", 150, "--max-length", 64]
 
@@ -145,7 +124,7 @@ def train(setting, head, options, folder, work):
     """One ``train`` run into ``folder`` (skipped when it holds a finished run)."""
     if (folder / "metrics.json").exists():
         return
-    task = "triples" if setting == "webnlg" else "ner"
+    task = "ner" if setting == "genia" else "triples"
     command = [sys.executable, "-m", "kerasbert.cli", task, "train", "--checkpoint", MINILM, *data(setting, work),
                "--head", head, "--output", folder, *options]
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -242,9 +221,8 @@ def main(argv=None):
             rows.append(row_of(variant, head, options, folder))
             print("RESULT " + json.dumps(rows[-1]), flush=True)
     if args.record:  # on the page of the task's heads: a part of ner_heads or triples_small_data
-        bench, part = {"genia": ("ner_heads", "dev study: span heads"),
-                       "conll": ("ner_heads", "dev study: biaffine on flat data"),
-                       "webnlg": ("triples_small_data", "dev study: triple heads")}[setting]
+        bench, part = ("ner_heads", "dev study: span heads") if setting == "genia" else \
+            ("triples_small_data", "dev study: triple heads")
         write_result(bench, [{"part": part, **row} for row in rows], name=args.study, setup={
             "study": f"{description} (bench/head_study.py --study {args.study})", "data": SETTINGS[setting],
             "scores": "dev, the best epoch; P/R/F1 at the head's default decision (span heads: margin above 0; "
