@@ -81,13 +81,15 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
 
 def trained_with(output):
     """What the run in ``output`` resolved: batch size, epochs, optimizer
-    steps, head learning rate, decision threshold (span heads)."""
+    steps, head learning rate, decision threshold (span heads), and its dev
+    F1 after each epoch (at margin 0 for the span heads)."""
     metrics = json.loads((output / "metrics.json").read_text())
     fitted = metrics.get("span_threshold") or {}
     per_epoch = steps_per_epoch(metrics, output.parent / f"{output.name}.train.log")
+    history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines() if line.strip()]
     return {"batch": metrics["batch_size"], "epochs": metrics["epochs"], "best epoch": metrics["best_epoch"],
             "steps": per_epoch * metrics["epochs"], "head lr": metrics["head_learning_rate"],
-            "threshold": fitted.get("threshold")}
+            "threshold": fitted.get("threshold"), "dev F1 by epoch": [h.get("val_f1", 0.0) for h in history]}
 
 
 def scores_on(model, data, exact_spans=False):
@@ -166,6 +168,7 @@ def write_results(args, rows):
             "test F1": round(r["test_f1"] * 100, 2),
             "test P": round(r["test_precision"] * 100, 2), "test R": round(r["test_recall"] * 100, 2),
             "dev F1": round(r["dev_f1"] * 100, 2), **{k: r[k] for k in TRAINED},
+            "dev F1 by epoch": [round(f * 100, 2) for f in r["dev F1 by epoch"]],
             "entity-score ECE": None if r["ece"] is None else round(r["ece"], 3),
             "predicted entities (right)": f"{r['entities']} ({r['correct']})", "scorer": r["scorer"],
             "train seconds": r["train_seconds"]} for r in conll], name="conll", setup={
@@ -186,7 +189,8 @@ def write_results(args, rows):
             "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
             "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
             "nested predicted": r["nested_predicted"], "dev F1": round(r["dev_f1"], 3),
-            **{k: r[k] for k in TRAINED}, "train seconds": r["train_seconds"]} for r in genia], name="genia", setup={
+            **{k: r[k] for k in TRAINED}, "dev F1 by epoch": [round(f, 3) for f in r["dev F1 by epoch"]],
+            "train seconds": r["train_seconds"]} for r in genia], name="genia", setup={
                 "data": f"GENIA (no train split): trained on the first 80% of GENIA dev ({first['train_sentences']} "
                         f"sentences{f', first {args.max_train} used' if args.max_train else ''}), selected on the rest "
                         f"({first['dev_sentences']}), scored on GENIA test ({first['test_sentences']} sentences, "
