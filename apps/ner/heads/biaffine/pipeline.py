@@ -35,8 +35,8 @@ class BiaffineTagger(SpanPipeline):
     head_name = NAME
     model_module = "kerasbert_apps.ner.heads.biaffine.model"
 
-    def __init__(self, model, tokenizer, types, nested=True, **kwargs):
-        super().__init__(model, tokenizer, types, **kwargs)
+    def __init__(self, model, tokenizer, types, *args, nested=True, **kwargs):
+        super().__init__(model, tokenizer, types, *args, **kwargs)
         #: Whether an entity inside another is kept (True, and in folders
         #: saved before the setting existed) or dropped like any overlap
         #: (``--biaffine-decoding``: ``auto`` sets it from the training data).
