@@ -168,6 +168,39 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _stop_again_where_it_can_stop(unraisable, hook):
+    """``sys.unraisablehook`` while a command runs. A signal's handler runs at
+    whatever Python code the main thread is in, and where that is a finaliser
+    (``__del__``, a weakref callback: TensorFlow and h5py objects have them)
+    Python prints the exception and drops it. The command then went on as if
+    nothing was asked, and a SIGTERM, ignored from its first delivery on, left
+    it running to its end. Such a stop is delivered again, as a signal, a
+    moment later (from a thread: a signal tripped here would be handled in
+    this hook, and dropped again), so it is raised at the next line that can
+    raise it."""
+    import _thread
+    import signal
+    import threading
+
+    stop = unraisable.exc_value
+    if not (isinstance(stop, KeyboardInterrupt) and _in_main_thread()):
+        return hook(unraisable)
+    signum = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, _terminate)
+
+    def deliver():
+        if _running:  # not once the command has ended: the stop is for it, not for its caller
+            _thread.interrupt_main(signum)
+
+    timer = threading.Timer(0.02, deliver)
+    timer.daemon = True
+    timer.start()
+
+
+_running = False
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     _start(argv)
@@ -181,6 +214,10 @@ def main(argv=None):
         parser.print_help()
         return 2
     previous = signal.signal(signal.SIGTERM, _terminate) if _in_main_thread() else None
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: _stop_again_where_it_can_stop(unraisable, previous_hook)
+    global _running
+    _running = True
     try:
         return int(args.func(args) or 0)
     except KerasbertError as e:
@@ -200,6 +237,8 @@ def main(argv=None):
         print("kerasbert: interrupted", file=sys.stderr)
         return 130
     finally:
+        _running = False
+        sys.unraisablehook = previous_hook
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -149,7 +149,11 @@ def _terminate_when(condition, process):
     Ctrl-C ends a command: one line, exit status 143."""
     _wait_for(condition, process)
     process.send_signal(signal.SIGTERM)
-    err = process.communicate(timeout=60)[1]
+    try:
+        err = process.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"still running a minute after SIGTERM:\n{process.communicate()[1][-3000:]}")
     assert process.returncode == 143, err[-3000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "kerasbert: terminated (SIGTERM)", err[-3000:]
 
@@ -179,6 +183,37 @@ def test_a_second_run_into_a_running_runs_folder_is_refused_and_sigterm_keeps_th
     assert status == 0, err
     assert epochs_of(run) == list(range(1, backup + 1))
     assert not (run / "backup").exists() and json.loads((run / "run.json").read_text())["finished"]
+
+
+@pytest.mark.parametrize("signum, status, line", [(signal.SIGTERM, 143, "kerasbert: terminated (SIGTERM)"),
+                                                   (signal.SIGINT, 130, "kerasbert: interrupted")])
+def test_a_stop_that_lands_in_a_finaliser_still_stops_the_command(monkeypatch, capsys, signum, status, line):
+    """A signal's handler runs in whatever Python code the main thread is
+    in; in a finaliser (``__del__``; TensorFlow's objects have them) Python
+    drops the exception it raises. The command used to go on to its end (a
+    SIGTERM, ignored after its first delivery, could not stop it at all)."""
+    import kerasbert.cli
+
+    went_on = []
+
+    def command(args):
+        class Finaliser:
+            def __del__(self):
+                os.kill(os.getpid(), signum)
+                sum(range(100_000))  # the handler runs here
+
+        Finaliser()
+        for _ in range(50):
+            time.sleep(0.01)
+        went_on.append(True)
+        return 0
+
+    monkeypatch.setattr(kerasbert.cli, "cmd_inspect", command)
+    capsys.readouterr()
+    assert main(["inspect", "anything"]) == status
+    assert not went_on
+    assert capsys.readouterr().err.strip().splitlines()[-1] == line
+    assert signal.getsignal(signal.SIGTERM) is not kerasbert.cli._terminate  # put back
 
 
 # --- an interrupted run keeps every epoch ---------------------------------------------------
