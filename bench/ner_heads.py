@@ -32,7 +32,8 @@ its nested recall is bounded by what that rule keeps.
 
 ``--options`` adds ``ner train`` options to every run (a variant, e.g.
 ``--options="--biaffine-entity-weight 1"``): its records' parts name them,
-so a variant's rows never stand for the defaults.
+as they name the budget of a given ``--epochs`` / ``--genia-epochs``, so a
+variant's rows never stand for the defaults.
 
 Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
 parts ``CoNLL-2003`` and ``GENIA (nested)`` (followed by the options of a
@@ -71,9 +72,8 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
     if reuse and (output / "metrics.json").exists():
         return float((output / "wall_seconds").read_text())
     limit = ["--max-train-examples", str(max_train)] if max_train else []
-    budget = [] if epochs == "auto" else ["--epochs", str(epochs), "--batch-size", "32", "--patience", "0"]
     seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
-                   "--output", str(output), "--max-length", "128", "--head", head, *budget, *limit, *options],
+                   "--output", str(output), "--max-length", "128", "--head", head, *budget(epochs), *limit, *options],
                   log_dir / f"{output.name}.train.log")
     (output / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
@@ -153,18 +153,32 @@ def part_genia(args, work):
     return rows
 
 
+def budget(epochs):
+    """The ``ner train`` options that :func:`train` adds for ``epochs`` (none for ``auto``)."""
+    return [] if epochs == "auto" else ["--epochs", str(epochs), "--batch-size", "32", "--patience", "0"]
+
+
+def variant_options(args, epochs):
+    """What a part's runs were given beyond the defaults: the budget of a given ``epochs`` and
+    ``--options`` ("" for the defaults alone)."""
+    return " ".join(budget(epochs) + args.options.split())
+
+
 def write_results(args, rows):
-    """One record per part this run measured (bench/results/ner_heads/), a row per head."""
+    """One record per part this run measured (bench/results/ner_heads/), a row per head. A part
+    trained with a given number of epochs or with ``--options`` is a variant: its part and
+    rows name the options, so that its rows never stand for the defaults."""
     conll = [r for r in rows if r["part"] == "conll"]
-    variant = f" ({args.options})" if args.options else ""
     def how(epochs):
         return ("each head's defaults (auto batch size, epochs, patience and head learning rate from its "
                 "registration; span heads: decision threshold fitted on dev)" if epochs == "auto" else
                 f"{epochs} epochs, batch 32, no early stopping, the heads' default learning rates")
 
     if conll:
+        options = variant_options(args, args.epochs)
         write_result("ner_heads", [{
-            "part": "CoNLL-2003" + variant, "head": r["head"], **({"options": args.options} if args.options else {}),
+            "part": "CoNLL-2003" + (f" ({options})" if options else ""), "head": r["head"],
+            **({"options": options} if options else {}),
             "test F1": round(r["test_f1"] * 100, 2),
             "test P": round(r["test_precision"] * 100, 2), "test R": round(r["test_recall"] * 100, 2),
             "dev F1": round(r["dev_f1"] * 100, 2), **{k: r[k] for k in TRAINED},
@@ -183,8 +197,10 @@ def write_results(args, rows):
     genia = [r for r in rows if r["part"] == "genia"]
     if genia:
         first = genia[0]
+        options = variant_options(args, args.genia_epochs)
         write_result("ner_heads", [{
-            "part": "GENIA (nested)" + variant, "head": r["head"], **({"options": args.options} if args.options else {}),
+            "part": "GENIA (nested)" + (f" ({options})" if options else ""), "head": r["head"],
+            **({"options": options} if options else {}),
             "P": round(r["test_precision"], 3),
             "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
             "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
