@@ -137,12 +137,84 @@ def test_window_merge_against_brute_force(threshold):
 # --- training, loading, scoring
 
 
+def test_decoding_one_type_per_span_and_clashes_unless_all():
+    """``nested``: a span is its best type only, and of two crossing
+    candidates the more probable is kept, an entity inside another too;
+    ``flat``: any overlap with a more probable entity drops a candidate;
+    ``all``: every (span, type) above the threshold."""
+    tokenizer = kerasbert.load_tokenizer(_toy())
+    tagger = SpanTagger(None, tokenizer, ["A", "B"], max_length=16)
+    words = "jack makes a dull jack boy and all work".split()
+    text = " ".join(words)
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).tolist()
+    windows = tagger.windows_numpy([text, "no entity here"])
+    logits = np.full(windows["token_ids"].shape + windows["token_ids"].shape[1:] + (2,), -5.0, "float32")
+    cells = {  # (first word, last word): logits (A, B)
+        (0, 2): [4.0, -5.0],  # kept
+        (1, 1): [-5.0, 3.0],  # inside (0, 2): kept where nested
+        (2, 3): [3.5, -5.0],  # crosses (0, 2), less probable: dropped
+        (5, 5): [2.0, 1.0],  # two types above 0: its best (A) only, but for "all"
+        (7, 8): [-1.0, -0.5],  # no type above 0
+    }
+    for (a, b), v in cells.items():
+        logits[0, a + 1, b + 1] = v
+    feeds = {k: tf.constant(v) for k, v in windows.items()}
+
+    def entities(decoding, threshold=0.0):
+        out = span_entities(tf.constant([text, "no entity here"]), feeds, tf.constant(logits), ["A", "B"],
+                            threshold=threshold, decoding=decoding)
+        assert int(out["count"][1]) == 0
+        return [(int(s), int(e), t.decode()) for s, e, t in
+                zip(out["start"][0], out["end"][0], out["type"][0].numpy())][: int(out["count"][0])]
+
+    span = lambda a, b, t: (starts[a], starts[b] + len(words[b]), t)  # noqa: E731
+    assert entities("all") == [span(0, 2, "A"), span(1, 1, "B"), span(2, 3, "A"), span(5, 5, "A"), span(5, 5, "B")]
+    assert entities("nested") == [span(0, 2, "A"), span(1, 1, "B"), span(5, 5, "A")]
+    assert entities("flat") == [span(0, 2, "A"), span(5, 5, "A")]
+    # below the threshold -0.75, (7, 8) is a candidate of its best type B
+    assert entities("nested", threshold=-0.75) == [span(0, 2, "A"), span(1, 1, "B"), span(5, 5, "A"), span(7, 8, "B")]
+    with pytest.raises(ValueError, match="decoding must be one of"):
+        entities("best")
+
+
+def test_decoding_follows_the_training_data_unless_given():
+    """``--global-pointer-decoding auto`` keeps nested entities where the
+    training data has an entity inside another and decodes flat where it has
+    none; the others are used as given; the choice is in the settings file,
+    and a folder saved without it keeps every candidate, as it was decoded."""
+    from kerasbert_apps.ner.span_pipeline import SpanFeatureReport
+
+    tokenizer = kerasbert.load_tokenizer(_toy())
+
+    def decoding(choice, nested_in_data):
+        settings = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="global-pointer",
+                                    global_pointer_decoding=choice)
+        tagger = SpanTagger.for_training(None, tokenizer, ["A"], settings)
+        tagger.after_features(SpanFeatureReport(nested_entities=nested_in_data), settings)
+        return tagger
+
+    default = NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="global-pointer")
+    assert default.global_pointer_decoding == "auto"
+    assert [decoding("auto", n).decoding for n in (0, 3)] == ["flat", "nested"]
+    for given in ("nested", "flat", "all"):
+        assert [decoding(given, n).decoding for n in (0, 3)] == [given, given]
+    flat = decoding("auto", 0)
+    assert flat.settings()["decoding"] == "flat"
+    assert SpanTagger.from_settings(None, tokenizer, flat.settings()).decoding == "flat"
+    older = {k: v for k, v in flat.settings().items() if k != "decoding"}
+    assert SpanTagger.from_settings(None, tokenizer, older).decoding == "all"
+    with pytest.raises(KerasbertError, match="must be one of"):
+        SpanTagger.from_settings(None, tokenizer, {**flat.settings(), "decoding": "best"})
+
+
 def test_training_run_keeps_nested_entities_and_scores_exact_spans(run, capsys):
     tmp, metrics = run
     assert metrics["dev"]["scorer"] == "exact spans"
     assert {"precision", "recall", "f1", "macro_f1", "per_type", "nested"} <= set(metrics["dev"])
     assert metrics["dev"]["nested"]["gold"] > 0  # the dev file's PERs inside THINGs were kept
     assert (tmp / "run" / "model" / "span_tagger.json").exists()
+    # --global-pointer-decoding auto on data with entities inside others: nested
+    assert json.loads((tmp / "run" / "model" / "span_tagger.json").read_text())["decoding"] == "nested"
     assert json.loads((tmp / "run" / "settings.json").read_text())["head"] == "global-pointer"
     tagger = NER.load(tmp / "run")
     assert isinstance(tagger, SpanTagger) and tagger.types == ["PER", "THING"]

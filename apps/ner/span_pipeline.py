@@ -159,6 +159,20 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         return {"threshold": chosen, **{k: tried[chosen][k] for k in ("f1", "precision", "recall")},
                 "f1_at_0": tried[0.0]["f1"], "grid": [[t, tried[t]["f1"]] for t in sorted(tried)]}
 
+    def nested_from_data(self, report):
+        """For a head's ``--...-decoding auto`` (:meth:`after_features`):
+        whether its predictions keep entities inside others, True where the
+        training data (the ``report`` of :meth:`features`) has any, said in
+        one line. The functions traced so far that decode are dropped."""
+        nested = report.nested_entities > 0
+        # functions traced so far (the training rows' windows) do not decode: only those that do go
+        self._functions = {name: f for name, f in self._functions.items() if name == "windows"}
+        print(f"{self.head_name} decoding (auto): " + (
+            f"nested entities kept ({report.nested_entities} in the training data lie inside another)"
+            if nested else "flat (no entity of the training data lies inside another): of overlapping "
+            "candidates the more probable is kept"))
+        return nested
+
     @classmethod
     def after_training(cls, model_dir, dev_examples, settings):
         """With ``--span-threshold auto``: :meth:`fit_threshold` of the best

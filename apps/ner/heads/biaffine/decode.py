@@ -32,9 +32,8 @@ Entities of a text are sorted by start, then end. Outputs are those of
 every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`).
 """
 
-import functools
-
 from kerasbert_apps.ner.window_merge import merged_spans
+from kerasbert_apps.ner.overlaps import without_clashes
 from kerasbert_apps.ner.window_merge import span_outputs
 
 
@@ -76,56 +75,3 @@ def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, thresh
     score = tf.sigmoid(tf.gather_nd(log_odds, hits) / float(temperature))
     return without_clashes(span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types),
                            nested=nested)
-
-
-def without_clashes(*parts, nested=True):
-    """Step 3 of the module docstring on the padded outputs ``parts`` (each
-    as :func:`~kerasbert_apps.ner.window_merge.span_outputs` returns them,
-    for the same texts; a span is in one part at most): their entities
-    together, crossing ones dropped (and with ``nested=False`` nested ones
-    too), sorted by start then end. Run eagerly
-    (the decoding around a model on the JAX backend) it runs as a graph:
-    its loop over the entities, op by op in Python, took seconds a batch."""
-    import tensorflow as tf
-
-    if tf.executing_eagerly():
-        return _without_clashes_graph(bool(nested))(*parts)
-
-    index = [tf.range(tf.shape(p["start"])[1])[None, :] for p in parts]
-    valid = tf.concat([i < p["count"][:, None] for i, p in zip(index, parts)], axis=1)
-    field = {k: tf.concat([p[k] for p in parts], axis=1) for k in ("start", "end", "type", "mention", "score")}
-    # by score, highest first (padding last)
-    order = tf.argsort(tf.where(valid, field["score"], -1.0), axis=1, direction="DESCENDING", stable=True)
-    field = {k: tf.gather(v, order, batch_dims=1) for k, v in field.items()}
-    valid = tf.gather(valid, order, batch_dims=1)
-    start, end = field["start"], field["end"]  # characters, end exclusive
-    n = tf.shape(start)[1]
-
-    def keep_next(k, kept):
-        s, e = start[:, k:k + 1], end[:, k:k + 1]
-        if nested:
-            crosses = ((start < s) & (s < end) & (end < e)) | ((s < start) & (start < e) & (e < end))
-        else:  # any overlap (end exclusive)
-            crosses = (start < e) & (s < end)
-        ok = valid[:, k] & ~tf.reduce_any(crosses & kept, axis=1)
-        return k + 1, kept | (tf.one_hot(k, n, on_value=True, off_value=False)[None, :] & ok[:, None])
-
-    _, kept = tf.while_loop(lambda k, kept: k < n, keep_next, (tf.constant(0), tf.zeros_like(valid)))
-    # kept entities by start, then end (two stable sorts), the others after them
-    big = tf.cast(tf.reduce_max(tf.concat([tf.reshape(end, [-1]), [0]], 0)), tf.int64) + 1
-    key = tf.where(kept, tf.cast(start, tf.int64) * big + tf.cast(end, tf.int64), tf.int64.max)
-    order = tf.argsort(key, axis=1, stable=True)
-    count = tf.reduce_sum(tf.cast(kept, tf.int32), axis=1)
-    width = tf.reduce_max(tf.concat([count, [0]], 0))
-    real = tf.range(width)[None, :] < count[:, None]
-    pads = {"start": -1, "end": -1, "type": "", "mention": "", "score": 0.0}
-    out = {k: tf.where(real, tf.gather(v, order, batch_dims=1)[:, :width], pads[k]) for k, v in field.items()}
-    out["count"] = count
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _without_clashes_graph(nested):
-    import tensorflow as tf
-
-    return tf.function(functools.partial(without_clashes, nested=nested), autograph=False, reduce_retracing=True)

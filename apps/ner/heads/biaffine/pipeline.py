@@ -66,13 +66,7 @@ class BiaffineTagger(SpanPipeline):
         another), else decode flat entities (the paper's rule for flat
         data: a candidate overlapping a more probable entity is dropped)."""
         if getattr(settings, "biaffine_decoding", "auto") == "auto":
-            self.nested = report.nested_entities > 0
-            # functions traced so far (the training rows' windows) do not decode: only those that do go
-            self._functions = {name: f for name, f in self._functions.items() if name == "windows"}
-            print("biaffine decoding (auto): " + (
-                f"nested entities kept ({report.nested_entities} in the training data lie inside another)"
-                if self.nested else "flat (no entity of the training data lies inside another): of overlapping "
-                "candidates the more probable is kept"))
+            self.nested = self.nested_from_data(report)
 
     def selection_logits(self, head_input, padding_mask):
         from keras import ops

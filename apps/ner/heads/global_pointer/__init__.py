@@ -1,6 +1,7 @@
 """The GlobalPointer NER head (``--head global-pointer``): every span scored
 per type (Efficient GlobalPointer), nested and overlapping entities kept in
-the data and predicted."""
+the data; nested entities predicted where the training data has them
+(``--global-pointer-decoding``)."""
 
 import dataclasses
 
@@ -19,6 +20,11 @@ class GlobalPointerSettings(SpanThresholdSettings):
     pointer_size: int = setting(64, "query/key size of the GlobalPointer head")
     global_pointer_entity_weight: float = setting(1.0, "the weight in the GlobalPointer head's loss of the entity "
                                                   "spans' term (the other term pushes every other span below 0)")
+    global_pointer_decoding: str = setting(
+        "auto", "nested: one type per span (its best) and an entity may lie inside another, of crossing ones the "
+        "more probable is kept; flat: of overlapping spans the more probable is kept; all: every (span, type) above "
+        "the threshold, spans may cross and carry several types; auto: nested where the training data has an "
+        "entity inside another, else flat", ("auto", "nested", "flat", "all"))
 
 
 def check(settings):
@@ -31,8 +37,8 @@ def check(settings):
 
 register(Head(
     name=NAME, task="ner", pipeline="kerasbert_apps.ner.heads.global_pointer.pipeline:SpanTagger", settings_file="span_tagger.json",
-    help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data and "
-    "predicted; --lstm and --constrained-decoding do not apply)",
+    help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data, "
+    "nested ones predicted; --lstm and --constrained-decoding do not apply)",
     settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans",
     # What its training needs (the study: bench/head_study.py): its per-(span, type) scores start far from the
     # entities and learn faster at a higher rate than the BIO heads' (the encoder keeps --learning-rate)

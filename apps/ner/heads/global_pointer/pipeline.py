@@ -4,13 +4,15 @@ A :class:`SpanTagger` is a :class:`~kerasbert_apps.ner.span_pipeline.SpanPipelin
 (the span heads' windows, training rows and score temperature) around a
 trained :class:`~kerasbert_apps.ner.heads.global_pointer.model.GlobalPointerNerModel`,
 decoded by :func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities`
-(every (span, type) with a logit above the decision threshold, 0 unless
-fitted on dev, an entity, scored by
-``sigmoid(logit / temperature)``). Unlike the BIO heads, entities may lie
-inside one another or overlap, and a span may carry several types.
+(a (span, type) with a logit above the decision threshold, 0 unless
+fitted on dev, is a candidate, scored by ``sigmoid(logit / temperature)``;
+:attr:`SpanTagger.decoding` says which candidates are entities). Unlike
+the BIO heads, entities may lie inside one another where the model learned
+from data where they do.
 """
 
 from kerasbert_apps.ner.span_pipeline import SpanPipeline
+from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
 SETTINGS_FILE = "span_tagger.json"
@@ -30,10 +32,41 @@ class SpanTagger(SpanPipeline):
     head_name = "global-pointer"
     model_module = "kerasbert_apps.ner.heads.global_pointer.model"
 
+    def __init__(self, model, tokenizer, types, *args, decoding="all", **kwargs):
+        from kerasbert_apps.ner.heads.global_pointer.decode import DECODINGS
+
+        super().__init__(model, tokenizer, types, *args, **kwargs)
+        if decoding not in DECODINGS:
+            raise KerasbertError(f"the GlobalPointer decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
+        #: Which candidates are entities (:func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`):
+        #: ``"nested"``, ``"flat"`` (``--global-pointer-decoding``; ``auto`` sets one of them from the
+        #: training data) or ``"all"`` (every candidate: the rule of folders saved before the setting existed).
+        self.decoding = decoding
+
+    def settings(self):
+        return {**super().settings(), "decoding": self.decoding}
+
     def decode(self, texts, windows, logits):
         from kerasbert_apps.ner.heads.global_pointer.decode import span_entities
 
-        return span_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold)
+        return span_entities(texts, windows, logits, self.types, self.temperature, self.decision_threshold,
+                             decoding=self.decoding)
+
+    @classmethod
+    def for_training(cls, model, tokenizer, labels, settings):
+        """:meth:`SpanPipeline.for_training`, decoded as ``--global-pointer-decoding``
+        says (``auto``: nested until :meth:`after_features` decides)."""
+        pipeline = super().for_training(model, tokenizer, labels, settings)
+        decoding = getattr(settings, "global_pointer_decoding", "auto")
+        pipeline.decoding = "nested" if decoding == "auto" else decoding
+        return pipeline
+
+    def after_features(self, report, settings):
+        """With ``--global-pointer-decoding auto``: ``nested`` where the
+        training data has an entity inside another, else ``flat``
+        (:meth:`~kerasbert_apps.ner.span_pipeline.SpanPipeline.nested_from_data`)."""
+        if getattr(settings, "global_pointer_decoding", "auto") == "auto":
+            self.decoding = "nested" if self.nested_from_data(report) else "flat"
 
     def selection_logits(self, head_input, padding_mask):
         from keras import ops
