@@ -32,8 +32,8 @@ Entities of a text are sorted by start, then end. Outputs are those of
 every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`).
 """
 
-from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.overlaps import without_clashes
+from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.window_merge import span_outputs
 
 

@@ -12,7 +12,6 @@ from data where they do.
 """
 
 from kerasbert_apps.ner.span_pipeline import SpanPipeline
-from kerasbert.errors import KerasbertError
 
 #: The model folder's settings file (a BIO tagger's is ``tagger.json``).
 SETTINGS_FILE = "span_tagger.json"
@@ -36,8 +35,8 @@ class SpanTagger(SpanPipeline):
         from kerasbert_apps.ner.heads.global_pointer.decode import DECODINGS
 
         super().__init__(model, tokenizer, types, *args, **kwargs)
-        if decoding not in DECODINGS:
-            raise KerasbertError(f"the GlobalPointer decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
+        if decoding not in DECODINGS:  # a settings file edited by hand: load says it is damaged, naming it
+            raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         #: Which candidates are entities (:func:`~kerasbert_apps.ner.heads.global_pointer.decode.span_entities`):
         #: ``"nested"``, ``"flat"`` (``--global-pointer-decoding``; ``auto`` sets one of them from the
         #: training data) or ``"all"`` (every candidate: the rule of folders saved before the setting existed).
