@@ -26,7 +26,7 @@ MiniLM checkpoint's weights (the head initialised from the seed, as ``ner
 train --seed S`` does: the model is built once per process and every
 variable is reset to those values before each training), ``NerTrainSettings``
 with the defaults (BiLSTM-CRF, ``auto`` batch size, epochs and patience
-resolved by ``kerasbert.fit.resolve_auto`` on the training rows), ``--max-length
+resolved by ``kerasbert.training.fit.resolve_auto`` on the training rows), ``--max-length
 64``, ``start_run``, ``BucketedBatches`` (padded to width 64: one batch
 width, so one compiled step per batch shape), ``compile_for_training``,
 ``fit_and_select`` (early stopping and the best epoch by dev F1). The
@@ -52,7 +52,7 @@ the model's fitted temperature; fitting it per round is left out):
   (the Viterbi path's score minus the CRF's ``log Z`` under the decoder's BIO
   constraints, float64), summed over a sentence's rows;
 * ``entropy``: ``select.entity_entropy`` of the predicted entities' scores,
-  each ``exp(crf_segment_log_probability)`` (:mod:`kerasbert.crf`, the
+  each ``exp(crf_segment_log_probability)`` (:mod:`kerasbert.layers.crf`, the
   decoder's entity score) in its row (an entity in the overlap of two
   windows counts in both);
 * then the diversity step of ``ner select``: the best ``budget x 4``
@@ -141,7 +141,7 @@ def prepare(args):
     Tagger, _ = ner_modules()
     gpu.prepare(args)
     from kerasbert_apps.ner.train import NER
-    from kerasbert.fit import open_encoder_checkpoint
+    from kerasbert.training.fit import open_encoder_checkpoint
 
     settings = gpu.conll_settings(args)
     train_examples, dev_examples = NER.read_run_data(settings)
@@ -276,7 +276,7 @@ class Scorer:
         import keras
         from keras import ops
 
-        from kerasbert.crf import crf_segment_log_probability
+        from kerasbert.layers.crf import crf_segment_log_probability
 
         self.model = model
         variables = list(model.variables)
@@ -304,7 +304,7 @@ class Scorer:
 
     def lattice(self, transitions):
         """``(transitions, start)`` as the decoder sees them, temperature 1 (the BIO pipeline's ``selection_log_best``)."""
-        from kerasbert.crf import FORBIDDEN_SCORE
+        from kerasbert.layers.crf import FORBIDDEN_SCORE
 
         crf = self.model.crf
         transitions = np.asarray(transitions, np.float64)
@@ -423,12 +423,12 @@ def worker(args):
     import jax
     import keras
 
-    from kerasbert.batching import BucketedBatches
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import fit_and_select
-    from kerasbert.fit import resolve_auto
-    from kerasbert.fit import start_run
-    from kerasbert.loader import load_encoder
+    from kerasbert.training.batching import BucketedBatches
+    from kerasbert.training.fit import compile_for_training
+    from kerasbert.training.fit import fit_and_select
+    from kerasbert.training.fit import resolve_auto
+    from kerasbert.training.fit import start_run
+    from kerasbert.checkpoints.loader import load_encoder
 
     Tagger, NerTrainSettings = ner_modules()
     names = meta["tags"]

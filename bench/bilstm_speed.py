@@ -1,4 +1,4 @@
-"""The heads' BiLSTM on JAX: training steps per second of each implementation of ``kerasbert.bilstm``.
+"""The heads' BiLSTM on JAX: training steps per second of each implementation of ``kerasbert.layers.bilstm``.
 
 Figures, not a test. One jitted step = the layer's forward pass on ``batch x
 time x features`` inputs (float32 or mixed_bfloat16; ragged right-padded rows:
@@ -35,7 +35,7 @@ def measure(batch, seq, features, units, precision, implementations, steps, repe
     import jax.numpy as jnp
     import keras
 
-    from kerasbert.bilstm import bilstm
+    from kerasbert.layers.bilstm import bilstm
 
     rng = np.random.default_rng(seed)
     keras.config.set_dtype_policy(precision)
@@ -105,7 +105,7 @@ def main():
         raise SystemExit(2)
     import jax
 
-    from kerasbert.bilstm import cudnn_works
+    from kerasbert.layers.bilstm import cudnn_works
     from results import flags_line
     from results import write_result
 

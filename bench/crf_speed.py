@@ -1,4 +1,4 @@
-"""Microbenchmark of `kerasbert.crf` on CPU, TensorFlow backend.
+"""Microbenchmark of `kerasbert.layers.crf` on CPU, TensorFlow backend.
 
 Times, per batch:
 - `crf_log_likelihood` forward + gradient (w.r.t. potentials and transitions),
@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kerasbert import crf  # noqa: E402
+from kerasbert.layers import crf  # noqa: E402
 from results import flags_line  # noqa: E402
 from results import write_result  # noqa: E402
 
@@ -116,7 +116,7 @@ def main():
                  f"(lengths drawn from {args.time // 2}..{args.time})",
         "timing": f"median, min and max of {args.repeats} runs after {args.warmup} warm-up runs, "
                   "each in a tf.function, CPU only",
-        "functions": "kerasbert.crf: crf_log_likelihood forward + gradient (potentials, transitions); "
+        "functions": "kerasbert.layers.crf: crf_log_likelihood forward + gradient (potentials, transitions); "
                      "crf_decode (Viterbi)",
     })
 

@@ -6,14 +6,14 @@ layers, H=384, the same weights in every runtime) on batch 1 x 20 tokens
 (throughput: sentences/s, median of ``--runs`` calls), all in this process:
 
 * ``tf-keras``: kerasbert's encoder (its keras-hub layers) in a
-  ``tf.function``: what a SavedModel ran before :mod:`kerasbert.fused_encoder`;
-* ``tf-fused``: the same encoder through :func:`kerasbert.fused_encoder.fused_encoder`
+  ``tf.function``: what a SavedModel ran before :mod:`kerasbert.models.fused_encoder`;
+* ``tf-fused``: the same encoder through :func:`kerasbert.models.fused_encoder.fused_encoder`
   (what serving graphs run now);
 * ``tf-fused-bf16``: the same with the encoder rebuilt under the ``bfloat16``
   policy (``export --precision bfloat16``), kernels read from variables (what
   ``predict`` runs in-process);
 * ``tf-fused-const``, ``tf-fused-bf16-const``: the same two with the kernels
-  traced as constants (:func:`kerasbert.fused_encoder.constant_weights`):
+  traced as constants (:func:`kerasbert.models.fused_encoder.constant_weights`):
   what every export runs;
 * ``tf-keras-bf16``: the Keras layers under the ``bfloat16`` policy (what
   ``--precision bfloat16`` ran before);
@@ -86,10 +86,10 @@ def tensorflow_systems(folder, args):
     import tensorflow as tf
 
     import kerasbert
-    from kerasbert.distill import copy_layer_weights
-    from kerasbert.distill import student_encoder
-    from kerasbert.fused_encoder import constant_weights
-    from kerasbert.fused_encoder import fused_encoder
+    from kerasbert.training.distill import copy_layer_weights
+    from kerasbert.training.distill import student_encoder
+    from kerasbert.models.fused_encoder import constant_weights
+    from kerasbert.models.fused_encoder import fused_encoder
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())
@@ -175,7 +175,7 @@ def main():
                         "tf-keras-bf16,tf-keras-xla,"
                         "torch,torch-bf16,ort,torch-1t,torch-bf16-1t,ort-1t")
     args = parser.parse_args()
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     folder = str(resolve_checkpoint("starter"))
     wanted = args.systems.split(",")

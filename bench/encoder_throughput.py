@@ -35,7 +35,7 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
 import kerasbert  # noqa: E402
-from kerasbert.encoder import BertEncoder  # noqa: E402
+from kerasbert.models.encoder import BertEncoder  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import cpu as cpu_info  # noqa: E402

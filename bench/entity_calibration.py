@@ -47,7 +47,7 @@ def main(argv=None):
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
     from kerasbert_apps.ner.train import NER
-    from kerasbert.files import atomic_write_text
+    from kerasbert.files.atomic import atomic_write_text
 
     tagger = NER.load(args.model, verbose=True)
     spans = isinstance(tagger, SpanTagger)

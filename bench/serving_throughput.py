@@ -23,7 +23,7 @@ threads (all cores by default).
   (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``;
   without it, an untrained ``--student-layers`` student of the same shape);
 * ``...-keras``: the export as it was before the serving graphs ran the
-  encoder through :mod:`kerasbert.fused_encoder` (the Keras layers traced as
+  encoder through :mod:`kerasbert.models.fused_encoder` (the Keras layers traced as
   they are), for a before/after in the same run;
 * ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
   ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
@@ -85,7 +85,7 @@ def conll_sentences(n):
 
 def starter_folder():
     sys.path.insert(0, str(ROOT))
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     return Path(resolve_checkpoint("starter"))
 
@@ -159,8 +159,8 @@ def parse_system(name):
 
 def export_of(tagger, folder, jit_compile, keras_layers):
     """``tagger.export(folder)``; with ``keras_layers`` the encoder is traced
-    as its Keras layers (the export before :mod:`kerasbert.fused_encoder`)."""
-    import kerasbert.fused_encoder as fused
+    as its Keras layers (the export before :mod:`kerasbert.models.fused_encoder`)."""
+    import kerasbert.models.fused_encoder as fused
 
     original = fused.graph_call
     if keras_layers:
@@ -198,7 +198,7 @@ def bench_kerasbert(args, sentences, system):
               "model": what, "encoder_layers": layers, "precision": precision,
               "jit_compile": jit_compile, "flags": cpu_flags()}
     if jit_compile:
-        from kerasbert.export import read_warmup
+        from kerasbert.serving.saved_model import read_warmup
 
         began = time.perf_counter()
         for request in read_warmup(export):  # what TF Serving does at load

@@ -2,7 +2,7 @@
 
 Figures, not a test. The training step that ``kerasbert ner train`` runs (a
 :class:`~kerasbert_apps.ner.heads.bio.model.NerModel`: the MiniLM starter encoder, BiLSTM, CRF;
-compiled by :func:`kerasbert.fit.compile_for_training` with the default
+compiled by :func:`kerasbert.training.fit.compile_for_training` with the default
 settings) on one batch of ``--batch`` x ``--length`` tokens, under
 TensorFlow's profiler. Every kernel of the step is read back from the trace
 (``.xplane.pb``) and put in a stage by its node name:
@@ -17,7 +17,7 @@ TensorFlow's profiler. Every kernel of the step is read back from the trace
   whatever has no layer.
 
 Host-side batching (building a padded batch with
-:class:`kerasbert.batching.BucketedBatches`) is timed on its own. Kernel
+:class:`kerasbert.training.batching.BucketedBatches`) is timed on its own. Kernel
 times are summed over threads, so they may add up to more than the step's
 wall time on 2 cores. Prints the CPU flags and writes
 ``bench/results/training_profile/``.
@@ -67,10 +67,10 @@ def one_precision(args):
     from kerasbert_apps.ner.train import NerTrainSettings
     from bench.serving_profile import op_table
     from bench.serving_profile import trace_ops
-    from kerasbert.batching import BucketedBatches
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import set_precision
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.training.batching import BucketedBatches
+    from kerasbert.training.fit import compile_for_training
+    from kerasbert.training.fit import set_precision
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())

@@ -78,9 +78,9 @@ def prepare(args):
     from kerasbert_apps.triples.data import predicates_of
     from kerasbert_apps.triples.data import read_triples_file
     from kerasbert_apps.triples.heads.gplinker.pipeline import GPLinkerExtractor
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import open_checkpoint
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.checkpoints.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import open_checkpoint
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     hf = Path(resolve_checkpoint(args.checkpoint))
     out = Path(args.bundle)
@@ -263,13 +263,13 @@ def run_settings(settings_dict, bundle, out, data):
     from kerasbert_apps.triples.heads.gplinker.model import CODES
     from kerasbert_apps.triples.heads.gplinker.model import OUTPUTS
     from kerasbert_apps.triples.train import TriplesTrainSettings
-    from kerasbert.batching import BucketedBatches
-    from kerasbert.fit import compile_for_training
-    from kerasbert.fit import fit_and_select
-    from kerasbert.fit import open_encoder_checkpoint
-    from kerasbert.fit import resolve_auto
-    from kerasbert.fit import start_run
-    from kerasbert.loader import load_encoder
+    from kerasbert.training.batching import BucketedBatches
+    from kerasbert.training.fit import compile_for_training
+    from kerasbert.training.fit import fit_and_select
+    from kerasbert.training.fit import open_encoder_checkpoint
+    from kerasbert.training.fit import resolve_auto
+    from kerasbert.training.fit import start_run
+    from kerasbert.checkpoints.loader import load_encoder
 
     rows, windows, examples, predicates = data
     given = dict(settings_dict)

@@ -88,7 +88,7 @@ def option_rows(parser):
         if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
             help_text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
         if getattr(action, "settings_required", False):
-            from kerasbert.settings import REQUIRED_NOTE
+            from kerasbert.training.settings import REQUIRED_NOTE
 
             help_text = "**Required** (here or in `--settings FILE`). " + help_text.replace(REQUIRED_NOTE, "")
         elif action.required:

@@ -8,7 +8,7 @@ markers, ``<!-- kerasbert:tutorial NAME STEP -->``, which the site's build
 ``kerasbert`` command of this checkout's environment), and records what each printed, with
 the figures that change from run to run masked (:func:`mask`: seconds, timestamps, the
 folder's absolute path). The data the tutorials read is written by :func:`write_data` from the
-shipped sample corpora (``apps/samples``) into ``docs/tutorials/data/``, committed, so a reader
+shipped sample corpora (``kerasbert_apps/samples``) into ``docs/tutorials/data/``, committed, so a reader
 with a clone has it too.
 
 Two steps are not run as shown: ``docker run`` (TF Serving itself), and the ``curl`` request

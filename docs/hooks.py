@@ -24,7 +24,7 @@
   ``FILE`` between ``<!-- --8<-- [start:SECTION] -->`` and ``<!-- --8<-- [end:SECTION] -->``, its
   links into ``docs/`` (right from the repository root, where the file lives) made relative to
   the site's pages;
-* the docstrings' Sphinx roles (``:class:`~kerasbert.encoder.BertEncoder```), which mkdocstrings
+* the docstrings' Sphinx roles (``:class:`~kerasbert.models.encoder.BertEncoder```), which mkdocstrings
   leaves as text, shown as the code names they stand for.
 
 The site is the kit's own: a head of another package installed where it is built is not loaded
@@ -96,7 +96,7 @@ def auto_rule_table():
     from kerasbert_apps.base import heads
     from kerasbert_apps.ner.train import NER
     from kerasbert_apps.triples.train import TRIPLES
-    from kerasbert import settings
+    from kerasbert.training import settings
 
     runs = [(task, head, task.train_settings(head=head.name)) for task in (NER, TRIPLES) for head in heads.heads(task.name)]
     lines = [
@@ -137,7 +137,7 @@ def settings_table(match):
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from kerasbert.settings import help_text
+    from kerasbert.training.settings import help_text
 
     if match.group(1) == "ner":
         from kerasbert_apps.ner.train import NerTrainSettings as cls

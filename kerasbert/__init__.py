@@ -4,42 +4,42 @@ The public API. Importing ``kerasbert`` is light; Keras and TensorFlow load
 when a model is first built.
 
 * :func:`load_encoder`, :func:`load_tokenizer`, :func:`load_masked_lm`,
-  :func:`save_encoder`, :func:`inspect_checkpoint` -- :mod:`kerasbert.loader`
-* :class:`BertEncoder`, :class:`AlbertEncoder`, :class:`ElectraEncoder` -- :mod:`kerasbert.encoder`
-* :class:`BertTokenizer` -- :mod:`kerasbert.tokenizer`
-* :class:`EncoderConfig` -- :mod:`kerasbert.config`
-* CRF: :func:`crf_log_likelihood`, :func:`crf_decode`, :class:`CRF` -- :mod:`kerasbert.crf`
+  :func:`save_encoder`, :func:`inspect_checkpoint` -- :mod:`kerasbert.checkpoints.loader`
+* :class:`BertEncoder`, :class:`AlbertEncoder`, :class:`ElectraEncoder` -- :mod:`kerasbert.models.encoder`
+* :class:`BertTokenizer` -- :mod:`kerasbert.tokenizers.tokenizer`
+* :class:`EncoderConfig` -- :mod:`kerasbert.checkpoints.config`
+* CRF: :func:`crf_log_likelihood`, :func:`crf_decode`, :class:`CRF` -- :mod:`kerasbert.layers.crf`
 """
 
 import importlib
 
-from kerasbert.config import EncoderConfig
+from kerasbert.checkpoints.config import EncoderConfig
 from kerasbert.errors import CheckpointError
 from kerasbert.errors import InputDataError
 from kerasbert.errors import KerasbertError
-from kerasbert.loader import inspect_checkpoint
-from kerasbert.loader import load_encoder
-from kerasbert.loader import load_masked_lm
-from kerasbert.loader import load_tokenizer
-from kerasbert.loader import open_checkpoint
-from kerasbert.loader import save_encoder
-from kerasbert.tokenizer import BertTokenizer
-from kerasbert.tokenizer import TokenizedBatch
+from kerasbert.checkpoints.loader import inspect_checkpoint
+from kerasbert.checkpoints.loader import load_encoder
+from kerasbert.checkpoints.loader import load_masked_lm
+from kerasbert.checkpoints.loader import load_tokenizer
+from kerasbert.checkpoints.loader import open_checkpoint
+from kerasbert.checkpoints.loader import save_encoder
+from kerasbert.tokenizers.tokenizer import BertTokenizer
+from kerasbert.tokenizers.tokenizer import TokenizedBatch
 
 __version__ = "0.1.0"
 
 # Names whose modules import Keras: loaded on first use.
 _LAZY = {
-    "BertEncoder": "kerasbert.encoder",
-    "AlbertEncoder": "kerasbert.encoder",
-    "ElectraEncoder": "kerasbert.encoder",
-    "BertMaskedLM": "kerasbert.masked_lm",
-    "fill_mask": "kerasbert.masked_lm",
-    "CRF": "kerasbert.crf",
-    "crf_log_likelihood": "kerasbert.crf",
-    "crf_decode": "kerasbert.crf",
-    "crf_sequence_score": "kerasbert.crf",
-    "crf_log_norm": "kerasbert.crf",
+    "BertEncoder": "kerasbert.models.encoder",
+    "AlbertEncoder": "kerasbert.models.encoder",
+    "ElectraEncoder": "kerasbert.models.encoder",
+    "BertMaskedLM": "kerasbert.models.masked_lm",
+    "fill_mask": "kerasbert.models.masked_lm",
+    "CRF": "kerasbert.layers.crf",
+    "crf_log_likelihood": "kerasbert.layers.crf",
+    "crf_decode": "kerasbert.layers.crf",
+    "crf_sequence_score": "kerasbert.layers.crf",
+    "crf_log_norm": "kerasbert.layers.crf",
 }
 
 

@@ -59,7 +59,7 @@ def execute(name):
     import nbclient
     import nbformat
 
-    from kerasbert.files import atomic_write_text
+    from kerasbert.files.atomic import atomic_write_text
 
     path = HERE / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)

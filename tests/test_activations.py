@@ -1,14 +1,14 @@
-"""kerasbert.activations: the compiled GELU of TensorFlow training steps."""
+"""kerasbert.layers.activations: the compiled GELU of TensorFlow training steps."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert import activations
-from kerasbert.activations import CompiledActivationsTraining
-from kerasbert.activations import compiled_activations
-from kerasbert.activations import gelu
+from kerasbert.layers import activations
+from kerasbert.layers.activations import CompiledActivationsTraining
+from kerasbert.layers.activations import compiled_activations
+from kerasbert.layers.activations import gelu
 
 WIDTH = activations.COMPILE_FROM_WIDTH
 

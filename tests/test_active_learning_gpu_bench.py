@@ -38,8 +38,8 @@ def bench():
 def test_entity_scores_are_the_exact_entity_probabilities():
     from keras import ops
 
-    from kerasbert.crf import allowed_transitions
-    from kerasbert.crf import crf_segment_log_probability
+    from kerasbert.layers.crf import allowed_transitions
+    from kerasbert.layers.crf import crf_segment_log_probability
 
     al = bench()
     allowed, allowed_start = allowed_transitions(NAMES, "BIO")
@@ -74,13 +74,13 @@ def test_entity_scores_are_the_exact_entity_probabilities():
 def test_schedule_with_variable_steps_has_the_library_values():
     code = (
         "import sys, numpy as np, keras; sys.path.insert(0, %r); import active_learning_gpu as al\n"
-        "from kerasbert.optimizer import make_optimizer\n"
+        "from kerasbert.training.optimizer import make_optimizer\n"
         "opt = make_optimizer(157, 5e-5, 1e-3, 'head_'); opt.build([keras.Variable(np.zeros(3, np.float32))])\n"
         "old = opt._learning_rate; new = al.schedule_steps_as_variables(opt)\n"
         "a = [float(old(s)) for s in range(170)]; b = [float(new(s)) for s in range(170)]\n"
         "assert max(abs(x - y) for x, y in zip(a, b)) < 1e-12 and max(a) > 0, (a, b)\n"
         "new.total.assign(300.0); new.warmup.assign(30.0)\n"
-        "from kerasbert.optimizer import WarmupLinearDecay\n"
+        "from kerasbert.training.optimizer import WarmupLinearDecay\n"
         "ref = WarmupLinearDecay(5e-5, 300, 30)\n"
         "assert max(abs(float(ref(s)) - float(new(s))) for s in range(0, 320, 7)) < 1e-12\n"
         "assert [v.name for v in opt.variables][-2:] == ['schedule_total_steps', 'schedule_warmup_steps']\n"

@@ -1,4 +1,4 @@
-"""The heads' BiLSTM (kerasbert.bilstm): Keras's layer, computed faster on JAX.
+"""The heads' BiLSTM (kerasbert.layers.bilstm): Keras's layer, computed faster on JAX.
 
 * on JAX, ``"scan"`` and ``"cudnn"`` (its weight layout and lengths checked with
   ``jax.experimental.rnn``'s own reference, ``lstm_ref``, which JAX's tests
@@ -31,7 +31,7 @@ JAX_SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp
     import keras
     from jax.experimental import rnn
-    from kerasbert.bilstm import bilstm, cudnn_bilstm
+    from kerasbert.layers.bilstm import bilstm, cudnn_bilstm
 
     def reference_lstm(x, h0, c0, w, lengths, input_size, hidden_size, num_layers, dropout, bidirectional):
         parts = rnn.unpack_lstm_weights(w, input_size, hidden_size, num_layers, bidirectional)
@@ -91,7 +91,8 @@ JAX_SCRIPT = textwrap.dedent(
         "dropout_falls_back": None,
     }
     dropped = keras.layers.LSTM(units, return_sequences=True, dropout=0.5)
-    from kerasbert.bilstm import Bidirectional
+    from kerasbert.layers.bilstm import Bidirectional
+
     layer = Bidirectional(dropped, implementation="scan")
     layer.build((None, time, features))
     result["dropout_falls_back"] = [layer.chosen_implementation(training=True), layer.chosen_implementation(training=False)]
@@ -99,7 +100,8 @@ JAX_SCRIPT = textwrap.dedent(
     # the first-use check of "auto" on a GPU, with cuDNN's kernel replaced by its
     # reference (the check runs while the training step is being traced)
     import warnings
-    import kerasbert.bilstm as module
+    import kerasbert.layers.bilstm as module
+
     rnn.lstm = reference_lstm
     probes = []
 
@@ -121,6 +123,7 @@ JAX_SCRIPT = textwrap.dedent(
     # a folder written before: its BiLSTM weights load into the new layer, and
     # every implementation gives its outputs
     from kerasbert_apps.ner.train import NER
+
     pipeline = NER.load(sys.argv[1])
     model = pipeline.model
     rows = {"token_ids": np.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]], np.int32),
@@ -170,7 +173,7 @@ def test_old_folder_keeps_its_bilstm_on_jax(jax_result):
     import h5py
     import zipfile
 
-    assert jax_result["old_folder_class"] == "kerasbert.bilstm.Bidirectional"
+    assert jax_result["old_folder_class"] == "kerasbert.layers.bilstm.Bidirectional"
     assert jax_result["old_folder"] < 1e-5
     with zipfile.ZipFile(OLD_CRF / "model.keras") as archive, archive.open("model.weights.h5") as f:
         with h5py.File(f) as h5:
@@ -183,7 +186,7 @@ def test_old_folder_on_tensorflow_runs_keras_and_the_fused_kernel(tmp_path):
 
     from kerasbert_apps.ner.heads.bio.fused_bilstm import fused_bilstm
     from kerasbert_apps.ner.train import NER
-    from kerasbert.bilstm import Bidirectional
+    from kerasbert.layers.bilstm import Bidirectional
 
     folder = tmp_path / "crf"
     shutil.copytree(OLD_CRF, folder)
@@ -199,7 +202,7 @@ def test_old_folder_on_tensorflow_runs_keras_and_the_fused_kernel(tmp_path):
 
 
 def test_unknown_implementation_is_refused():
-    from kerasbert.bilstm import bilstm
+    from kerasbert.layers.bilstm import bilstm
 
     with pytest.raises(ValueError, match="implementation must be one of auto, cudnn, scan, keras"):
         bilstm(4, implementation="fast")

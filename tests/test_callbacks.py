@@ -11,9 +11,9 @@ import keras
 import pytest
 from keras.src.callbacks import callback_list
 
-from kerasbert.callbacks import EpochEvaluator
-from kerasbert.callbacks import TrainingSpeed
-from kerasbert.callbacks import training_callbacks
+from kerasbert.training.callbacks import EpochEvaluator
+from kerasbert.training.callbacks import TrainingSpeed
+from kerasbert.training.callbacks import training_callbacks
 
 
 @pytest.fixture(autouse=True)

@@ -13,13 +13,13 @@ import pytest
 import tensorflow as tf
 
 import kerasbert
-from kerasbert.checkpoint import CheckpointFolder
-from kerasbert.checkpoint import official_name_from_hf
-from kerasbert.checkpoint import write_official_checkpoint
-from kerasbert.config import EncoderConfig
+from kerasbert.checkpoints.checkpoint import CheckpointFolder
+from kerasbert.checkpoints.checkpoint import official_name_from_hf
+from kerasbert.checkpoints.checkpoint import write_official_checkpoint
+from kerasbert.checkpoints.config import EncoderConfig
 from kerasbert.errors import CheckpointError
-from kerasbert.weight_map import weight_map as bert_weight_map
-from kerasbert.weight_map import check_mapping
+from kerasbert.checkpoints.weight_map import weight_map as bert_weight_map
+from kerasbert.checkpoints.weight_map import check_mapping
 from conftest import require_shared
 
 TOL = 2e-4
@@ -313,7 +313,7 @@ def _cli(*args, **env):
     return subprocess.run([sys.executable, "-m", "kerasbert.cli", *args], capture_output=True, text=True, env=env)
 
 
-# TensorFlow's C++ start-up lines (kerasbert.quiet): the CLI drops them unless asked for them.
+# TensorFlow's C++ start-up lines (kerasbert.cli.quiet): the CLI drops them unless asked for them.
 STARTUP_LINES = ("absl::InitializeLog", "oneDNN custom operations", "Could not find cuda drivers",
                  "cpu_feature_guard")
 

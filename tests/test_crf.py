@@ -1,4 +1,4 @@
-"""Tests for `kerasbert.crf`.
+"""Tests for `kerasbert.layers.crf`.
 
 - against TensorFlow Addons' outputs (`../shared/fixtures/crf_tfa_reference.npz`),
 - against brute-force enumeration of every path (numpy, float64),
@@ -22,7 +22,7 @@ from conftest import REPO_ROOT
 from conftest import require_shared
 from keras import ops
 
-from kerasbert import crf
+from kerasbert.layers import crf
 
 BIO_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
@@ -673,7 +673,7 @@ JAX_SCRIPT = textwrap.dedent(
     import keras
     assert keras.backend.backend() == "jax", keras.backend.backend()
     import jax
-    from kerasbert import crf
+    from kerasbert.layers import crf
 
     d = np.load(sys.argv[1])
     p, tags, lengths, trans = (

@@ -28,8 +28,8 @@ def saved_untrained(task, output, data, **options):
     """``output/model`` as a training run on ``data`` writes it (its labels,
     head, settings, LoRA adapters), without the training: the files are what
     these tests damage, and untrained weights load alike."""
-    from kerasbert import fit
-    from kerasbert.loader import load_encoder
+    from kerasbert.training import fit
+    from kerasbert.checkpoints.loader import load_encoder
     from kerasbert_apps.base.task import start_lora
 
     settings = task.train_settings(checkpoint=str(toy_checkpoint()), train=str(data[0]), dev=str(data[1]),
@@ -335,7 +335,7 @@ def test_a_lora_models_damaged_checkpoint_is_named(runs, tmp_path, capsys):
 
 
 def test_a_damaged_backup_or_history_on_resume_is_named(runs, tmp_path, capsys):
-    from kerasbert.files import atomic_write_text
+    from kerasbert.files.atomic import atomic_write_text
 
     train, dev = runs["ner_data"]
     output = tmp_path / "run"

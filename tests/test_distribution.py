@@ -28,11 +28,13 @@ assert keras.backend.backend() == "jax", keras.backend.backend()
 import jax
 from kerasbert_apps.ner.train import NerTrainSettings, train as train_ner
 from kerasbert_apps.triples.train import TriplesTrainSettings, train as train_triples
+
 ner, triples, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
 assert len(jax.devices()) == devices, jax.devices()
 # The training steps are jitted on JAX even with jit_compile off (the
 # default): unjitted, Keras runs them op by op, many times slower.
-from kerasbert.fit import compile_for_training
+from kerasbert.training.fit import compile_for_training
+
 probe = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="triples_head_probe")])
 compile_for_training(probe, 4, TriplesTrainSettings(**triples), "triples_head_")
 assert TriplesTrainSettings(**triples).jit_compile is False and probe.jit_compile is True, probe.jit_compile
@@ -66,7 +68,7 @@ def _one_width(records, text_of, count, toy):
     """The first ``count`` records whose text is 7 to 14 WordPiece tokens of
     the toy vocabulary: one window each, every batch padded to width 16 (a
     multiple of 8), so JAX compiles each step function once, not per width."""
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_tokenizer
 
     tokenizer = load_tokenizer(toy)
     chosen = [r for r in records if 7 <= len(tokenizer.tokenize(text_of(r))) <= 14][:count]
@@ -132,7 +134,7 @@ def test_a_model_folder_trained_on_jax_exports_through_tensorflow(runs, tmp_path
 
 
 def test_batches_split_evenly_over_devices_leave_out_counted_rows():
-    from kerasbert.batching import BucketedBatches
+    from kerasbert.training.batching import BucketedBatches
 
     features = {"token_ids": [np.arange(1 + i % 7) for i in range(163)]}
     batches = BucketedBatches(features, 8)
@@ -153,7 +155,7 @@ def test_batches_split_evenly_over_devices_leave_out_counted_rows():
 def test_a_worker_that_is_not_the_chief_restores_the_backup_and_writes_none(tmp_path):
     import keras
 
-    from kerasbert.callbacks import Backup
+    from kerasbert.training.callbacks import Backup
 
     x, y = np.random.default_rng(0).normal(size=(32, 4)), np.zeros((32, 1))
 

@@ -430,7 +430,7 @@ def test_python_snippets_in_the_pages_compile_and_import():
 def _normalized_source():
     """The code's text with adjacent string literals joined, so a message split over lines reads whole."""
     text = ""
-    for folder in ("kerasbert", "apps"):
+    for folder in ("kerasbert", "kerasbert_apps"):
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             text += path.read_text(encoding="utf-8") + "\n"
     return re.sub(r"""["']\s*\n\s*(?:\+\s*)?[rfbuRFBU]{0,2}["']""", "", text)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kerasbert
-from kerasbert.encoder import BertEncoder
+from kerasbert.models.encoder import BertEncoder
 from conftest import REPO_ROOT
 from conftest import require_shared
 

@@ -37,8 +37,8 @@ def setup(tmp_path_factory):
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
 
     tmp = tmp_path_factory.mktemp("failed_writes")
     tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
@@ -162,8 +162,8 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
 def test_a_failed_backup_keeps_the_last_good_one(setup, tmp_path, monkeypatch):
     import keras
 
-    from kerasbert import files
-    from kerasbert.callbacks import Backup
+    from kerasbert.files.atomic import atomic as files
+    from kerasbert.training.callbacks import Backup
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     backup = Backup(str(tmp_path / "backup"))
@@ -209,9 +209,9 @@ class _Writer:
 
 
 def test_a_failed_history_line_or_best_model_keeps_what_was_there(tmp_path, monkeypatch):
-    from kerasbert import files
-    from kerasbert.files import atomic_append_text
-    from kerasbert.files import atomic_write_dir
+    from kerasbert.files.atomic import atomic as files
+    from kerasbert.files.atomic import atomic_append_text
+    from kerasbert.files.atomic import atomic_write_dir
 
     history = tmp_path / "history.jsonl"
     atomic_append_text(history, '{"epoch": 1}\n')
@@ -241,9 +241,9 @@ def test_a_failed_history_line_or_best_model_keeps_what_was_there(tmp_path, monk
 def test_an_encoder_write_on_a_full_disk_in_this_process(tmp_path):
     """TensorFlow's SaveV2 (pretrain's and distill's encoder/, official
     layout) on a full disk: its OutOfRangeError becomes one line."""
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
-    from kerasbert.loader import save_encoder
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import save_encoder
 
     encoder = load_encoder(toy_checkpoint())
     vocab = load_tokenizer(toy_checkpoint()).vocab

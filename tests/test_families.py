@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 
 import kerasbert
-from kerasbert.checkpoint import CheckpointFolder
-from kerasbert.checkpoint import official_name_from_hf
+from kerasbert.checkpoints.checkpoint import CheckpointFolder
+from kerasbert.checkpoints.checkpoint import official_name_from_hf
 from kerasbert.cli import main
 from kerasbert.errors import CheckpointError
-from kerasbert.weight_map import weight_map
+from kerasbert.checkpoints.weight_map import weight_map
 from conftest import require_shared
 
 
@@ -116,7 +116,7 @@ def albert_tiny(request, tmp_path_factory):
 
 def test_albert_index_only_names_are_all_mapped(albert_tiny):
     """Mapping test on the real index alone (no values read)."""
-    from kerasbert.weight_map import check_mapping
+    from kerasbert.checkpoints.weight_map import check_mapping
 
     name, index_dir, _, _ = albert_tiny
     family, config_name = ALBERT_FOLDERS[name]

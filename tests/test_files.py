@@ -1,4 +1,4 @@
-"""Atomic writes (kerasbert.files): all or nothing, and readable by others as a plain write would be."""
+"""Atomic writes (kerasbert.files.atomic): all or nothing, and readable by others as a plain write would be."""
 
 import os
 import stat
@@ -6,8 +6,8 @@ import stat
 import pytest
 
 from kerasbert.errors import KerasbertError
-from kerasbert.files import atomic_write_dir
-from kerasbert.files import atomic_write_text
+from kerasbert.files.atomic import atomic_write_dir
+from kerasbert.files.atomic import atomic_write_text
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
-from kerasbert.loader import load_encoder
+from kerasbert.checkpoints.loader import load_encoder
 
 
 def test_frozen_run_trains_the_head_and_the_mix_only_and_loads(tmp_path, capsys):

@@ -1,14 +1,14 @@
-"""kerasbert.fused_encoder: the serving graph's encoder computes what the Keras layers compute."""
+"""kerasbert.models.fused_encoder: the serving graph's encoder computes what the Keras layers compute."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasbert.encoder import AlbertEncoder
-from kerasbert.encoder import BertEncoder
-from kerasbert.encoder import ElectraEncoder
-from kerasbert.fused_encoder import fused_encoder
-from kerasbert.fused_encoder import serving_graph
+from kerasbert.models.encoder import AlbertEncoder
+from kerasbert.models.encoder import BertEncoder
+from kerasbert.models.encoder import ElectraEncoder
+from kerasbert.models.fused_encoder import fused_encoder
+from kerasbert.models.fused_encoder import serving_graph
 
 COMMON = dict(vocabulary_size=100, num_heads=2, intermediate_dim=48, max_sequence_length=32)
 ENCODERS = {
@@ -115,7 +115,7 @@ def test_constant_weights_put_the_kernels_in_the_graph_and_keep_the_outputs(dtyp
     """Under constant_weights() (what exports trace under) every projection
     kernel is a constant of the graph, its value when traced, and no matmul
     reads a variable; outside it they are read from the variables."""
-    from kerasbert.fused_encoder import constant_weights
+    from kerasbert.models.fused_encoder import constant_weights
 
     encoder = _randomized(ENCODERS["bert_gelu_erf"](dtype))
     x = _inputs()

@@ -1,14 +1,14 @@
-"""kerasbert.global_pointer: the Efficient GlobalPointer layer and its loss."""
+"""kerasbert.layers.global_pointer: the Efficient GlobalPointer layer and its loss."""
 
 import keras
 import numpy as np
 import pytest
 
-from kerasbert.global_pointer import MASKED_LOGIT
-from kerasbert.global_pointer import EfficientGlobalPointer
-from kerasbert.global_pointer import global_pointer_crossentropy
-from kerasbert.global_pointer import multilabel_categorical_crossentropy
-from kerasbert.global_pointer import rotary
+from kerasbert.layers.global_pointer import MASKED_LOGIT
+from kerasbert.layers.global_pointer import EfficientGlobalPointer
+from kerasbert.layers.global_pointer import global_pointer_crossentropy
+from kerasbert.layers.global_pointer import multilabel_categorical_crossentropy
+from kerasbert.layers.global_pointer import rotary
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_bio_chunking_and_f1():
 
 
 def test_hugging_face_names_invert_the_loader_mapping():
-    from kerasbert.checkpoint import official_name_from_hf
+    from kerasbert.checkpoints.checkpoint import official_name_from_hf
 
     gpu = bench()
     for name in ("bert/embeddings/word_embeddings", "bert/embeddings/LayerNorm/gamma",

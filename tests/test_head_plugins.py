@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import setting
+from kerasbert.training.settings import setting
 from kerasbert_apps.base import heads
 from kerasbert_apps.ner.train import NER  # noqa: F401  (the task's own options are known to the registry)
 from kerasbert_apps.triples.train import TRIPLES  # noqa: F401
@@ -27,7 +27,7 @@ KIT_NER = ("crf", "softmax", "global-pointer", "biaffine")
 
 GOOD = '''
 import dataclasses
-from kerasbert.settings import setting
+from kerasbert.training.settings import setting
 from kerasbert_apps.base.heads import Head, register
 
 @dataclasses.dataclass
@@ -39,7 +39,7 @@ register(Head(name="fake-head", task="ner", pipeline="{module}.pipeline:FakeTagg
 '''
 CLASHING = '''
 import dataclasses
-from kerasbert.settings import setting
+from kerasbert.training.settings import setting
 from kerasbert_apps.base.heads import Head, register
 
 @dataclasses.dataclass
@@ -175,6 +175,7 @@ def test_a_clashing_evaluate_option_is_refused(registry):
 
 BROKEN_CLI = r"""
 from kerasbert.cli import main
+
 print("STATUS", main(["heads"]), flush=True)
 for argv in (["ner", "train", "--help"], ["--help"]):
     try:

@@ -37,8 +37,8 @@ def models(tmp_path_factory):
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
 
     tmp = tmp_path_factory.mktemp("hostile")
     tags = bio_tags(["LOC", "MISC", "ORG", "PER"])

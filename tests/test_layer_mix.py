@@ -1,5 +1,5 @@
 """--freeze-encoder (a frozen encoder, the head on a learned mix of all its
-layers: kerasbert.layer_mix.LayerMix) and --layer-lr-decay (per-layer
+layers: kerasbert.layers.layer_mix.LayerMix) and --layer-lr-decay (per-layer
 learning rates through GroupedAdamW's multipliers), both apps. An NER
 training run with --freeze-encoder: tests/test_freeze_encoder_run.py; the
 export of a mixed tagger: tests/test_freeze_encoder_export.py; triples CLI
@@ -14,13 +14,13 @@ import pytest
 from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.triples.heads.casrel.model import TripleModel
-from kerasbert.encoder import BertEncoder
+from kerasbert.models.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
-from kerasbert.fit import compile_for_training
-from kerasbert.layer_mix import LayerMix
-from kerasbert.optimizer import GroupedAdamW
-from kerasbert.optimizer import layer_lr_multipliers
-from kerasbert.optimizer import make_optimizer
+from kerasbert.training.fit import compile_for_training
+from kerasbert.layers.layer_mix import LayerMix
+from kerasbert.training.optimizer import GroupedAdamW
+from kerasbert.training.optimizer import layer_lr_multipliers
+from kerasbert.training.optimizer import make_optimizer
 
 
 def _tiny_encoder(num_layers=3, output_hidden_states=False):

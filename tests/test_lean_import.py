@@ -1,4 +1,4 @@
-"""kerasbert.lean_import: the optional integrations TensorFlow and Keras import on start are refused, and only those."""
+"""kerasbert.cli.lean_import: the optional integrations TensorFlow and Keras import on start are refused, and only those."""
 
 import json
 import subprocess
@@ -9,7 +9,8 @@ from conftest import require_module
 # A fresh process: TensorFlow is imported once per process, and this test process has long imported it.
 PROBE = """
 import json, sys
-from kerasbert import lean_import
+from kerasbert.cli import lean_import
+
 lean_import.skip_optional_integrations()
 import tensorflow, keras  # noqa: F401
 before = {name: name in sys.modules for name in ("sklearn", "matplotlib", "jax", "scipy")}
@@ -34,7 +35,7 @@ def test_tensorflow_starts_without_the_integrations_and_they_import_as_usual_aft
 
 def test_the_command_installs_the_hook():
     from kerasbert import cli
-    from kerasbert import lean_import
+    from kerasbert.cli import lean_import
 
     cli._start(["--verbose", "inspect", "x"])  # even when verbose: it hides nothing, it skips work
     assert any(isinstance(f, lean_import._SkipFinder) for f in sys.meta_path)

@@ -19,12 +19,12 @@ from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
 from conftest import same_results
-from kerasbert.encoder import BertEncoder
-from kerasbert.loader import load_encoder
-from kerasbert.loader import save_encoder
-from kerasbert.lora import LORA_LAYERS
-from kerasbert.lora import enable_lora
-from kerasbert.lora import lora_layers
+from kerasbert.models.encoder import BertEncoder
+from kerasbert.checkpoints.loader import load_encoder
+from kerasbert.checkpoints.loader import save_encoder
+from kerasbert.layers.lora import LORA_LAYERS
+from kerasbert.layers.lora import enable_lora
+from kerasbert.layers.lora import lora_layers
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -119,8 +119,8 @@ def test_only_adapters_and_head_train(checkpoint):
 
 def test_resume_backup_keeps_adapters_and_frozen_kernels_apart(checkpoint, tmp_path):
     """Keras's BackupAndRestore alone would restore merged kernels and zero
-    adapters; kerasbert.callbacks.Backup restores both as they were."""
-    from kerasbert.callbacks import Backup
+    adapters; kerasbert.training.callbacks.Backup restores both as they were."""
+    from kerasbert.training.callbacks import Backup
 
     def lora_model(seed):
         model = NerModel(load_encoder(checkpoint), 9, lstm_units=8)

@@ -136,6 +136,7 @@ import json, sys
 import numpy as np
 import keras
 from kerasbert_apps.ner.heads.biaffine.layer import BiaffineSpanScorer, biaffine_crossentropy, span_mask
+
 assert keras.backend.backend() == "jax", keras.backend.backend()
 data = np.load(sys.argv[1])
 layer = BiaffineSpanScorer(3, size=8, max_span_length=4, none_prior=1.5)
@@ -310,7 +311,7 @@ def test_model_with_bilstm_and_max_span_trains_and_round_trips(tmp_path):
     from kerasbert_apps.ner.examples import Entity
     from kerasbert_apps.ner.examples import Example
     from kerasbert_apps.ner.heads.biaffine.model import BiaffineNerModel
-    from kerasbert.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_encoder
 
     keras.utils.set_random_seed(1)
     tokenizer = kerasbert.load_tokenizer(_toy())

@@ -1,4 +1,4 @@
-"""Tests for the NER readers (apps/ner/readers), examples and tag schemes, on hand-written files and the shared corpora."""
+"""Tests for the NER readers (kerasbert_apps/ner/readers), examples and tag schemes, on hand-written files and the shared corpora."""
 
 import gzip
 import json

@@ -14,11 +14,11 @@ from kerasbert_apps.ner.train import train
 from conftest import conll_slice
 from conftest import require_shared
 from kerasbert.cli import main
-from kerasbert.distill import every_other_layer
-from kerasbert.distill import student_encoder
+from kerasbert.training.distill import every_other_layer
+from kerasbert.training.distill import student_encoder
 from kerasbert.errors import KerasbertError
-from kerasbert.loader import load_encoder
-from kerasbert.loader import save_encoder
+from kerasbert.checkpoints.loader import load_encoder
+from kerasbert.checkpoints.loader import save_encoder
 
 
 @pytest.fixture(scope="module")

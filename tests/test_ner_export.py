@@ -28,19 +28,19 @@ from kerasbert_apps.ner.heads.bio.model import NerModel
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from kerasbert.cli import main as cli_main
-from kerasbert.encoder import BertEncoder
+from kerasbert.models.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
-from kerasbert.export import describe
-from kerasbert.export import next_version
-from kerasbert.export import predict_request
-from kerasbert.export import read_warmup
-from kerasbert.export import rest_body
-from kerasbert.export import saved_model_node_count
-from kerasbert.export import unpad
-from kerasbert.export import write_version
-from kerasbert.graph_tokenizer import disallowed_ops
-from kerasbert.graph_tokenizer import list_ops
-from kerasbert.graph_tokenizer import non_core_ops
+from kerasbert.serving.saved_model import describe
+from kerasbert.serving.saved_model import next_version
+from kerasbert.serving.requests import predict_request
+from kerasbert.serving.saved_model import read_warmup
+from kerasbert.serving.requests import rest_body
+from kerasbert.serving.saved_model import saved_model_node_count
+from kerasbert.serving.rows import unpad
+from kerasbert.serving.saved_model import write_version
+from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
+from kerasbert.tokenizers.graph_tokenizer import list_ops
+from kerasbert.tokenizers.graph_tokenizer import non_core_ops
 from conftest import require_shared
 
 LONG_TEXT = " ".join(f"Peter{i} met Acme in Paris, day {i * 7 % 31}." for i in range(400))[:10_000]
@@ -96,7 +96,7 @@ for b in range(0, len(texts), step):
              "text": got["mention"][i, k].numpy().decode(), "score": float(got["score"][i, k])}
             for k in range(n)
         ]
-assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps", "apps") for m in sys.modules), "imported more than TF and TF-Text"
+assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps") for m in sys.modules), "imported more than TF and TF-Text"
 json.dump([out[i] for i in range(len(texts))], open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
 """
 
@@ -147,7 +147,7 @@ def test_jit_compiled_export_gives_what_predict_gives(tagger, sentences, tmp_pat
     """``export --jit-compile``: the model runs compiled by XLA on padded shapes
     (rows 1/2/4/8, widths in steps of 16), in a process without kerasbert; the
     same entities as the plain ``predict``, scores within 2e-4."""
-    from kerasbert.export import JIT_ROW_BUCKETS
+    from kerasbert.serving.rows import JIT_ROW_BUCKETS
 
     model_dir = tmp_path / "model"
     tagger.save(model_dir)
@@ -183,7 +183,7 @@ def test_op_list_is_core_tensorflow_plus_allowed_tf_text(exported):
 
 
 #: The text export's serving graph (this tagger: 1 layer, BiLSTM-CRF, windows of 16), in nodes
-#: (kerasbert.export.saved_model_node_count): what loading and the first call pay, and what the
+#: (kerasbert.serving.saved_model.saved_model_node_count): what loading and the first call pay, and what the
 #: executor runs per request. Raise it only for a reason, in the same commit.
 NER_SERVING_NODES = 2100
 
@@ -275,7 +275,7 @@ def test_ids_export_gives_the_models_tags(tagger, exported):
 def test_by_length_gives_each_row_what_one_call_gives(rows):
     """Length-sorted groups of 8 (or one direct call for up to 8 rows): each
     row's outputs as if the whole batch ran at once, in the input order."""
-    from kerasbert.export import by_length
+    from kerasbert.serving.rows import by_length
 
     rng = np.random.default_rng(rows)
     lengths = rng.integers(1, 12, rows)
@@ -327,7 +327,7 @@ def test_the_head_compiled_export_gives_what_predict_gives(tagger, sentences, ex
     runs the plain graph's head (tested with the plain export)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
-    from kerasbert.export import JIT_ROW_BUCKETS
+    from kerasbert.serving.rows import JIT_ROW_BUCKETS
 
     model_dir = tmp_path / "model"
     tagger.save(model_dir)

@@ -1,4 +1,4 @@
-"""``kerasbert ner select`` (apps/ner/select.py): the informativeness measures on lattices whose
+"""``kerasbert ner select`` (kerasbert_apps/ner/select.py): the informativeness measures on lattices whose
 answer is known, the streamed pool with its bounded candidate heap, the diversity step, seeded
 ties, the written tasks read back by the kit's readers, and the command end to end on tiny
 random models (that every head's analysis gives predict's entities and a probability is the
@@ -27,7 +27,7 @@ def tokenizer(minilm_dir):
 
 
 def _encoder(tokenizer):
-    from kerasbert.encoder import BertEncoder
+    from kerasbert.models.encoder import BertEncoder
 
     return BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
                        intermediate_dim=32, max_sequence_length=64)
@@ -40,7 +40,7 @@ def taggers(tokenizer):
     from kerasbert_apps.ner.heads.global_pointer.model import GlobalPointerNerModel
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert.crf import allowed_transitions
+    from kerasbert.layers.crf import allowed_transitions
 
     keras.utils.set_random_seed(5)
     allowed, allowed_start = (a.tolist() for a in allowed_transitions(TAGS, "BIO"))

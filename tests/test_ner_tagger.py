@@ -193,7 +193,7 @@ def test_unit_tags_and_perfect_score():
 
 def test_saved_tagger_loads_from_the_model_folder_or_the_run_folder(tokenizer, tmp_path, capsys):
     from kerasbert_apps.ner.heads.bio.model import NerModel
-    from kerasbert.encoder import BertEncoder
+    from kerasbert.models.encoder import BertEncoder
     from kerasbert.errors import KerasbertError
 
     encoder = BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
@@ -254,8 +254,8 @@ def small_tagger(request, tokenizer):
     """A small random NER model that predicts many entities (emission biases
     pushed towards entity tags), with the BIO-constrained CRF or without CRF."""
     from kerasbert_apps.ner.heads.bio.model import NerModel
-    from kerasbert.crf import allowed_transitions
-    from kerasbert.encoder import BertEncoder
+    from kerasbert.layers.crf import allowed_transitions
+    from kerasbert.models.encoder import BertEncoder
 
     keras.utils.set_random_seed(11)
     encoder = BertEncoder(vocabulary_size=len(tokenizer.vocab), num_layers=1, num_heads=2, hidden_dim=16,
@@ -374,11 +374,11 @@ def test_calibrate_cli_fits_a_bio_taggers_temperature_and_changes_no_entity(smal
 
 def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
     """kerasbert_apps.ner.decode.entity_log_probabilities (TensorFlow, inference) is the
-    twin of kerasbert.crf.crf_segment_log_probability (keras.ops)."""
+    twin of kerasbert.layers.crf.crf_segment_log_probability (keras.ops)."""
     import tensorflow as tf
 
     from kerasbert_apps.ner.decode import entity_log_probabilities
-    from kerasbert import crf
+    from kerasbert.layers import crf
 
     rng = np.random.default_rng(3)
     potentials = rng.normal(size=(3, 7, 5)).astype(np.float32) * 2

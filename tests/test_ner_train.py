@@ -23,7 +23,7 @@ from conftest import seen_precision
 from conftest import train_on_two_logical_cpus
 from conftest import train_on_two_workers
 from kerasbert.cli import main
-from kerasbert.fit import progress_verbosity
+from kerasbert.training.fit import progress_verbosity
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_no_traceback_in_a_real_process(tmp_path):
 
 
 def test_training_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):
-    from kerasbert.history import plot_history
+    from kerasbert.training.history import plot_history
 
     (tmp_path / "history.jsonl").write_text('{"epoch": 1, "loss": 2.0, "val_f1": 0.5}\n')
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):

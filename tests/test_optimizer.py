@@ -1,4 +1,4 @@
-"""GroupedAdamW (:mod:`kerasbert.optimizer`): the fused TensorFlow update
+"""GroupedAdamW (:mod:`kerasbert.training.optimizer`): the fused TensorFlow update
 gives Keras's AdamW update (the learning-rate groups are tested in
 ``test_layer_mix.py``)."""
 
@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbert.optimizer import make_optimizer
+from kerasbert.training.optimizer import make_optimizer
 
 SHAPES = {"embeddings": (300, 16), "kernel": (16, 32), "bias": (32,), "head/kernel": (32, 5)}
 

@@ -1,8 +1,8 @@
 """The wheel installs ``kerasbert`` and ``kerasbert_apps``, never a top-level ``apps``.
 
 Many user projects have a package named ``apps`` (every Django project): a
-wheel that installed one would shadow it, or be shadowed. The repository keeps
-its ``apps/`` folder; ``setup.py`` maps it to ``kerasbert_apps``.
+wheel that installed one would shadow it, or be shadowed. The source folders
+are named as the packages they install (``kerasbert/``, ``kerasbert_apps/``).
 """
 
 import os

@@ -12,24 +12,24 @@ import numpy as np
 import pytest
 
 from conftest import interrupt_then_resume
-from kerasbert.encoder import BertEncoder
+from kerasbert.models.encoder import BertEncoder
 from kerasbert.errors import KerasbertError
-from kerasbert.loader import inspect_checkpoint
-from kerasbert.loader import load_encoder
-from kerasbert.loader import load_masked_lm
-from kerasbert.loader import save_encoder
-from kerasbert.masked_lm import BertMaskedLM
-from kerasbert.pretraining import Masker
-from kerasbert.pretraining import jieba_segmenter
-from kerasbert.pretraining import mask_tokens
-from kerasbert.pretraining import max_predictions
-from kerasbert.pretraining import pretrain
-from kerasbert.pretraining import read_lines
-from kerasbert.pretraining import stream_sequences
-from kerasbert.pretraining import training_batches
-from kerasbert.pretraining import word_starts
-from kerasbert.settings import PretrainSettings
-from kerasbert.tokenizer import BertTokenizer
+from kerasbert.checkpoints.loader import inspect_checkpoint
+from kerasbert.checkpoints.loader import load_encoder
+from kerasbert.checkpoints.loader import load_masked_lm
+from kerasbert.checkpoints.loader import save_encoder
+from kerasbert.models.masked_lm import BertMaskedLM
+from kerasbert.training.pretraining import Masker
+from kerasbert.training.pretraining import jieba_segmenter
+from kerasbert.training.pretraining import mask_tokens
+from kerasbert.training.pretraining import max_predictions
+from kerasbert.training.pretraining import pretrain
+from kerasbert.training.pretraining import read_lines
+from kerasbert.training.pretraining import stream_sequences
+from kerasbert.training.pretraining import training_batches
+from kerasbert.training.pretraining import word_starts
+from kerasbert.training.settings import PretrainSettings
+from kerasbert.tokenizers.tokenizer import BertTokenizer
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "play", "un", "run", "jump", "big", "small", "red", "blue"]
@@ -286,7 +286,7 @@ def test_bad_settings_are_clear_errors(tmp_path, checkpoint):
 
 def test_settings_file_and_options_for_the_text_files(tmp_path):
     from kerasbert.cli import build_parser
-    from kerasbert.settings import settings_from_args
+    from kerasbert.training.settings import settings_from_args
 
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"text": ["a.txt", "b.txt.gz"], "steps_per_epoch": 7}))
@@ -314,7 +314,7 @@ def test_a_checkpoint_without_a_head_gets_a_new_one(tmp_path, capsys):
 
 def _pass_length(text, checkpoint, max_length, held_out):
     """Training sequences in one pass over ``text`` (after ``held_out``), counted here."""
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_tokenizer
 
     tokenizer = load_tokenizer(checkpoint, max_length=max_length)
     return sum(1 for _ in stream_sequences(read_lines([text]), tokenizer, max_length)) - held_out

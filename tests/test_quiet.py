@@ -1,11 +1,10 @@
-"""kerasbert.quiet: TensorFlow's C++ start-up lines are dropped, every other line is kept, in order.
+"""kerasbert.cli.quiet: TensorFlow's C++ start-up lines are dropped, every other line is kept, in order.
 (The CLI in a fresh process, quiet and with ``--verbose`` / ``KERASBERT_VERBOSE``: test_checkpoint.py's CLI tests.)"""
 
 import os
 
-from kerasbert import quiet
+from kerasbert.cli import quiet  # As TensorFlow 2.21 writes them (times and thread ids vary).
 
-# As TensorFlow 2.21 writes them (times and thread ids vary).
 STARTUP = [
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
     b"I0000 00:00:1795747403.603299    9459 port.cc:153] oneDNN custom operations are on. You may see slightly "

@@ -267,7 +267,7 @@ def test_a_run_backed_up_by_steps_and_interrupted_twice_resumes_where_it_was(tmp
     import keras
     import numpy as np
 
-    from kerasbert.callbacks import Backup
+    from kerasbert.training.callbacks import Backup
 
     x, y = np.random.default_rng(0).normal(size=(32, 4)), np.zeros((32, 1))
 

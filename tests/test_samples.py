@@ -1,5 +1,5 @@
-"""The sample corpora in apps/samples: read cleanly by the project's readers,
-counts as in apps/samples/README.md, dev/test not a copy of train.
+"""The sample corpora in kerasbert_apps/samples: read cleanly by the project's readers,
+counts as in kerasbert_apps/samples/README.md, dev/test not a copy of train.
 
 Fast: no model, no TensorFlow; only the readers.
 """
@@ -14,7 +14,7 @@ import pytest
 from kerasbert_apps.ner.readers import read_ner_file
 from kerasbert_apps.triples.data import read_triples_file
 
-SAMPLES = Path(__file__).resolve().parents[1] / "apps" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "kerasbert_apps" / "samples"
 README = SAMPLES / "README.md"
 NER_SPLITS = ("train", "dev", "test")
 TRIPLE_SPLITS = ("train", "dev")

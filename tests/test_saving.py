@@ -1,4 +1,4 @@
-"""kerasbert.saving: a pipeline folder written from a training model, saved again after each better epoch."""
+"""kerasbert.checkpoints.saving: a pipeline folder written from a training model, saved again after each better epoch."""
 
 import numpy as np
 
@@ -8,9 +8,9 @@ from conftest import require_shared
 def test_saving_again_builds_no_second_model_and_writes_the_new_weights(tmp_path, monkeypatch):
     """The uncompiled model a save fills is built once per model (a training run saves after every
     better epoch); each save still writes the weights the model has then."""
-    from kerasbert import saving
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints import saving
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags

@@ -23,8 +23,8 @@ def tagger(tmp_path_factory):
     shaken so that it predicts entities, and the input file."""
     import numpy as np
 
-    from kerasbert.loader import load_encoder
-    from kerasbert.loader import load_tokenizer
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags
@@ -70,7 +70,7 @@ def entries(cache):
 
 def no_model_built(monkeypatch):
     """Building the Keras model or tracing the serving function fails the test."""
-    from kerasbert import saving
+    from kerasbert.checkpoints import saving
     from kerasbert_apps.base.pipeline import Pipeline
 
     def refused(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""Run settings declared once (kerasbert.settings): files, CLI options, the auto rule."""
+"""Run settings declared once (kerasbert.training.settings): files, CLI options, the auto rule."""
 
 import argparse
 import dataclasses
@@ -12,11 +12,11 @@ from kerasbert_apps.ner.train import NerTrainSettings
 from kerasbert_apps.triples.train import TriplesTrainSettings
 from conftest import REPO_ROOT
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import AUTO_HEAD_LEARNING_RATE
-from kerasbert.settings import add_settings_options
-from kerasbert.settings import help_text
-from kerasbert.settings import load_settings
-from kerasbert.settings import settings_from_args
+from kerasbert.training.settings import AUTO_HEAD_LEARNING_RATE
+from kerasbert.training.settings import add_settings_options
+from kerasbert.training.settings import help_text
+from kerasbert.training.settings import load_settings
+from kerasbert.training.settings import settings_from_args
 
 
 def parse(cls, argv):
@@ -103,7 +103,7 @@ def test_auto_steps_are_continuous_for_every_head(task):
     one step per epoch, and grow without a jump (the old rule halved them where the batch went
     from 8 to 16)."""
     from kerasbert_apps.base import heads
-    from kerasbert import settings as rule
+    from kerasbert.training import settings as rule
 
     cls = {"ner": NerTrainSettings, "triples": TriplesTrainSettings}[task]
     for head in heads.heads(task):

@@ -7,9 +7,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import kerasbert
-from kerasbert.batching import padded_length
-from kerasbert.tokenizer import BertTokenizer
-from kerasbert.tokenizer import guess_lowercase
+from kerasbert.training.batching import padded_length
+from kerasbert.tokenizers.tokenizer import BertTokenizer
+from kerasbert.tokenizers.tokenizer import guess_lowercase
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from kerasbert_apps.triples.heads.casrel.decode import spans
 from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from kerasbert_apps.triples.heads.casrel.pipeline import pointer_thresholds
 from kerasbert.errors import KerasbertError
-from kerasbert.tokenizer import BertTokenizer
+from kerasbert.tokenizers.tokenizer import BertTokenizer
 
 # -------------------------------------------------------------------- spans
 

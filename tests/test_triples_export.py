@@ -22,13 +22,13 @@ from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from kerasbert_apps.triples.heads.casrel.model import TripleModel
 from conftest import require_shared
 from kerasbert.cli import main as cli_main
-from kerasbert.encoder import BertEncoder
-from kerasbert.export import read_warmup
-from kerasbert.export import saved_model_node_count
-from kerasbert.export import unpad
-from kerasbert.graph_tokenizer import disallowed_ops
-from kerasbert.graph_tokenizer import list_ops
-from kerasbert.graph_tokenizer import non_core_ops
+from kerasbert.models.encoder import BertEncoder
+from kerasbert.serving.saved_model import read_warmup
+from kerasbert.serving.saved_model import saved_model_node_count
+from kerasbert.serving.rows import unpad
+from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
+from kerasbert.tokenizers.graph_tokenizer import list_ops
+from kerasbert.tokenizers.graph_tokenizer import non_core_ops
 
 LONG_TEXT = " ".join(f"Peter{i} met Acme in Paris, day {i * 7 % 31}." for i in range(400))[:10_000]
 EDGE_CASES = ["", "   \t\n ", "😀🎉🚀", LONG_TEXT, "李白出生于碎叶城"]
@@ -83,7 +83,7 @@ for b in range(0, len(texts), 64):
              "score": float(got["score"][i, k])}
             for k in range(int(got["count"][i]))
         ])
-assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps", "apps") for m in sys.modules), "imported kerasbert"
+assert not any(m.split(".")[0] in ("kerasbert", "kerasbert_apps") for m in sys.modules), "imported kerasbert"
 json.dump(out, open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
 """
 
@@ -139,7 +139,7 @@ def test_jit_compiled_export_gives_what_predict_gives(extractor, sentences, tmp_
 
 
 #: The text export's serving graph (this extractor: 1 layer, CasRel, windows of 16), in nodes
-#: (kerasbert.export.saved_model_node_count). Raise it only for a reason, in the same commit.
+#: (kerasbert.serving.saved_model.saved_model_node_count). Raise it only for a reason, in the same commit.
 TRIPLES_SERVING_NODES = 1900
 
 

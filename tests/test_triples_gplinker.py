@@ -26,8 +26,8 @@ from conftest import require_shared
 from conftest import webnlg_slice
 from kerasbert.cli import main
 from kerasbert.errors import KerasbertError
-from kerasbert.global_pointer import multilabel_categorical_crossentropy
-from kerasbert.tokenizer import BertTokenizer
+from kerasbert.layers.global_pointer import multilabel_categorical_crossentropy
+from kerasbert.tokenizers.tokenizer import BertTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jack", "makes", "a", "dull", "boy", "all", "work",
          "and", "no", "play", "##s", ",", "."]

@@ -11,7 +11,7 @@ from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
 from conftest import require_shared
 from conftest import webnlg_slice
 from kerasbert.cli import main
-from kerasbert.loader import load_encoder
+from kerasbert.checkpoints.loader import load_encoder
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def test_pages_show_the_steps_the_generator_runs():
 
 
 def test_tutorial_data_is_the_generators(tmp_path):
-    """docs/tutorials/data/ holds what ``write_data`` writes (from apps/samples), no more."""
+    """docs/tutorials/data/ holds what ``write_data`` writes (from kerasbert_apps/samples), no more."""
     gen = _gen()
     written = gen.write_data(tmp_path)
     committed = {p.relative_to(gen.DATA).as_posix() for p in gen.DATA.rglob("*") if p.is_file()}

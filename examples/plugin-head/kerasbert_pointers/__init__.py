@@ -10,7 +10,7 @@ imported on first use.
 import dataclasses
 
 from kerasbert.errors import KerasbertError
-from kerasbert.settings import setting
+from kerasbert.training.settings import setting
 from kerasbert_apps.base.heads import Head
 from kerasbert_apps.base.heads import register
 
