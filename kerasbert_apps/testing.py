@@ -489,9 +489,9 @@ class HeadContract:
         the pipeline of its precision predicts, long texts decoded across
         windows, with core ops plus the allowed TF-Text op only, served by a
         process that imports only TensorFlow and TF-Text."""
-        from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
-        from kerasbert.tokenizers.graph_tokenizer import list_ops
-        from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+        from kerasbert.serving.op_check import disallowed_ops
+        from kerasbert.serving.op_check import list_ops
+        from kerasbert.serving.op_check import non_core_ops
 
         for task, got in fresh.items():
             assert got.imported_before == [], got.imported_before[:10]  # only TensorFlow and TF-Text served
@@ -513,8 +513,8 @@ class HeadContract:
         import tensorflow as tf
 
         from kerasbert.errors import KerasbertError
-        from kerasbert.tokenizers.graph_tokenizer import list_ops
-        from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+        from kerasbert.serving.op_check import list_ops
+        from kerasbert.serving.op_check import non_core_ops
 
         pipeline = trained.pipeline
         path = pipeline.export(tmp_path / "ids", input="ids")

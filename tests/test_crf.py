@@ -645,22 +645,25 @@ def test_keras_save_load_round_trip(tmp_path, ref):
 
 
 def test_module_uses_keras_ops_only():
-    """Imports only keras and numpy; numpy only in the non-traced config helpers."""
-    tree = ast.parse(Path(crf.__file__).read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            imported.add(node.module.split(".")[0])
-    assert imported == {"keras", "numpy"}
-    numpy_users = {
-        function.name
-        for function in tree.body
-        if isinstance(function, ast.FunctionDef)
-        for node in ast.walk(function)
-        if isinstance(node, ast.Name) and node.id == "np"
-    }
+    """The CRF package imports only keras, numpy and its own modules; numpy
+    only in the non-traced config helpers."""
+    imported, numpy_users = set(), set()
+    for path in sorted(Path(crf.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                imported.add(node.module if node.module.startswith("kerasbert.") else node.module.split(".")[0])
+        numpy_users |= {
+            function.name
+            for function in tree.body
+            if isinstance(function, ast.FunctionDef)
+            for node in ast.walk(function)
+            if isinstance(node, ast.Name) and node.id == "np"
+        }
+    assert imported == {"keras", "numpy", "kerasbert.layers.crf.layer", "kerasbert.layers.crf.sequence",
+                        "kerasbert.layers.crf.probabilities"}
     assert numpy_users == {"allowed_transitions", "_bool_list"}
 
 

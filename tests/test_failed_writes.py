@@ -162,7 +162,7 @@ def test_outputs_that_cannot_be_written(setup, tmp_path):
 def test_a_failed_backup_keeps_the_last_good_one(setup, tmp_path, monkeypatch):
     import keras
 
-    from kerasbert.files.atomic import atomic as files
+    from kerasbert.files import atomic as files
     from kerasbert.training.callbacks import Backup
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
@@ -209,7 +209,7 @@ class _Writer:
 
 
 def test_a_failed_history_line_or_best_model_keeps_what_was_there(tmp_path, monkeypatch):
-    from kerasbert.files.atomic import atomic as files
+    from kerasbert.files import atomic as files
     from kerasbert.files.atomic import atomic_append_text
     from kerasbert.files.atomic import atomic_write_dir
 

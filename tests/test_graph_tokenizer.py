@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from kerasbert.tokenizers.graph_tokenizer import ALLOWED_TF_TEXT_OPS
+from kerasbert.serving.op_check import ALLOWED_TF_TEXT_OPS
 from kerasbert.tokenizers.graph_tokenizer import GraphTokenizer
-from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
-from kerasbert.tokenizers.graph_tokenizer import list_ops
-from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+from kerasbert.serving.op_check import disallowed_ops
+from kerasbert.serving.op_check import list_ops
+from kerasbert.serving.op_check import non_core_ops
 from kerasbert.tokenizers.tokenizer import BertTokenizer
 
 SIGNATURE = [tf.TensorSpec([None], tf.string)]
@@ -342,7 +342,7 @@ def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp
     """The tables read off ``tokenizers`` (seconds per process) are cached in
     KERASBERT_CACHE, per tokenizers and Unicode version; what is read back
     equals what is built, and a damaged file is rebuilt."""
-    import kerasbert.tokenizers.graph_tokenizer as gt
+    import kerasbert.tokenizers.unicode_tables as gt
 
     builders = (gt._cjk_arrays, gt._class_arrays, gt._combining_arrays, gt._stage_arrays)
     monkeypatch.setenv("KERASBERT_CACHE", str(tmp_path))
@@ -350,8 +350,8 @@ def test_unicode_tables_are_cached_on_disk_and_equal_fresh_ones(monkeypatch, tmp
         cached.cache_clear()
     try:
         assert str(gt.cache_folder()).startswith(str(tmp_path)) and unicodedata.unidata_version in str(gt.cache_folder())
-        gt._stage_tables(True, True)
-        gt._cjk_table()
+        gt.stage_tables(True, True)
+        gt.cjk_table()
         files = sorted(p.name for p in gt.cache_folder().iterdir())
         assert files == ["cjk_arrays.npz", "stage_arrays-True-True.npz"]
         (gt.cache_folder() / "cjk_arrays.npz").write_bytes(b"not an npz")
@@ -390,7 +390,7 @@ def test_a_damaged_cache_entry_is_rebuilt_and_rewritten_with_one_note(monkeypatc
     written back whole, with one line on standard error (a truncated or empty
     .npz used to make every predict fail with zipfile.BadZipFile until the
     cache was deleted by hand)."""
-    import kerasbert.tokenizers.graph_tokenizer as gt
+    import kerasbert.tokenizers.unicode_tables as gt
 
     def table(n):
         return {"bounds": np.arange(n, dtype=np.int32), "values": np.arange(n, dtype=np.int32) * 7}
@@ -415,7 +415,7 @@ def test_core_ops_are_cached_on_disk_per_tensorflow_install(monkeypatch, tmp_pat
     """The op list of plain TensorFlow (a fresh Python, seconds) is read once
     per TensorFlow install and then from KERASBERT_CACHE; a damaged file is
     read afresh, and a cache that cannot be written is skipped."""
-    import kerasbert.tokenizers.graph_tokenizer as gt
+    import kerasbert.serving.op_check as gt
 
     calls = []
 

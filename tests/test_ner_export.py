@@ -38,9 +38,9 @@ from kerasbert.serving.requests import rest_body
 from kerasbert.serving.saved_model import saved_model_node_count
 from kerasbert.serving.rows import unpad
 from kerasbert.serving.saved_model import write_version
-from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
-from kerasbert.tokenizers.graph_tokenizer import list_ops
-from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+from kerasbert.serving.op_check import disallowed_ops
+from kerasbert.serving.op_check import list_ops
+from kerasbert.serving.op_check import non_core_ops
 from conftest import require_shared
 
 LONG_TEXT = " ".join(f"Peter{i} met Acme in Paris, day {i * 7 % 31}." for i in range(400))[:10_000]

@@ -26,9 +26,9 @@ from kerasbert.models.encoder import BertEncoder
 from kerasbert.serving.saved_model import read_warmup
 from kerasbert.serving.saved_model import saved_model_node_count
 from kerasbert.serving.rows import unpad
-from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
-from kerasbert.tokenizers.graph_tokenizer import list_ops
-from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+from kerasbert.serving.op_check import disallowed_ops
+from kerasbert.serving.op_check import list_ops
+from kerasbert.serving.op_check import non_core_ops
 
 LONG_TEXT = " ".join(f"Peter{i} met Acme in Paris, day {i * 7 % 31}." for i in range(400))[:10_000]
 EDGE_CASES = ["", "   \t\n ", "😀🎉🚀", LONG_TEXT, "李白出生于碎叶城"]

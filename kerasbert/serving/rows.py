@@ -90,17 +90,6 @@ def jit_warmup_texts(tokenizer, max_length, row_buckets=JIT_ROW_BUCKETS, width_s
     return requests
 
 
-def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
-    """``(input_signature, warmup input dicts)`` for a ``text`` or ``ids`` export."""
-    import tensorflow as tf
-
-    if input_mode == "ids":
-        ids = tokenizer(warmup_texts, max_length=max_length)
-        spec = tf.TensorSpec([None, None], tf.int32)
-        return [spec, spec, spec], [{k: v[i : i + 1] for k, v in ids.inputs.items()} for i in range(len(warmup_texts))]
-    return [tf.TensorSpec([None], tf.string, name="text")], [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
-
-
 def by_length(fn, inputs, rows_per_call=8, one_group_fn=None):
     """Call ``fn`` on rows of similar length: inside a serving graph, the rows
     of ``inputs`` (a dict of ``[rows, len]`` tensors with a ``padding_mask``)

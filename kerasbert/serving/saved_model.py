@@ -19,7 +19,7 @@ function itself: :meth:`kerasbert_apps.base.pipeline.Pipeline.export`):
   and TensorFlow versions that wrote it) and ``assets.extra/vocab.txt``, so a
   client of an ``ids`` export can tokenize on its side.
 * **ops** -- the text signature may use core TensorFlow ops and the TF-Text
-  ops TF Serving links (:data:`kerasbert.tokenizers.graph_tokenizer.ALLOWED_TF_TEXT_OPS`);
+  ops TF Serving links (:data:`kerasbert.serving.op_check.ALLOWED_TF_TEXT_OPS`);
   :func:`check_ops` refuses anything else before the version is published.
 
 Exports need the TensorFlow backend (the SavedModel is a TensorFlow graph).
@@ -87,6 +87,17 @@ def write_version(base, version, write):
 
 
 # ------------------------------------------------------------------ warmup
+def signature_and_warmup(tokenizer, max_length, input_mode, warmup_texts):
+    """``(input_signature, warmup input dicts)`` for a ``text`` or ``ids`` export."""
+    import tensorflow as tf
+
+    if input_mode == "ids":
+        ids = tokenizer(warmup_texts, max_length=max_length)
+        spec = tf.TensorSpec([None, None], tf.int32)
+        return [spec, spec, spec], [{k: v[i : i + 1] for k, v in ids.inputs.items()} for i in range(len(warmup_texts))]
+    return [tf.TensorSpec([None], tf.string, name="text")], [{"text": [t]} for t in warmup_texts] + [{"text": warmup_texts}]
+
+
 def write_warmup(directory, inputs_list, model_name="model", signature_name=SIGNATURE):
     """Write ``assets.extra/tf_serving_warmup_requests`` in a SavedModel folder:
     one ``PredictionLog`` record per dict of inputs. Returns the file path."""
@@ -122,9 +133,9 @@ def check_ops(directory, input_mode):
     """Refuse a SavedModel with ops TF Serving may not have: for ``text``
     exports, anything but core TensorFlow and the allowed TF-Text ops; for
     ``ids`` exports, anything but core TensorFlow. Returns the op list."""
-    from kerasbert.tokenizers.graph_tokenizer import disallowed_ops
-    from kerasbert.tokenizers.graph_tokenizer import list_ops
-    from kerasbert.tokenizers.graph_tokenizer import non_core_ops
+    from kerasbert.serving.op_check import disallowed_ops
+    from kerasbert.serving.op_check import list_ops
+    from kerasbert.serving.op_check import non_core_ops
 
     ops = list_ops(directory)
     bad = disallowed_ops(ops) if input_mode == "text" else non_core_ops(ops)
