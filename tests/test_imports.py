@@ -193,6 +193,42 @@ def test_no_import_cycle_in_kerasbert_or_its_apps():
         describe_cycle(cycle, graph, modules) for cycle in cycles)
 
 
+def room_of(module, modules):
+    """The room of ``module``: the subpackage it lives in below the top-level
+    package (``kerasbert.training.fit`` -> ``kerasbert.training``); a module at
+    the top (``kerasbert.errors``, the package's own ``__init__``) is a room of
+    its own."""
+    parts = module.split(".")
+    if len(parts) >= 3 or (len(parts) == 2 and modules[module][1]):
+        return ".".join(parts[:2])
+    return module
+
+
+def room_graph(graph, modules):
+    """``{room: {room it imports: "module -> module" of the first such import}}``."""
+    rooms = {}
+    for here, edges in graph.items():
+        for there in edges:
+            a, b = room_of(here, modules), room_of(there, modules)
+            if a != b:
+                rooms.setdefault(a, {}).setdefault(b, f"{here} -> {there}")
+    return rooms
+
+
+def test_no_circle_between_rooms():
+    """The rooms (``kerasbert.checkpoints``, ``kerasbert.models``, ...,
+    ``kerasbert_apps.ner``) stand in layers: no room imports, through any of
+    its modules, a room that imports it back. A module circle is a room
+    circle too, but a room circle can hold no module circle (the tokenizer
+    reading a vocabulary from the checkpoints room, which loads tokenizers)."""
+    modules = package_modules(PACKAGES)
+    rooms = room_graph(import_graph(modules), modules)
+    assert {"kerasbert.checkpoints", "kerasbert.tokenizers", "kerasbert_apps.ner"} <= set(rooms)
+    cycles = import_cycles(rooms)
+    assert not cycles, "rooms that import each other: " + "; ".join(
+        " -> ".join(cycle) + " (" + ", ".join(rooms[a][b] for a, b in zip(cycle, cycle[1:])) + ")" for cycle in cycles)
+
+
 def _write_package(root, files):
     for relative, text in files.items():
         path = root / relative

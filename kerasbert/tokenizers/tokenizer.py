@@ -30,8 +30,8 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers import processors
 
-from kerasbert.checkpoints.checkpoint import read_vocab
 from kerasbert.errors import KerasbertError
+from kerasbert.tokenizers.vocab import read_vocab
 
 logger = logging.getLogger("kerasbert")
 
