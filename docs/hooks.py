@@ -18,6 +18,9 @@
 * ``<!-- kerasbert:settings NAME -->`` (API reference): the fields of a settings dataclass
   (``ner`` or ``triples``: ``NerTrainSettings``, ``TriplesTrainSettings``) with their defaults and
   help;
+* ``<!-- kerasbert:rooms -->`` (Architecture page): the rooms of ``kerasbert/`` and
+  ``kerasbert_apps/`` and the imports between them, drawn and tabled from the code's own imports
+  (``docs/gen_rooms.py``, the reading ``tests/test_imports.py`` holds to no circle);
 * the notebooks (``notebooks/*.ipynb``, outside ``docs/``) added to the site, where
   mkdocs-jupyter renders them with their committed outputs;
 * ``--8<-- "FILE:SECTION"`` (the Contributing and Changelog pages): the part of the repository's
@@ -50,6 +53,8 @@ SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
 PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
 AUTO_MARK = "<!-- kerasbert:auto-rule -->"
 TARGETS_MARK = "<!-- kerasbert:targets -->"
+ROOMS_MARK = "<!-- kerasbert:rooms -->"
+ROOMS_PNG = "assets/rooms.png"
 AUTO_SIZES = (100, 400, 800, 1000, 2000, 5019, 14041)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([\w.]+)</code>")
 SETTINGS_MARK = re.compile(r"<!-- kerasbert:settings (ner|triples) -->")
@@ -83,6 +88,7 @@ def on_files(files, config):
     for path in sorted(set(gen.figures(records))):
         if files.get_file_from_path(path) is None:
             files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    files.append(File.generated(config, ROOMS_PNG, content=_module("gen_rooms").rooms_png()))
     _PLOTS.clear()
     _PLOTS.update(gen.plots(records))
     for name, (png, _) in _PLOTS.items():
@@ -223,6 +229,9 @@ def on_page_markdown(markdown, page, config, files):
     markdown = PLOT_MARK.sub(lambda m: _plot(m, page), markdown)
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
+    if ROOMS_MARK in markdown:
+        prefix = "../" * page.file.src_uri.count("/")
+        markdown = markdown.replace(ROOMS_MARK, _module("gen_rooms").rooms_markdown(prefix + ROOMS_PNG))
     return markdown
 
 

@@ -35,152 +35,25 @@ import pytest
 from conftest import REPO_ROOT
 from conftest import require_shared
 
-#: Top-level package name -> its folder in the repository.
-PACKAGES = {"kerasbert": REPO_ROOT / "kerasbert", "kerasbert_apps": REPO_ROOT / "kerasbert_apps"}
+
+def _gen_rooms():
+    """``docs/gen_rooms.py``: the import reader the architecture page draws with."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kerasbert_docs_gen_rooms", REPO_ROOT / "docs" / "gen_rooms.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def package_modules(packages):
-    """``{module name: (path, is_package)}`` for every ``.py`` file under
-    the folders of ``packages`` (``{top-level name: folder}``)."""
-    modules = {}
-    for top, root in packages.items():
-        for path in sorted(Path(root).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            if "__pycache__" in parts or any(not p.isidentifier() for p in parts):
-                continue
-            is_package = parts[-1] == "__init__"
-            name = ".".join((top,) + (parts[:-1] if is_package else parts))
-            modules[name] = (path, is_package)
-    return modules
-
-
-def _is_type_checking(test):
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def module_level_imports(tree, functions=False):
-    """The ``Import`` and ``ImportFrom`` nodes that run when the module is
-    imported (see the module docstring); with ``functions``, those inside
-    function bodies too (every import but ``if TYPE_CHECKING:``)."""
-    found = []
-
-    def visit(nodes):
-        for node in nodes:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.append(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not functions:
-                continue
-            elif isinstance(node, ast.If) and _is_type_checking(node.test):
-                visit(node.orelse)
-            else:
-                visit(ast.iter_child_nodes(node))
-
-    visit(tree.body)
-    return found
-
-
-def import_graph(modules, functions=True):
-    """``{module: {imported module: line}}`` over ``modules`` (as from
-    :func:`package_modules`): only edges between modules of the set; the
-    imports inside functions included unless ``functions`` is false."""
-    graph = {}
-    for name, (path, is_package) in modules.items():
-        edges = graph.setdefault(name, {})
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in module_level_imports(tree, functions=functions):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                if node.level:
-                    package = name.split(".") if is_package else name.split(".")[:-1]
-                    package = package[: len(package) - (node.level - 1)]
-                    base = ".".join(package + ([node.module] if node.module else []))
-                else:
-                    base = node.module
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
-            for target in targets:
-                while target and target not in modules:  # import a.b.c.name -> the module a.b.c
-                    target = target.rpartition(".")[0]
-                if target and target != name:
-                    edges.setdefault(target, node.lineno)
-                elif target == name:
-                    edges.setdefault(name, node.lineno)  # a module importing itself: a cycle of one
-    return graph
-
-
-def import_cycles(graph):
-    """One cycle (a list of modules, the first repeated at the end) for each
-    strongly connected component of ``graph`` that has one; [] when none."""
-    index, low, stack, on_stack, components = {}, {}, [], set(), []
-
-    def connect(start):  # Tarjan's algorithm, iteratively (no recursion limit)
-        work = [(start, iter(sorted(graph.get(start, {}))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, {})))))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    components.append(set(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            connect(node)
-    cycles = []
-    for component in components:
-        first = min(component)
-        if len(component) == 1 and first not in graph.get(first, {}):
-            continue
-        # The shortest way back to `first` inside the component (breadth first).
-        paths, seen, frontier = {first: [first]}, {first}, [first]
-        cycle = None
-        while frontier and cycle is None:
-            following = []
-            for node in frontier:
-                for child in sorted(graph.get(node, {})):
-                    if child == first:
-                        cycle = paths[node] + [first]
-                        break
-                    if child in component and child not in seen:
-                        seen.add(child)
-                        paths[child] = paths[node] + [child]
-                        following.append(child)
-                if cycle:
-                    break
-            frontier = following
-        cycles.append(cycle)
-    return sorted(cycles)
-
-
-def describe_cycle(cycle, graph, modules):
-    """``a -> b -> a`` with the file and line of each import."""
-    steps = []
-    for here, there in zip(cycle, cycle[1:]):
-        path = modules[here][0].relative_to(REPO_ROOT) if modules[here][0].is_relative_to(REPO_ROOT) else modules[here][0]
-        steps.append(f"{here} -> {there} ({path}, line {graph[here][there]})")
-    return "; ".join(steps)
+_rooms = _gen_rooms()
+PACKAGES = _rooms.PACKAGES
+package_modules = _rooms.package_modules
+module_level_imports = _rooms.module_level_imports
+import_graph = _rooms.import_graph
+import_cycles = _rooms.import_cycles
+describe_cycle = _rooms.describe_cycle
+room_graph = _rooms.room_graph
 
 
 def test_no_import_cycle_in_kerasbert_or_its_apps():
@@ -191,28 +64,6 @@ def test_no_import_cycle_in_kerasbert_or_its_apps():
     cycles = import_cycles(graph)
     assert not cycles, f"{len(cycles)} import cycle(s):\n" + "\n".join(
         describe_cycle(cycle, graph, modules) for cycle in cycles)
-
-
-def room_of(module, modules):
-    """The room of ``module``: the subpackage it lives in below the top-level
-    package (``kerasbert.training.fit`` -> ``kerasbert.training``); a module at
-    the top (``kerasbert.errors``, the package's own ``__init__``) is a room of
-    its own."""
-    parts = module.split(".")
-    if len(parts) >= 3 or (len(parts) == 2 and modules[module][1]):
-        return ".".join(parts[:2])
-    return module
-
-
-def room_graph(graph, modules):
-    """``{room: {room it imports: "module -> module" of the first such import}}``."""
-    rooms = {}
-    for here, edges in graph.items():
-        for there in edges:
-            a, b = room_of(here, modules), room_of(there, modules)
-            if a != b:
-                rooms.setdefault(a, {}).setdefault(b, f"{here} -> {there}")
-    return rooms
 
 
 def test_no_circle_between_rooms():
