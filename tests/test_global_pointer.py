@@ -1,4 +1,5 @@
-"""kerasbert.layers.global_pointer: the Efficient GlobalPointer layer and its loss."""
+"""kerasbert.layers.global_pointer: the Efficient GlobalPointer layer and its loss. The layer's
+config round trip, saving, dtype policies and JAX rebuild: the layer harness (tests/test_layers.py)."""
 
 import keras
 import numpy as np
@@ -125,14 +126,6 @@ def test_gradient_pushes_positives_up():
     assert grad[0, 2] < 0 and (np.delete(grad.ravel(), 2) > 0).all()
 
 
-def test_config_round_trip(layer):
-    config = layer.get_config()
-    assert {k: config[k] for k in ("heads", "head_size", "rope", "use_bias", "tril_mask")} == {
-        "heads": 3, "head_size": 8, "rope": True, "use_bias": True, "tril_mask": True}
-    clone = EfficientGlobalPointer.from_config(config)
-    clone.build((None, None, 12))
-    clone.set_weights(layer.get_weights())
-    x = np.random.default_rng(5).normal(size=(1, 4, 12)).astype("float32")
-    np.testing.assert_allclose(np.asarray(clone(x)), np.asarray(layer(x)), atol=1e-6)
+def test_head_size_must_be_even():
     with pytest.raises(ValueError, match="even"):
         EfficientGlobalPointer(2, head_size=7)

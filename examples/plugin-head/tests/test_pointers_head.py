@@ -1,7 +1,9 @@
-"""The pointers head: the kit's head contract for it (kerasbert_apps.testing), and its decoding rule."""
+"""The pointers head: the kit's head contract for it (kerasbert_apps.testing), the kit's layer
+harness for its layer (kerasbert.testing), and its decoding rule."""
 
 import numpy as np
 
+from kerasbert.testing import run_layer_test
 from kerasbert_apps.testing import HeadContract
 
 
@@ -27,3 +29,14 @@ def test_an_entity_runs_from_a_start_to_the_nearest_end_of_its_type():
     assert found == expected and len(expected) > 5
     for b, i, j, t in expected:
         assert logits[b, i, j, t] == min(start[b, i, t], end[b, j, t])
+
+
+def test_span_logits_layer_keeps_the_kit_layer_checks():
+    """SpanLogits through the kit's layer harness: config, a .keras file, dtype policies (its
+    logits are float32 under every policy, as documented), JAX."""
+    from kerasbert_pointers.model import SpanLogits
+
+    rng = np.random.default_rng(1)
+    start, end = rng.normal(0, 1, (2, 2, 6, 3)).astype("float32")
+    mask = (np.arange(6)[None] < np.array([[6], [4]])).astype("int32")
+    run_layer_test(SpanLogits, {}, {"start": start, "end": end, "padding_mask": mask}, output_dtype="float32")
