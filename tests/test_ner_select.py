@@ -1,5 +1,6 @@
-"""``kerasbert ner select`` (kerasbert_apps/ner/select.py): the informativeness measures on lattices whose
-answer is known, the streamed pool with its bounded candidate heap, the diversity step, seeded
+"""``kerasbert ner select`` (kerasbert_apps/ner/select.py): the heads' informativeness measures (in their
+folders, kerasbert_apps/ner/heads/<name>/selection.py) on lattices whose answer is known, each head's
+measure declared by its registration, the streamed pool with its bounded candidate heap, the diversity step, seeded
 ties, the written tasks read back by the kit's readers, and the command end to end on tiny
 random models (that every head's analysis gives predict's entities and a probability is the
 head contract's check, kerasbert_apps.testing)."""
@@ -14,6 +15,10 @@ import pytest
 
 import kerasbert
 from kerasbert_apps.ner import select as sel
+from kerasbert_apps.ner.heads.biaffine.selection import span_class_log_best
+from kerasbert_apps.ner.heads.bio.selection import crf_log_best
+from kerasbert_apps.ner.heads.bio.selection import softmax_log_best
+from kerasbert_apps.ner.heads.global_pointer.selection import span_log_best
 from kerasbert_apps.ner.tags import bio_tags
 
 TAGS = bio_tags(["LOC", "PER"])
@@ -84,25 +89,25 @@ def test_crf_least_confidence_is_the_viterbi_paths_probability():
         want.append(log_p)
         paths[r, :n] = best
     potentials[1, 3:] = 99.0  # padding: must not count
-    got = sel.crf_log_best(potentials, lengths, paths, transitions, start)
+    got = crf_log_best(potentials, lengths, paths, transitions, start)
     np.testing.assert_allclose(got, want, atol=1e-9)
     # a flat lattice: every labelling equally likely, P(best) = tags^-length
-    flat = sel.crf_log_best(np.zeros((1, 4, 3)), [4], np.zeros((1, 4), int), np.zeros((3, 3)))
+    flat = crf_log_best(np.zeros((1, 4, 3)), [4], np.zeros((1, 4), int), np.zeros((3, 3)))
     np.testing.assert_allclose(flat, [-4 * np.log(3)])
 
 
 def test_softmax_span_and_entropy_measures_on_known_values():
     p = np.log([[[0.9, 0.1], [0.6, 0.4], [0.5, 0.5]]])
-    np.testing.assert_allclose(np.exp(sel.softmax_log_best(p, [2])), [0.9 * 0.6])  # third token is padding
+    np.testing.assert_allclose(np.exp(softmax_log_best(p, [2])), [0.9 * 0.6])  # third token is padding
     # GlobalPointer: logit 0 is p = 1/2 for each of the n(n+1)/2 spans x types of the n text tokens
     logits = np.zeros((2, 6, 8, 3))
-    got = sel.span_log_best(logits, [6, 3])
+    got = span_log_best(logits, [6, 3])
     np.testing.assert_allclose(got, [-10 * 3 * np.log(2), -1 * 3 * np.log(2)])
     sure = np.full((1, 6, 8, 3), -30.0)
     sure[0, 1, 2, 0] = 30.0
-    assert sel.span_log_best(sure, [6])[0] > -1e-9  # confident yes and no: P(best) = 1
-    hotter = sel.span_log_best(np.full((1, 6, 8, 3), 2.0), [6], temperature=4.0)
-    assert hotter[0] < sel.span_log_best(np.full((1, 6, 8, 3), 2.0), [6])[0]
+    assert span_log_best(sure, [6])[0] > -1e-9  # confident yes and no: P(best) = 1
+    hotter = span_log_best(np.full((1, 6, 8, 3), 2.0), [6], temperature=4.0)
+    assert hotter[0] < span_log_best(np.full((1, 6, 8, 3), 2.0), [6])[0]
     assert sel.entity_entropy([]) == 0.0
     assert sel.entity_entropy([0.5]) == pytest.approx(np.log(2))
     assert sel.entity_entropy([0.5, 0.5]) > sel.entity_entropy([0.5, 0.99]) > sel.entity_entropy([0.99]) > 0
@@ -122,25 +127,24 @@ def test_span_class_measure_on_known_values():
     logits[0, 1, 1] = [2.0, 0.0, 0.0]  # the span (1, 1): one class likely
     logits[0, 1, 2] = [0.0, 0.0, 5.0]  # (1, 2): "no entity" likely
     logits[0, 0, 0] = [9.0, 0.0, 0.0]  # [CLS]: not a span of the text
-    got = sel.span_class_log_best(logits, np.array([4]))  # text tokens 1..2: spans (1,1), (1,2), (2,2)
+    got = span_class_log_best(logits, np.array([4]))  # text tokens 1..2: spans (1,1), (1,2), (2,2)
     p = lambda z: np.exp(max(z)) / np.exp(z).sum()  # noqa: E731
     want = np.log(p([2.0, 0, 0])) + np.log(p([0, 0, 5.0])) + np.log(1 / 3)
     assert got[0] == pytest.approx(want)
-    assert sel.span_class_log_best(logits, np.array([4]), temperature=2.0)[0] < got[0]  # flatter: less sure
+    assert span_class_log_best(logits, np.array([4]), temperature=2.0)[0] < got[0]  # flatter: less sure
 
 
 def test_a_head_without_a_selection_measure_is_refused_in_one_line():
-    """A head whose pipeline declares no measure is refused before the pool is read (the pool
-    must not be consumed), naming the heads select supports; every built-in NER head has one."""
+    """A head that declares no measure is refused before the pool is read (the pool must not
+    be consumed), naming the heads select supports; every built-in NER head's registration
+    declares one."""
     from kerasbert.errors import KerasbertError
-    from kerasbert_apps.base.heads import get
     from kerasbert_apps.base.heads import heads
     from kerasbert_apps.base.heads import is_builtin
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
 
     class NoMeasure(SpanTagger):
-        selection_measure = None
-        head_name = "my-head"
+        head_name = "my-head"  # registered nowhere: no measure
 
     consumed = []
 
@@ -152,21 +156,49 @@ def test_a_head_without_a_selection_measure_is_refused_in_one_line():
         sel.select_texts(NoMeasure.__new__(NoMeasure), pool(), budget=1, strategy="entropy")
     assert "\n" not in str(error.value) and "global-pointer" in str(error.value) and "biaffine" in str(error.value)
     assert not consumed
-    for head in heads("ner"):
-        if is_builtin(head):
-            assert get("ner", head.name).pipeline_class().selection_measure, head.name
+    builtin = [head for head in heads("ner") if is_builtin(head)]
+    assert len(builtin) >= 4 and all(head.selection_measure for head in builtin)
+    assert len({head.selection_measure for head in builtin}) == len(builtin)  # each its own (crf vs softmax)
 
 
-def test_a_head_declares_its_own_selection_measure():
-    """The measure is the head's: any head whose pipeline declares one (and computes it in
-    ``selection_log_best``) is taken, not only the built-in heads' measures."""
+def test_a_head_declares_its_own_selection_measure_in_its_registration(monkeypatch):
+    """The measure is the head's: a head registered with a ``selection_measure`` (and computing
+    it in ``selection_log_best``) is taken -- a head of another package the same way, with no
+    edit of the kit -- and listed among the heads select supports, its pipeline not imported
+    to list it. A pipeline class that sets ``selection_measure`` itself (before registrations
+    declared it) keeps working."""
+    import copy
+
+    from kerasbert.errors import KerasbertError
+    from kerasbert_apps.base import heads
     from kerasbert_apps.ner.heads.global_pointer.pipeline import SpanTagger
 
-    class OwnMeasure(SpanTagger):
-        selection_measure = "the product of each start and end pointer's max(p, 1 - p)"
-        head_name = "pointers"
+    heads.discover()
+    monkeypatch.setattr(heads, "_REGISTRY", copy.deepcopy(heads._REGISTRY))
+    measure = "the product of each start and end pointer's max(p, 1 - p)"
+    heads.register(heads.Head(name="own-measure", task="ner", pipeline="not_a_module_anywhere:OwnTagger",
+                              settings_file="own.json", selection_measure=measure))
+    heads.register(heads.Head(name="no-measure", task="ner", pipeline="not_a_module_anywhere:NoTagger",
+                              settings_file="none.json"))
 
-    assert sel.selection_measure(OwnMeasure.__new__(OwnMeasure)) == OwnMeasure.selection_measure
+    class OwnTagger(SpanTagger):
+        head_name = "own-measure"
+
+    class NoTagger(SpanTagger):
+        head_name = "no-measure"
+
+    class OldStyle(SpanTagger):
+        head_name = "no-measure"
+        selection_measure = "declared by the pipeline class"
+
+    assert sel.selection_measure(OwnTagger.__new__(OwnTagger)) == measure
+    assert sel.selection_measure(OldStyle.__new__(OldStyle)) == "declared by the pipeline class"
+    with pytest.raises(KerasbertError, match="does not support the no-measure head yet") as error:
+        sel.selection_measure(NoTagger.__new__(NoTagger))
+    assert "own-measure" in str(error.value).split("heads it supports: ")[1]
+    with pytest.raises(KerasbertError, match="selection_measure is an NER head's"):
+        heads.register(heads.Head(name="triple-measure", task="triples", pipeline="m:C", settings_file="t.json",
+                                  selection_measure="not for triples"))
 
 
 # --- ranking on the model's outputs ---------------------------------------------------------

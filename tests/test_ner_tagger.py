@@ -14,11 +14,11 @@ from keras import ops
 
 import kerasbert
 from kerasbert_apps.base.model import encoder_inputs
-from kerasbert_apps.ner.decode import entities
-from kerasbert_apps.ner.decode import tag_tables
 from kerasbert_apps.ner.evaluate import score
 from kerasbert_apps.ner.examples import Entity
 from kerasbert_apps.ner.examples import Example
+from kerasbert_apps.ner.heads.bio.decode import entities
+from kerasbert_apps.ner.heads.bio.decode import tag_tables
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 from kerasbert_apps.ner.tags import bio_tags
 from kerasbert_apps.ner.tags import spans_to_unit_tags
@@ -373,12 +373,12 @@ def test_calibrate_cli_fits_a_bio_taggers_temperature_and_changes_no_entity(smal
 
 
 def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
-    """kerasbert_apps.ner.decode.entity_log_probabilities (TensorFlow, inference) is the
+    """kerasbert_apps.ner.heads.bio.decode.entity_log_probabilities (TensorFlow, inference) is the
     twin of kerasbert.layers.crf.crf_segment_log_probability (keras.ops)."""
     import tensorflow as tf
 
-    from kerasbert_apps.ner.decode import entity_log_probabilities
     from kerasbert.layers import crf
+    from kerasbert_apps.ner.heads.bio.decode import entity_log_probabilities
 
     rng = np.random.default_rng(3)
     potentials = rng.normal(size=(3, 7, 5)).astype(np.float32) * 2

@@ -1,8 +1,8 @@
 """The head registry: which heads each task offers, and which head a model folder holds.
 
-A *head* is what a task trains on the encoder (the NER task's ``crf``,
-``softmax`` and ``global-pointer``; the triples task's ``casrel`` and
-``gplinker``). Each head lives in ONE folder, ``kerasbert_apps/<task>/heads/<name>/``,
+A *head* is what a task trains on the encoder (``kerasbert heads`` lists
+each task's: the NER task's BIO taggers and span heads, the triples task's
+extractors). Each head lives in ONE folder, ``kerasbert_apps/<task>/heads/<name>/``,
 whose ``__init__.py`` registers it::
 
     from kerasbert_apps.base.heads import Head, register
@@ -17,6 +17,7 @@ whose ``__init__.py`` registers it::
         check=check_my_head,                  # check(settings) for every run of the task
         keep_overlaps=True,                   # NER readers keep nested/overlapping spans
         scorer="exact spans",                 # which of the task's scorers scores it
+        selection_measure="...",              # NER: what ner select's P(best labelling) is
         head_learning_rate=3e-3,              # what its training needs, read by the auto rule
         auto_steps=600,                       # (None: the defaults of kerasbert.training.settings)
     ))
@@ -45,6 +46,11 @@ That is the whole contract; nothing outside the head's folder names it:
   thresholds) carry their defaults in its ``settings`` dataclass;
 * ``Head.options``: ``(name, help)`` pairs of options the head reads at
   ``evaluate`` / ``predict`` / ``export`` time (the triples thresholds);
+* ``Head.selection_measure`` (NER): what ``kerasbert ner select``'s
+  P(best labelling) is for the head's outputs, in a few words (printed in
+  its summary); the head's pipeline computes it (its ``selection_*``
+  hooks, :mod:`kerasbert_apps.ner.select`). A head that declares none is
+  refused by ``select`` in one line;
 * a pipeline saves ``"head": <name>`` in its settings file;
   :func:`head_of` reads it back to load a folder. Folders written before the
   registry (no ``"head"``) are recognised by the settings file name only:
@@ -124,6 +130,9 @@ class Head:
             auto`` aim for on small data; None: ``kerasbert.training.settings.AUTO_STEPS``.
         auto_min_epochs: ``--epochs auto`` trains at least this many
             epochs; None: the task's (``auto_min_epochs`` of its settings).
+        selection_measure: NER: what ``ner select``'s P(best labelling) is
+            for the head's outputs (a short description, printed in its
+            summary); empty: the head has none (``select`` refuses it).
     """
 
     name: str
@@ -139,6 +148,7 @@ class Head:
     head_learning_rate: Optional[float] = None
     auto_steps: Optional[int] = None
     auto_min_epochs: Optional[int] = None
+    selection_measure: str = ""
 
     def training_defaults(self):
         """What this head declares its training needs, as
@@ -169,6 +179,9 @@ def register(head):
         raise KerasbertError(f"head {head.name!r}: unknown task {head.task!r}; known: {', '.join(TASKS)}")
     if ":" not in head.pipeline:
         raise KerasbertError(f"head {head.name!r}: pipeline must be 'module:Class', got {head.pipeline!r}")
+    if not isinstance(head.selection_measure, str) or (head.selection_measure and head.task != "ner"):
+        raise KerasbertError(f"head {head.name!r}: selection_measure is an NER head's description of what ner "
+                             f"select measures (a string), got {head.selection_measure!r} for a {head.task} head")
     known = _REGISTRY.setdefault(head.task, {})
     if head.name in known:
         if known[head.name] != head:

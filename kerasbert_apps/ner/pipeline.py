@@ -62,6 +62,24 @@ class NerPipeline(Pipeline):
     warmup_texts = WARMUP_TEXTS
     FeatureReport = NerFeatureReport
 
+    @property
+    def selection_measure(self):
+        """What ``kerasbert ner select``'s P(best labelling) is for this
+        model's head: the ``selection_measure`` its registration declares
+        (:class:`kerasbert_apps.base.heads.Head`); "" when it declares none
+        or is not registered. The head's ``selection_outputs``,
+        ``selection_decode`` and ``selection_log_best`` compute it
+        (:mod:`kerasbert_apps.ner.select`). A pipeline class that sets
+        ``selection_measure`` itself (as heads did before their
+        registrations declared it) keeps its own."""
+        from kerasbert.errors import KerasbertError
+        from kerasbert_apps.base.heads import get
+
+        try:
+            return get(self.task, self.head_name).selection_measure if self.head_name else ""
+        except KerasbertError:
+            return ""
+
     def result(self, text, row):
         return {
             "text": text,

@@ -14,23 +14,14 @@ Measures (``strategy``), computed from what the serving path computes for
 model's score temperature ``T`` (1 unless calibrated) applied as for the
 entity scores:
 
-* ``least-confident``: ``1 - P(best labelling)`` of the text.
-
-  - CRF head: ``P(best) = exp(score(Viterbi path) - log Z)``, ``score`` the
-    sum of the emission scores of the path's tags, the transitions between
-    them and the first tag's start penalty, ``log Z`` the CRF's forward
-    algorithm over the same lattice (emissions and transitions divided by
-    ``T``; the BIO constraints as the decoder applies them), over the row's
-    tokens ``[CLS]`` and ``[SEP]`` included (:func:`crf_log_best`);
-  - softmax head: the product over the same tokens of each token's largest
-    softmax probability (:func:`softmax_log_best`);
-  - GlobalPointer head: every (start, end, type) span of the text's tokens
-    (``start <= end``, ``[CLS]``/``[SEP]`` excluded) is an independent yes/no
-    with ``p = sigmoid(logit / T)``; the best labelling says yes where
-    ``p > 1/2``, so ``P(best) = prod max(p, 1 - p)`` (:func:`span_log_best`);
-  - biaffine head: the same spans, each with one softmax over the types and
-    "no entity" (logits divided by ``T``): ``P(best)`` is the product of
-    each span's largest class probability (:func:`span_class_log_best`).
+* ``least-confident``: ``1 - P(best labelling)`` of the text, as the model's
+  head measures it: its registration declares what ``P(best labelling)`` is
+  for its outputs (``selection_measure``,
+  :class:`kerasbert_apps.base.heads.Head`; printed in the summary) and its
+  pipeline computes it, per window row, from the head's outputs on the
+  encoder's output at the score temperature (the hooks below). Each head's
+  measure lives in its folder (``kerasbert_apps/ner/heads/<name>/selection.py``)
+  or in its own package.
 
   A text longer than a window is cut into overlapping windows; its
   ``P(best)`` is the product over its windows (overlapping tokens count in
@@ -88,85 +79,8 @@ QUANTILES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
 # =============================================================================
-# The measures (numpy, float64; tested on constructed lattices)
+# What every head's measure shares (numpy)
 # =============================================================================
-
-
-def crf_log_best(potentials, lengths, tags, transitions, start=None):
-    """log P(``tags``) under a linear-chain CRF, per row: ``potentials``
-    [rows, len, tags] emission scores, ``lengths`` [rows], ``tags`` [rows,
-    len] the labelling (the Viterbi path), ``transitions`` [tags, tags]
-    (from, to) and ``start`` [tags] first-tag scores (default 0). Rows of
-    length 0 give 0."""
-    potentials = np.asarray(potentials, np.float64)
-    transitions = np.asarray(transitions, np.float64)
-    lengths = np.asarray(lengths, np.int64)
-    tags = np.asarray(tags, np.int64)
-    n_rows, time, n_tags = potentials.shape
-    start = np.zeros(n_tags) if start is None else np.asarray(start, np.float64)
-    if n_rows == 0:
-        return np.zeros(0)
-    steps = np.arange(time)[None, :]
-    inside = steps < lengths[:, None]
-    unary = np.take_along_axis(potentials, tags[..., None], axis=2)[..., 0]
-    path = np.where(inside, unary, 0.0).sum(axis=1) + start[tags[:, 0]]
-    moves = transitions[tags[:, :-1], tags[:, 1:]]
-    path += np.where(inside[:, 1:], moves, 0.0).sum(axis=1)
-    alpha = potentials[:, 0] + start[None]
-    for t in range(1, time):
-        moved = np.logaddexp.reduce(alpha[:, :, None] + transitions[None], axis=1) + potentials[:, t]
-        alpha = np.where((t < lengths)[:, None], moved, alpha)
-    log_z = np.logaddexp.reduce(alpha, axis=1)
-    return np.where(lengths > 0, np.minimum(path - log_z, 0.0), 0.0)
-
-
-def softmax_log_best(potentials, lengths):
-    """log of the product over each row's first ``lengths`` tokens of the
-    token's largest softmax probability: log P(argmax labelling) under
-    independent per-token softmaxes."""
-    potentials = np.asarray(potentials, np.float64)
-    lengths = np.asarray(lengths, np.int64)
-    if potentials.shape[0] == 0:
-        return np.zeros(0)
-    log_norm = np.logaddexp.reduce(potentials, axis=2)
-    best = potentials.max(axis=2) - log_norm
-    inside = np.arange(potentials.shape[1])[None, :] < lengths[:, None]
-    return np.where(inside, best, 0.0).sum(axis=1)
-
-
-def span_log_best(logits, lengths, temperature=1.0):
-    """log prod max(p, 1 - p) over each row's spans, ``p = sigmoid(logit /
-    temperature)``: ``logits`` [rows, len, len', types] (start, end
-    inclusive), spans with ``1 <= start <= end <= length - 2`` (the text's
-    tokens, ``[CLS]`` at 0 and ``[SEP]`` at ``length - 1`` excluded)."""
-    logits = np.asarray(logits, np.float64) / float(temperature)
-    lengths = np.asarray(lengths, np.int64)
-    if logits.shape[0] == 0:
-        return np.zeros(0)
-    i = np.arange(logits.shape[1])[None, :, None]
-    j = np.arange(logits.shape[2])[None, None, :]
-    last = (lengths - 2)[:, None, None]
-    valid = (i >= 1) & (i <= j) & (j <= last)
-    # log max(p, 1 - p) = -log(1 + exp(-|z|))
-    log_best = -np.logaddexp(0.0, -np.abs(logits))
-    return np.where(valid[..., None], log_best, 0.0).sum(axis=(1, 2, 3))
-
-
-def span_class_log_best(logits, lengths, temperature=1.0):
-    """log prod over each row's spans of the largest class probability,
-    ``softmax(logits / temperature)`` over the types and "no entity":
-    ``logits`` [rows, len, len', types + 1], the same spans as
-    :func:`span_log_best` (a span's best class is "no entity" or a type)."""
-    logits = np.asarray(logits, np.float64) / float(temperature)
-    lengths = np.asarray(lengths, np.int64)
-    if logits.shape[0] == 0:
-        return np.zeros(0)
-    i = np.arange(logits.shape[1])[:, None]
-    j = np.arange(logits.shape[2])[None, :]
-    valid = (i[None] >= 1) & (i[None] <= j[None]) & (j[None] <= (lengths - 2)[:, None, None])
-    z = logits - logits.max(axis=-1, keepdims=True)
-    log_best = -np.log(np.exp(z).sum(axis=-1))  # log max softmax = z_max - logsumexp(z)
-    return np.where(valid, log_best, 0.0).sum(axis=(1, 2))
 
 
 def entity_entropy(scores):
@@ -199,33 +113,30 @@ def diverse_order(vectors, budget, threshold):
 
 
 # What a head provides for ``select`` (the measure is the head's, so that
-# this module names no head). Its pipeline declares ``selection_measure``, a
-# short description of what ``P(best labelling)`` is for its outputs (printed
-# in the summary), and computes it through three hooks:
-# ``selection_outputs(head_input, padding_mask, fused)`` (the head's outputs
-# on the encoder's output, in ``keras.ops``), ``selection_decode(texts,
-# windows, outputs)`` (the entities, as ``infer`` decodes them, and the
-# outputs the measure needs, named unlike the entity outputs: ``start``,
-# ``end``, ...) and ``selection_log_best(outputs, lengths)`` (numpy: log
-# P(best) per window row). The built-in heads' measures are the
-# functions above: the BIO heads' :func:`crf_log_best` and
-# :func:`softmax_log_best`, the GlobalPointer head's :func:`span_log_best`,
-# the biaffine head's :func:`span_class_log_best`; a head of another package
-# may use one of them or compute its own. A head that declares no measure is
-# refused with a one-line error.
+# this module names no head). Its registration declares
+# ``selection_measure``, a short description of what ``P(best labelling)``
+# is for its outputs (printed in the summary; the pipeline's
+# ``selection_measure`` reads it), and its pipeline computes it through three
+# hooks: ``selection_outputs(head_input, padding_mask, fused)`` (the head's
+# outputs on the encoder's output, in ``keras.ops``; a span head gives
+# ``selection_logits`` instead), ``selection_decode(texts, windows, outputs)``
+# (the entities, as ``infer`` decodes them, and the outputs the measure
+# needs, named unlike the entity outputs: ``start``, ``end``, ...) and
+# ``selection_log_best(outputs, lengths)`` (numpy: log P(best) per window
+# row). A head that declares no measure is refused with a one-line error.
 
 
 def selection_measure(tagger):
-    """The measure ``tagger``'s head declares (its pipeline's
-    ``selection_measure``), or a one-line
-    :class:`~kerasbert.errors.KerasbertError` naming the heads that declare one."""
+    """The measure ``tagger``'s head declares (its registration's
+    ``selection_measure``, as the pipeline's ``selection_measure`` reads
+    it), or a one-line :class:`~kerasbert.errors.KerasbertError` naming the
+    registered heads that declare one."""
     measure = getattr(tagger, "selection_measure", None)
     if isinstance(measure, str) and measure:
         return measure
-    from kerasbert.errors import KerasbertError
     from kerasbert_apps.base.heads import heads
 
-    able = [head.name for head in heads("ner") if getattr(head.pipeline_class(), "selection_measure", None)]
+    able = [head.name for head in heads("ner") if head.selection_measure]
     raise KerasbertError(f"ner select does not support the {tagger.head_name or type(tagger).__name__} head yet "
                          f"(it needs a selection measure of its outputs); heads it supports: {', '.join(able)}")
 
@@ -615,9 +526,9 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
     return selection
 
 
-__all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "check_options", "crf_log_best", "diverse_order",
-           "entity_entropy", "run_select", "SeenTexts", "select_texts", "selection_record", "softmax_log_best",
-           "span_log_best", "stream_candidates", "write_selection"]
+__all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "check_options", "diverse_order", "entity_entropy",
+           "run_select", "SeenTexts", "select_texts", "selection_measure", "selection_record", "stream_candidates",
+           "write_selection"]
 
 
 # =============================================================================

@@ -1,11 +1,13 @@
 """What the span heads share (entities as spans of tokens, nested kept):
 :class:`SpanPipeline` and :class:`SpanFeatureReport`.
 
-A span head's pipeline (GlobalPointer, biaffine: :mod:`kerasbert_apps.ner.heads`)
-subclasses :class:`SpanPipeline` and gives its model (:meth:`build_model`),
-the span logits of its head (:meth:`selection_logits`) and its decoding
-(:meth:`decode`: the window's span logits -> entities, after
-:func:`kerasbert_apps.ner.window_merge.merged_spans`). The rest is here:
+A span head's pipeline (in its folder, :mod:`kerasbert_apps.ner.heads`, or
+in a package of its own) subclasses :class:`SpanPipeline` and gives its
+model (:meth:`build_model`), its decoding (:meth:`decode`: the window's span
+logits -> entities, after :func:`kerasbert_apps.ner.window_merge.merged_spans`)
+and, for ``ner select``, the span logits of its head
+(:meth:`selection_logits`) and the measure its registration declares
+(:meth:`selection_log_best`). The rest is here:
 
 * **training rows** from the token offsets in reverse (:meth:`SpanPipeline.text_labels`):
   an entity is the span from the first to the last token it overlaps (an
@@ -287,11 +289,11 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
         return self.decode(texts, windows, logits), {"logits": logits}
 
     def selection_log_best(self, out, lengths):
-        """log P(best reading) per window row (numpy): each span's
-        ``sigmoid(logit / T)`` decision (:func:`kerasbert_apps.ner.select.span_log_best`)."""
-        from kerasbert_apps.ner.select import span_log_best
-
-        return span_log_best(out["logits"] - self.threshold, lengths, self.temperature)
+        """log P(best labelling) per window row (numpy) from ``out`` (what
+        :meth:`selection_decode` kept; ``lengths`` [rows] the rows' lengths,
+        ``[CLS]`` and ``[SEP]`` included): the measure the head's
+        registration declares (``selection_measure``), computed by the head."""
+        raise NotImplementedError
 
     def infer(self, texts, windows, run):
         import tensorflow as tf

@@ -9,12 +9,14 @@ token's distance from the right cut (the text's own first and last tokens
 are not cuts); on a tie the earlier window wins.
 
 :func:`chosen_rows` is the rule; :func:`merge_windows` applies it to single
-tokens (the BIO heads' tags and scores, every head's token offsets) and
+tokens (a token tagger's tags and scores, and their token offsets) and
 :func:`merged_spans` to every span of tokens (the span heads, which then
-select the spans they keep from the merged cells' logits, e.g.
-:func:`kerasbert_apps.ner.heads.global_pointer.decode.span_entities`);
-:func:`span_outputs` turns the selected spans into the padded outputs.
+select the spans they keep from the merged cells' logits, in their own
+``decode.py``); :func:`span_outputs` turns the selected spans into the
+padded outputs every head gives (:func:`kerasbert_apps.ner.decode.entity_outputs`).
 """
+
+from kerasbert_apps.ner.decode import entity_outputs
 
 _BIG = 1 << 20  # margin at a window edge that is the text's own edge (not a cut)
 _ROWS = 1 << 31  # key = margin * _ROWS + (_ROWS - 1 - row) (int64): the margin first, then the earlier row
@@ -125,7 +127,6 @@ def span_outputs(texts, spans, span, kind, score, types):
     import tensorflow as tf
 
     from kerasbert.serving.graph_ops import argsort
-    from kerasbert_apps.ner.decode import entity_outputs
 
     e_text, first, last = (tf.gather(spans[k], span) for k in ("text", "first", "last"))
     longest = tf.cast(tf.reduce_max(tf.concat([last - first, [0]], 0)) + 1, tf.int64)

@@ -38,4 +38,6 @@ register(Head(
     name=NAME, task="ner", pipeline="kerasbert_pointers.pipeline:PointerTagger", settings_file="pointer_tagger.json",
     help="a start and an end pointer per type; an entity runs from a start to the nearest end of its type (nested "
     "entities of different types kept)",
-    settings=PointersSettings, check=check, keep_overlaps=True, scorer="exact spans"))
+    settings=PointersSettings, check=check, keep_overlaps=True, scorer="exact spans",
+    # What ``kerasbert ner select``'s P(best labelling) is for its outputs (the pipeline's selection_log_best)
+    selection_measure="the product over the tokens and types of max(p, 1 - p) of the start and end pointers"))

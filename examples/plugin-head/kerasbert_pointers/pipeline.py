@@ -4,8 +4,9 @@
 :class:`~kerasbert_apps.ner.span_pipeline.SpanPipeline` (the kit's span
 heads' training rows, windows, inference path, ``ids`` signature and score
 temperature) that gives its model (:meth:`PointerTagger.build_model`), its
-decoding (:meth:`PointerTagger.decode`) and what ``kerasbert ner select``
-measures on its outputs.
+decoding (:meth:`PointerTagger.decode`) and how ``kerasbert ner select``
+measures its outputs (the measure its registration declares:
+:meth:`PointerTagger.selection_log_best`).
 """
 
 import numpy as np
@@ -22,8 +23,6 @@ class PointerTagger(SpanPipeline):
     head_name = "pointers"
     #: Imported before a folder is loaded: it registers the model's Keras class.
     model_module = "kerasbert_pointers.model"
-    #: What ``kerasbert ner select``'s P(best labelling) is for this head (:meth:`selection_log_best`).
-    selection_measure = "the product over the tokens and types of max(p, 1 - p) of the start and end pointers"
 
     @classmethod
     def build_model(cls, encoder, types, settings):
@@ -57,7 +56,8 @@ class PointerTagger(SpanPipeline):
         return self.decode(texts, windows, logits), {"start_logits": start, "end_logits": end}
 
     def selection_log_best(self, out, lengths):
-        """log P(best labelling) per window row (numpy): every pointer of the
+        """log P(best labelling) per window row (numpy), the measure the
+        registration declares (``selection_measure``): every pointer of the
         row's text tokens (``[CLS]`` and ``[SEP]`` left out) a yes/no with
         ``p = sigmoid(logit / T)``, the best labelling saying yes where ``p >
         1/2``: the sum of ``log max(p, 1 - p)``."""

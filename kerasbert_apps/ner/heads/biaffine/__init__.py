@@ -6,8 +6,9 @@ the data and predicted, crossing ones resolved in favour of the more probable.
 The folder: :mod:`.layer` (the biaffine scorer and its loss, ``keras.ops``),
 :mod:`.model` (the Keras model), :mod:`.decode` (TensorFlow decoding, the
 serving graph's), :mod:`.pipeline` (the
-:class:`~kerasbert_apps.base.pipeline.Pipeline`). Registering it here is all
-the rest of kerasbert needs (:mod:`kerasbert_apps.base.heads`).
+:class:`~kerasbert_apps.base.pipeline.Pipeline`), :mod:`.selection` (``ner
+select``'s measure). Registering it here is all the rest of kerasbert needs
+(:mod:`kerasbert_apps.base.heads`).
 """
 
 import dataclasses
@@ -55,6 +56,8 @@ register(Head(
     "entities kept in the data and predicted, crossing ones resolved by probability; --lstm and "
     "--constrained-decoding do not apply)",
     settings=BiaffineSettings, check=check, keep_overlaps=True, scorer="exact spans",
+    # ``ner select``'s measure: :mod:`kerasbert_apps.ner.heads.biaffine.selection`
+    selection_measure="the product over the spans of each span's largest class probability (types and no entity)",
     # What its training needs (the study: bench/head_study.py): its span classifier starts at "no entity" (the
     # prior) and learns faster at a higher rate than the BIO heads' (the encoder keeps --learning-rate); on large
     # data it learns over more epochs than the BIO heads' three (bench/ner_heads.py: its dev F1 by epoch on CoNLL-2003)

@@ -27,10 +27,6 @@ class BiaffineTagger(SpanPipeline):
     ``[batch, len, len, types + 1]``, "no entity" last; the score temperature
     as in :mod:`kerasbert_apps.ner.heads.biaffine.decode`)."""
 
-    #: What ``kerasbert ner select``'s P(best labelling) is for this head
-    #: (:meth:`selection_log_best`): one softmax per span.
-    selection_measure = "the product over the spans of each span's largest class probability (types and no entity)"
-
     settings_file = SETTINGS_FILE
     head_name = NAME
     model_module = "kerasbert_apps.ner.heads.biaffine.model"
@@ -78,11 +74,12 @@ class BiaffineTagger(SpanPipeline):
         return model.scorer(x, mask=padding_mask)
 
     def selection_log_best(self, out, lengths):
-        """log P(best reading) per window row: one softmax per span
-        (:func:`kerasbert_apps.ner.select.span_class_log_best`)."""
+        """log P(best labelling) per window row (numpy), the measure the
+        head's registration declares: one softmax per span
+        (:func:`kerasbert_apps.ner.heads.biaffine.selection.span_class_log_best`)."""
         import numpy as np
 
-        from kerasbert_apps.ner.select import span_class_log_best
+        from kerasbert_apps.ner.heads.biaffine.selection import span_class_log_best
 
         logits = np.array(out["logits"], np.float64)
         logits[..., -1] += self.threshold  # the decision: best type against no entity + threshold

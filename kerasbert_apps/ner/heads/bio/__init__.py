@@ -1,7 +1,10 @@
 """The BIO token taggers: ``--head crf`` (BERT -> BiLSTM -> CRF, the default)
 and ``--head softmax`` (a softmax per token). One pipeline
 (:class:`~kerasbert_apps.ner.heads.bio.pipeline.Tagger`) and one settings file
-(``tagger.json``) for both; the model has a CRF layer or not."""
+(``tagger.json``) for both; the model has a CRF layer or not. The folder:
+:mod:`.model` (the Keras model), :mod:`.fused_bilstm` (its BiLSTM as one
+kernel in serving graphs), :mod:`.decode` (BIO decoding, TensorFlow),
+:mod:`.pipeline`, :mod:`.selection` (``ner select``'s measures)."""
 
 import dataclasses
 
@@ -35,6 +38,9 @@ def check(settings):
 
 _COMMON = dict(task="ner", pipeline="kerasbert_apps.ner.heads.bio.pipeline:Tagger", settings_file="tagger.json",
                scorer="seqeval BIO")
+# ``ner select``'s measures: :mod:`kerasbert_apps.ner.heads.bio.selection`.
 register(Head(name=CRF, help="tags tokens BIO with a CRF (an entity cannot lie inside another; overlapping spans "
-              "in the data are resolved and counted)", settings=BioSettings, check=check, **_COMMON))
-register(Head(name=SOFTMAX, help="tags tokens BIO with a softmax per token (same data rules as crf)", **_COMMON))
+              "in the data are resolved and counted)", settings=BioSettings, check=check,
+              selection_measure="the CRF's probability of its Viterbi path", **_COMMON))
+register(Head(name=SOFTMAX, help="tags tokens BIO with a softmax per token (same data rules as crf)",
+              selection_measure="the product of each token's largest tag probability", **_COMMON))

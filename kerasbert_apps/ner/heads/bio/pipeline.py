@@ -10,7 +10,7 @@ A :class:`Tagger` is a :class:`~kerasbert_apps.base.pipeline.Pipeline` around a 
 2. **model**: emission scores and the CRF's Viterbi tags per window row
    (:class:`~kerasbert_apps.ner.heads.bio.model.NerModel`; in TensorFlow graphs its BiLSTM runs
    as the fused kernel, :mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`);
-3. **decode** (:func:`kerasbert_apps.ner.decode.entities`): windows merged, BIO tags ->
+3. **decode** (:func:`kerasbert_apps.ner.heads.bio.decode.entities`): windows merged, BIO tags ->
    entity spans with offsets and scores (each entity's probability under the
    model, from the emission scores and the CRF's transitions, both divided
    by the score temperature: ``temperature`` in ``tagger.json``, 1 unless
@@ -51,10 +51,6 @@ class Tagger(ScoreTemperature, NerPipeline):
             :meth:`~kerasbert_apps.ner.calibration.ScoreTemperature.calibrate`).
     """
 
-    #: What ``kerasbert ner select``'s P(best labelling) is for this head
-    #: (:meth:`selection_log_best`; :mod:`kerasbert_apps.ner.select`).
-    selection_measure = ("the CRF's probability of its Viterbi path (softmax head: the product of each token's "
-                         "largest tag probability)")
     compiled_head = True  # export(..., jit_compile="head"): fused_bilstm.graph_scorers
 
     settings_file = "tagger.json"
@@ -119,9 +115,9 @@ class Tagger(ScoreTemperature, NerPipeline):
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
     def infer(self, texts, windows, run):
-        from kerasbert_apps.ner.decode import crf_parameters
-        from kerasbert_apps.ner.decode import entities
-        from kerasbert_apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.heads.bio.decode import crf_parameters
+        from kerasbert_apps.ner.heads.bio.decode import entities
+        from kerasbert_apps.ner.heads.bio.decode import tag_tables
 
         tags, potentials = self.rows_out(windows, run)
         return entities(texts, windows, tags, potentials, tag_tables(self.tags), crf_parameters(self.model),
@@ -149,9 +145,9 @@ class Tagger(ScoreTemperature, NerPipeline):
         ``potentials`` for :meth:`selection_log_best`."""
         import tensorflow as tf
 
-        from kerasbert_apps.ner.decode import crf_parameters
-        from kerasbert_apps.ner.decode import entities
-        from kerasbert_apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.heads.bio.decode import crf_parameters
+        from kerasbert_apps.ner.heads.bio.decode import entities
+        from kerasbert_apps.ner.heads.bio.decode import tag_tables
 
         n_rows = tf.shape(windows["token_ids"])[0]
         tags = tf.cast(out["tags"][:n_rows], tf.int32)
@@ -161,16 +157,18 @@ class Tagger(ScoreTemperature, NerPipeline):
         return found, {"tags": tags, "potentials": potentials}
 
     def selection_log_best(self, out, lengths):
-        """log P(best labelling) per window row (numpy): the CRF's probability
-        of its Viterbi path under the decoder's constraints
-        (:func:`kerasbert_apps.ner.select.crf_log_best`), or the product of
-        the per-token softmax maxima for the softmax head; at the score
-        temperature."""
+        """log P(best labelling) per window row (numpy), the measure the
+        head's registration declares: the CRF's probability of its Viterbi
+        path under the decoder's constraints
+        (:func:`kerasbert_apps.ner.heads.bio.selection.crf_log_best`), or the
+        product of the per-token softmax maxima for the softmax head
+        (:func:`~kerasbert_apps.ner.heads.bio.selection.softmax_log_best`); at
+        the score temperature."""
         import keras
 
         from kerasbert.layers.crf import FORBIDDEN_SCORE
-        from kerasbert_apps.ner.select import crf_log_best
-        from kerasbert_apps.ner.select import softmax_log_best
+        from kerasbert_apps.ner.heads.bio.selection import crf_log_best
+        from kerasbert_apps.ner.heads.bio.selection import softmax_log_best
 
         potentials = out["potentials"] / self.temperature
         layer = getattr(self.model, "crf", None)
@@ -186,8 +184,8 @@ class Tagger(ScoreTemperature, NerPipeline):
 
     # ------------------------------------------------------------ calibration
     def _spans_and_potentials(self, texts, windows, run):
-        from kerasbert_apps.ner.decode import entity_spans
-        from kerasbert_apps.ner.decode import tag_tables
+        from kerasbert_apps.ner.heads.bio.decode import entity_spans
+        from kerasbert_apps.ner.heads.bio.decode import tag_tables
 
         tags, potentials = self.rows_out(windows, run)
         return {**entity_spans(windows, tags, tag_tables(self.tags)), "potentials": potentials}
@@ -197,13 +195,13 @@ class Tagger(ScoreTemperature, NerPipeline):
         it matches a gold entity exactly (type and units, as the ECE of
         ``evaluate`` counts, :func:`kerasbert_apps.ner.calibration.entities_right`).
         The model runs once; each ``T`` reruns only the forward-backward
-        (:func:`kerasbert_apps.ner.decode.entity_scores`) on the windows that hold an
+        (:func:`kerasbert_apps.ner.heads.bio.decode.entity_scores`) on the windows that hold an
         entity."""
         import tensorflow as tf
 
         from kerasbert_apps.ner.calibration import entities_right
-        from kerasbert_apps.ner.decode import crf_parameters
-        from kerasbert_apps.ner.decode import entity_scores
+        from kerasbert_apps.ner.heads.bio.decode import crf_parameters
+        from kerasbert_apps.ner.heads.bio.decode import entity_scores
 
         parts, correct = [], []  # per batch: its entities' spans and the potentials of their rows; outcomes
         lattice = self._text_function("spans", lambda t: self._spans_and_potentials(t, self.windows_function(t), GraphRunner()))

@@ -40,6 +40,8 @@ register(Head(
     help="scores every span per type (Efficient GlobalPointer: nested and overlapping entities kept in the data, "
     "nested ones predicted; --lstm and --constrained-decoding do not apply)",
     settings=GlobalPointerSettings, check=check, keep_overlaps=True, scorer="exact spans",
+    # ``ner select``'s measure: :mod:`kerasbert_apps.ner.heads.global_pointer.selection`
+    selection_measure="the product over the spans and types of max(p, 1 - p), p = sigmoid(logit / T)",
     # What its training needs (the study: bench/head_study.py): its per-(span, type) scores start far from the
     # entities and learn faster at a higher rate than the BIO heads' (the encoder keeps --learning-rate)
     head_learning_rate=3e-3, auto_steps=600))

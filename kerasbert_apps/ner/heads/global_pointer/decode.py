@@ -20,7 +20,7 @@ Following a batch:
    With ``"flat"`` (a model trained on data where no entity lies inside
    another) an entity that overlaps a more probable one in any way is
    dropped (:func:`kerasbert_apps.ner.overlaps.without_clashes`,
-   the biaffine head's rule). ``start`` is the
+   the span heads' shared rule). ``start`` is the
    first token's start offset, ``end`` the last token's end (exclusive), code
    points into the original text; ``score`` is ``sigmoid(logit / T)``, ``T``
    the model's score temperature (1 unless fitted on dev:

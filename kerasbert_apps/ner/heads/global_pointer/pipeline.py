@@ -23,10 +23,6 @@ class SpanTagger(SpanPipeline):
     or any Keras model with the encoder's inputs and an output ``logits``
     ``[batch, len, len, types]``)."""
 
-    #: What ``kerasbert ner select``'s P(best labelling) is for this head
-    #: (:meth:`~kerasbert_apps.ner.span_pipeline.SpanPipeline.selection_log_best`).
-    selection_measure = "the product over the spans and types of max(p, 1 - p), p = sigmoid(logit / T)"
-
     settings_file = SETTINGS_FILE
     head_name = "global-pointer"
     model_module = "kerasbert_apps.ner.heads.global_pointer.model"
@@ -72,6 +68,15 @@ class SpanTagger(SpanPipeline):
 
         x = self.model.head_dropout(head_input, training=False)
         return self.model.pointer(ops.cast(x, "float32"), mask=padding_mask)
+
+    def selection_log_best(self, out, lengths):
+        """log P(best labelling) per window row (numpy), the measure the
+        head's registration declares: each (span, type) a yes/no at
+        ``sigmoid((logit - threshold) / T)``
+        (:func:`kerasbert_apps.ner.heads.global_pointer.selection.span_log_best`)."""
+        from kerasbert_apps.ner.heads.global_pointer.selection import span_log_best
+
+        return span_log_best(out["logits"] - self.threshold, lengths, self.temperature)
 
     @classmethod
     def build_model(cls, encoder, types, settings):
