@@ -1,8 +1,8 @@
 """Named-entity recognition: train a tagger on your data, then predict entities with character
 offsets, evaluate, calibrate, select texts to label and export for TF Serving.
 
-:func:`load` loads a trained NER model of any head (``crf``, ``softmax``, ``global-pointer``,
-``biaffine`` or a head from another package); training is :func:`kerasbert_apps.ner.train.train`.
+:func:`load` loads a trained NER model of any registered head (the kit's own or a head from
+another package: ``kerasbert heads`` lists them); training is :func:`kerasbert_apps.ner.train.train`.
 """
 
 

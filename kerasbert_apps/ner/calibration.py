@@ -9,10 +9,10 @@ scores on too; a predicted span is widened to whole units). Outcomes are grouped
 *expected calibration error* is the mean over bins, weighted by their share
 of the outcomes, of ``|accuracy - mean score|`` (empty bins count 0).
 
-Scores are recalibrated by *temperature scaling* (Guo et al., 2017): a
-GlobalPointer score becomes ``sigmoid(logit / T)``; a BIO tagger's becomes
-its entity's probability with the emission scores and the CRF's transitions
-divided by ``T`` (for the softmax head, per-token ``softmax(scores / T)``).
+Scores are recalibrated by *temperature scaling* (Guo et al., 2017): the
+head's scores are taken with its logits divided by ``T`` (a span head's
+score becomes ``sigmoid(logit / T)``; a BIO tagger's, its entity's
+probability with the emission scores and any transitions divided by ``T``).
 :func:`fit_temperature` finds the ``T`` whose scores best predict (least
 log-loss) whether each predicted entity is right, on dev. ``T > 0`` changes
 no entity, only the scores: a logit keeps its sign, and Viterbi's best path

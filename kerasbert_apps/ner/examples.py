@@ -24,11 +24,12 @@ dropped span is counted (``overlapping span``, and by kind: same span with
 another type / nested / crossing) and the ``file:line`` of the first few
 examples is listed in the report.
 
-With ``keep_overlaps`` (the JSON readers, for the GlobalPointer head, which
-represents nested and overlapping entities) no span is dropped for an
-overlap: duplicates are still dropped, and the kept overlapping spans are
-counted by the same kinds (a span inside another counts as nested, before
-crossing). The BIO heads read with the rule above.
+With ``keep_overlaps`` (the JSON readers, for a head whose registration
+keeps them: one that represents nested and overlapping entities) no span is
+dropped for an overlap: duplicates are still dropped, and the kept
+overlapping spans are counted by the same kinds (a span inside another
+counts as nested, before crossing). The other heads (the BIO taggers) read
+with the rule above.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Overlapping entity candidates resolved by score, as TensorFlow ops: the
-span heads' last decoding step (the biaffine head's, Yu, Bohnet and Poesio
-2020, section 3, and the GlobalPointer head's unless it keeps every span).
+"""Overlapping entity candidates resolved by score, as TensorFlow ops: a
+span head's last decoding step (the rule of Yu, Bohnet and Poesio 2020,
+section 3), for any head whose decoding calls it.
 
 The candidates of a text, by score from the highest, are kept unless they
 *cross* an entity kept before them (one starts inside the other and ends

@@ -1,7 +1,7 @@
-"""Exact-span entity scores, for the GlobalPointer head (nested entities).
+"""Exact-span entity scores, for the heads whose scorer is ``"exact spans"`` (nested entities).
 
 seqeval (:mod:`kerasbert_apps.ner.evaluate`) scores BIO tag sequences, which cannot
-hold an entity inside another. The GlobalPointer head predicts sets of
+hold an entity inside another. A span head predicts sets of
 ``(start, end, type)`` character spans that may nest, so it is scored on
 those sets directly: a predicted entity is correct when the gold entities
 of its example hold exactly the same ``(start, end, type)``.

@@ -40,7 +40,7 @@ UTF-8, the line of every record); every reader returns an
   Spans with leading/trailing whitespace are trimmed (counted as ``trimmed``);
   a span that is only whitespace is dropped (counted). Overlapping spans are
   resolved by the rule of :mod:`kerasbert_apps.ner.examples` (for the BIO heads), or
-  all kept with ``keep_overlaps`` (the GlobalPointer head); counted either way.
+  all kept with ``keep_overlaps`` (the span heads); counted either way.
 """
 
 from __future__ import annotations
@@ -287,8 +287,8 @@ def read_jsonl(path, format: str = "auto", text_key: str = "text", use_predictio
             predict --output-format label-studio``); counted as
             ``from_predictions``. Without it they are read as unannotated and
             their predictions are counted as ignored.
-        keep_overlaps: keep nested and overlapping spans (for the
-            GlobalPointer head), counted by kind; else resolve them by the
+        keep_overlaps: keep nested and overlapping spans (for the span
+            heads), counted by kind; else resolve them by the
             rule of :mod:`kerasbert_apps.ner.examples` (for the BIO heads).
 
     Raises:
@@ -351,9 +351,10 @@ OUTPUT_FORMATS = {"jsonl": False, "label-studio": True, "doccano": False}
 
 
 def prediction_record(result: dict, format: str = "jsonl") -> dict:
-    """One prediction (a dict of :meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.predict`) as a
-    record of ``format``, for correcting it in an annotation tool and training
-    again; the kit's readers read every one back to the same entities.
+    """One prediction (a dict an NER model's ``predict`` returns,
+    :meth:`kerasbert_apps.ner.pipeline.NerPipeline.result`) as a record of
+    ``format``, for correcting it in an annotation tool and training again;
+    the kit's readers read every one back to the same entities.
 
     * ``jsonl``: the prediction as it is (``{"text", "entities": [{"start",
       "end", "type", "text", "score"}]}``, read as the ``kerasbert`` flavour);
