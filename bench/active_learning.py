@@ -18,78 +18,44 @@ with the command's default diversity step, random sampling without it
 
 Output: one row per (strategy, seed, labelled sentences) with the dev F1
 and the seconds of training and selection, plus one row per (strategy,
-labelled) with the mean over seeds, through ``bench/results.py``
-(``bench/results/active_learning/``); the learning curves (mean dev F1
-against labelled sentences, min-max over seeds shaded) to
-``bench/figures/active_learning.png``.
+labelled) with the mean over seeds (``bench/results/active_learning/``); the
+learning curves (mean dev F1 against labelled sentences, min-max over seeds
+shaded) to ``bench/figures/active_learning.png``.
 
-    python bench/active_learning.py                     # the full run: hours on a CPU
-    python bench/active_learning.py --smoke --work al-smoke  # minutes: tiny numbers, proves the loop
+    python -m bench.active_learning                          # the full run: hours on a CPU
+    python -m bench.active_learning --smoke --work al-smoke  # minutes: tiny numbers, proves the loop
 
 ``--smoke`` (20 sentences, +20, 2 rounds, 1 seed, 1 epoch, a 2,000-sentence
 pool, 200 test sentences) writes its result and figure under ``--work``, not
-into ``bench/``: its numbers mean nothing.
-
-The same simulation on a GPU machine with JAX and no TensorFlow, in one
-call of a few minutes: ``bench/active_learning_gpu.py`` (its docstring says
-where it differs from this one); it writes the same bench's records and figure.
+into ``bench/``: its numbers mean nothing. The records named ``gpu`` were made by
+the same simulation run in a few processes on one GPU
+(``bench/offline_gpu_host/active_learning.py``, whose docstring says where it
+differs from this one).
 """
 
 import argparse
-import gzip
 import json
 import os
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-CONLL = SHARED / "conll2003"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
-FIGURE = ROOT / "bench" / "figures" / "active_learning.png"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.common import CONLL
+from bench.common import FIGURES
+from bench.common import MINILM
+from bench.common import ROOT
+from bench.common import kerasbert
+from bench.common import read_conll
+from bench.common import sentence_text
+from bench.common import write_result
 
-
-def read_conll(path):
-    """The sentences of a CoNLL file (gzipped or not), each as its block of lines."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    sentences, block = [], []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line.strip():
-                if block:
-                    sentences.append(block)
-                block = []
-            elif not line.startswith("-DOCSTART-"):
-                block.append(line)
-    if block:
-        sentences.append(block)
-    return sentences
+FIGURE = FIGURES / "active_learning.png"
 
 
 def write_conll(path, sentences):
     Path(path).write_text("".join("\n".join(s) + "\n\n" for s in sentences), encoding="utf-8")
-
-
-def sentence_text(block):
-    return " ".join(line.split()[0] for line in block)
-
-
-def run(command, log):
-    """A ``kerasbert`` CLI command, its output to ``log``; stop on failure. Returns seconds."""
-    started = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as out:
-        status = subprocess.run([sys.executable, "-m", "kerasbert.cli", *command], stdout=out,
-                                stderr=subprocess.STDOUT, cwd=ROOT).returncode
-    if status:
-        sys.exit(f"failed ({status}): kerasbert {' '.join(command)}; see {log}")
-    return time.perf_counter() - started
 
 
 def train(labelled, folder, dev, args, seed):
@@ -101,7 +67,7 @@ def train(labelled, folder, dev, args, seed):
                "--output", str(folder / "run"), "--max-length", "64", "--seed", str(seed)]
     if args.epochs != "auto":
         command += ["--epochs", args.epochs]
-    seconds = run(command, folder / "train.log")
+    seconds = kerasbert(*command, log=folder / "train.log")
     metrics = json.loads((folder / "run" / "metrics.json").read_text(encoding="utf-8"))
     return metrics["dev"]["f1"], seconds
 
@@ -112,9 +78,9 @@ def select(folder, pool_indices, train_sentences, strategy, budget, seed):
     pool.write_text("".join(sentence_text(train_sentences[i]) + "\n" for i in pool_indices), encoding="utf-8")
     chosen = folder / "chosen.jsonl"
     plain = ["--diversity", "1"] if strategy == "random" else []  # the baseline: plain random sampling
-    seconds = run(["ner", "select", "--model", str(folder / "run"), "--pool", str(pool), "--budget", str(budget),
-                   "--strategy", strategy, "--format", "jsonl", "--seed", str(seed), "--output", str(chosen), *plain],
-                  folder / "select.log")
+    seconds = kerasbert("ner", "select", "--model", folder / "run", "--pool", pool, "--budget", budget,
+                        "--strategy", strategy, "--format", "jsonl", "--seed", seed, "--output", chosen, *plain,
+                        log=folder / "select.log")
     lines = [json.loads(line)["line"] for line in chosen.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [pool_indices[line - 1] for line in lines], seconds
 
@@ -193,12 +159,9 @@ def main(argv=None):
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    import results
-
-    figure = FIGURE
+    figure, root = FIGURE, None
     if args.smoke:  # its numbers mean nothing: keep them out of bench/
-        results.RESULTS = work / "results"
-        figure = work / "active_learning.png"
+        figure, root = work / "active_learning.png", work / "results"
 
     train_sentences = read_conll(CONLL / "eng.train.gz")
     dev = CONLL / "eng.testa"
@@ -226,7 +189,7 @@ def main(argv=None):
              "epochs": args.epochs, "max_length": 64, "pool_size": args.pool_size or "all",
              "test_size": args.test_size or "all", "smoke": args.smoke, "hours": round((time.perf_counter() - began) / 3600, 2),
              "figure": str(path.relative_to(ROOT)) if path and path.is_relative_to(ROOT) else str(path)}
-    results.write_result("active_learning", means + rows, setup, name="smoke" if args.smoke else None)
+    write_result("active_learning", means + rows, setup, name="smoke" if args.smoke else None, root=root)
     best = {}
     for r in means:
         best.setdefault(r["strategy"], {})[r["labelled"]] = r["dev_f1"]

@@ -10,22 +10,19 @@ timed back to back (``--steps`` steps, synchronised at the end; the median of
 ``--repeats`` such runs). The outputs and gradients of each are compared with
 ``keras``'s (the largest difference is in the row).
 
-    KERAS_BACKEND=jax python bench/bilstm_speed.py                     # CPU: 16 x 64 x 256, 128 units
-    KERAS_BACKEND=jax python bench/bilstm_speed.py --batch 256 --time 128 --features 768 --out $OUT
+    KERAS_BACKEND=jax python -m bench.bilstm_speed                     # CPU: 16 x 64 x 256, 128 units
+    KERAS_BACKEND=jax python -m bench.bilstm_speed --batch 256 --time 128 --features 768   # a GPU
 """
 
 import argparse
-import functools
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.common import fail
+from bench.common import flags_line
+from bench.common import write_result
 
 
 def measure(batch, seq, features, units, precision, implementations, steps, repeats, seed=0):
@@ -101,13 +98,10 @@ def main():
     parser.add_argument("--out", help="write the record under this folder instead of bench/results")
     args = parser.parse_args()
     if os.environ.get("KERAS_BACKEND") != "jax":
-        print("error: bilstm_speed needs KERAS_BACKEND=jax", file=sys.stderr)
-        raise SystemExit(2)
+        fail("bilstm_speed needs KERAS_BACKEND=jax")
     import jax
 
     from kerasbert.layers.bilstm import cudnn_works
-    from results import flags_line
-    from results import write_result
 
     implementations = [i for i in args.implementations.split(",") if i != "cudnn" or cudnn_works()]
     device = jax.devices()[0]

@@ -29,26 +29,22 @@ one thread and with all cores (``-1t`` / no suffix). The CPU model and its
 bfloat16/AMX flags are printed and written with the result
 (``bench/results/encoder_floor/``).
 
-    python bench/encoder_floor.py [--calls 200] [--runs 10] [--intra-threads 1]
+    python -m bench.encoder_floor [--calls 200] [--runs 10] [--intra-threads 1]
 """
 
 import argparse
 import os
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.common import flags_line
+from bench.common import times_ms
+from bench.common import write_result
 
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 SHAPES = {"batch 1 x 20": (1, 20), "batch 64 x 32": (64, 32)}
 
@@ -63,26 +59,13 @@ def inputs(batch, length, seed=0):
 def measure(call, args):
     """``{"p50_ms", "p90_ms"}`` at batch 1 and ``{"sent_per_s"}`` at batch 64 of ``call(inputs)``."""
     one, many = inputs(*SHAPES["batch 1 x 20"]), inputs(*SHAPES["batch 64 x 32"])
-    for _ in range(5):
-        call(one)
-    times = []
-    for _ in range(args.calls):
-        began = time.perf_counter()
-        call(one)
-        times.append((time.perf_counter() - began) * 1000)
-    times.sort()
-    call(many)
-    rates = []
-    for _ in range(args.runs):
-        began = time.perf_counter()
-        call(many)
-        rates.append(64 / (time.perf_counter() - began))
+    times = sorted(times_ms(call, one, repeats=args.calls, warmup=5))
+    rates = [64000 / ms for ms in times_ms(call, many, repeats=args.runs)]
     return {"p50_ms": times[len(times) // 2], "p90_ms": times[int(len(times) * 0.9)],
             "batch_64_sent_per_s": statistics.median(rates)}
 
 
 def tensorflow_systems(folder, args):
-    import keras
     import tensorflow as tf
 
     import kerasbert
@@ -110,7 +93,6 @@ def tensorflow_systems(folder, args):
                 fn = fn.get_concrete_function(spec)
         return lambda x: fn({k: tf.constant(v) for k, v in x.items()}).numpy()
 
-    del keras
     return {"tf-keras": keras_fn(encoder), "tf-fused": fused_fn(encoder), "tf-fused-bf16": fused_fn(bf16),
             "tf-fused-const": fused_fn(encoder, True), "tf-fused-bf16-const": fused_fn(bf16, True),
             "tf-keras-bf16": keras_fn(bf16), "tf-keras-xla": keras_fn(encoder, jit=True)}
@@ -204,14 +186,12 @@ def main():
         for name in names:
             call = ort_session(model, threads) if name == "ort" else systems[name]
             report(name + suffix, threads, call)
-    best = {r["system"]: r for r in rows}
     floor = min((r for r in rows if r["system"].startswith("ort")), key=lambda r: r["p50_ms"], default=None)
     if floor:
         print(f"\nagainst the fastest ONNX Runtime at batch 1 ({floor['system']}, {floor['p50_ms']:.2f} ms):")
         for r in rows:
             r["p50_vs_ort"] = r["p50_ms"] / floor["p50_ms"]
             print(f"  {r['system']:<16} {r['p50_vs_ort']:.2f}x")
-    del best
     write_result("encoder_floor", rows, setup={
         "encoder": "MiniLM (all-MiniLM-L6-v2 weights): 6 layers, H=384", "shapes": list(SHAPES),
         "calls": args.calls, "runs": args.runs, "tensorflow_intra_op_threads": args.intra_threads,

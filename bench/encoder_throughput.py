@@ -15,18 +15,13 @@ Each figure is the median of ``--runs`` timed forward passes after
 (a compiled ``tf.function``). Also the tokenizer's characters/s on English
 text (CoNLL-2003 dev sentences from ../shared if present, else the reference
 sentences repeated). The rows (one per shape and mode: graph / XLA) go to
-``bench/results/encoder_throughput/`` (``bench/results.py``).
+``bench/results/encoder_throughput/``.
 
-    python bench/encoder_throughput.py [--runs 5] [--shapes base,minilm]
+    python -m bench.encoder_throughput [--runs 5] [--shapes base,minilm]
 """
 
 import argparse
 import os
-import platform
-import statistics
-import sys
-import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -35,12 +30,15 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
 import kerasbert  # noqa: E402
+from bench.common import CONLL  # noqa: E402
+from bench.common import MINILM  # noqa: E402
+from bench.common import cpu  # noqa: E402
+from bench.common import flags_line  # noqa: E402
+from bench.common import median_ms  # noqa: E402
+from bench.common import read_conll  # noqa: E402
+from bench.common import sentence_text  # noqa: E402
+from bench.common import write_result  # noqa: E402
 from kerasbert.models.encoder import BertEncoder  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import cpu as cpu_info  # noqa: E402
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
 
 SHAPE_NAMES = {"base": "BERT-base", "minilm": "MiniLM"}  # as the rows of bench/results/encoder_throughput/ name them
 SHAPES = {
@@ -48,18 +46,11 @@ SHAPES = {
     "minilm": dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536),
 }
 VOCAB = 30522
-SHARED = Path(os.environ.get("KERASBERT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 def median_time(fn, runs, warmup):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Seconds: the median of ``runs`` calls of ``fn()`` after ``warmup``."""
+    return median_ms(fn, repeats=runs, warmup=warmup) / 1000
 
 
 def keras_rate(cls, shape, policy, x, runs, warmup, xla):
@@ -97,32 +88,15 @@ def torch_rate(shape, x, runs, warmup):
     return ids.numel() / median_time(forward, runs, warmup)
 
 
-def cpu_flags():
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
-    except (OSError, IndexError):
-        return "?"
-    return ",".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) or "none of avx2/avx512/amx"
-
-
 def english_text():
-    conll = SHARED / "data" / "conll2003" / "eng.testa"
+    conll = CONLL / "eng.testa"
     if conll.exists():
-        sentences, words = [], []
-        for line in conll.read_text(encoding="utf-8").splitlines():
-            if not line.strip() or line.startswith("-DOCSTART-"):
-                if words:
-                    sentences.append(" ".join(words))
-                words = []
-            else:
-                words.append(line.split()[0])
-        return sentences, "CoNLL-2003 eng.testa sentences"
-    ref = SHARED / "data" / "models" / "minilm_l6_h384_uncased" / "reference_sentences.txt"
-    return ref.read_text(encoding="utf-8").splitlines() * 400, "reference sentences x400"
+        return [sentence_text(block) for block in read_conll(conll)], "CoNLL-2003 eng.testa sentences"
+    return (MINILM / "reference_sentences.txt").read_text(encoding="utf-8").splitlines() * 400, "reference sentences x400"
 
 
 def tokenizer_rate(runs, warmup):
-    vocab = SHARED / "data" / "models" / "minilm_l6_h384_uncased" / "vocab.txt"
+    vocab = MINILM / "vocab.txt"
     if not vocab.exists():
         return None, "no ../shared vocab"
     tokenizer = kerasbert.BertTokenizer(vocab, lowercase=True)
@@ -152,37 +126,22 @@ def main():
         "segment_ids": np.zeros((args.batch, args.length), np.int32),
         "padding_mask": np.ones((args.batch, args.length), np.int32),
     }
-    print(f"machine: {platform.machine()}, CPU flags: {cpu_flags()},  {os.cpu_count()} CPU cores, {platform.platform()}")
     print(flags_line())
     print(f"keras {keras.__version__} ({keras.backend.backend()}), keras-hub {keras_hub.__version__}")
     print(f"batch {args.batch} x {args.length} tokens, median of {args.runs} runs after {args.warmup} warm-up\n")
-    rows = []
+    results = []
     for name in args.shapes.split(","):
-        shape = SHAPES[name]
         r = {}
         for xla in (False, True):
             for policy in ("float32", "mixed_bfloat16"):
                 for label, cls in (("kerasbert", BertEncoder), ("keras-hub", keras_hub.models.BertBackbone)):
-                    r[(label, policy, xla)] = keras_rate(cls, shape, policy, x, args.runs, args.warmup, xla)
+                    r[(label, policy, xla)] = keras_rate(cls, SHAPES[name], policy, x, args.runs, args.warmup, xla)
                     print(f"{name}: {label} {policy} {'XLA' if xla else 'graph'}: {r[(label, policy, xla)]:.0f} tok/s", flush=True)
-        r["hf"] = torch_rate(shape, x, args.runs, args.warmup)
-        print(f"{name}: HF transformers torch float32: {r['hf'] or 0:.0f} tok/s", flush=True)
-        rows.append((name, r))
-
-    print(f"\n{flags_line()}")
-    print("| shape | mode | kerasbert fp32 | keras-hub fp32 | HF torch fp32 | kerasbert bf16 | keras-hub bf16 |"
-          " ours/HF fp32 | ours/bare fp32 | ours bf16/fp32 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    results = []
-    for name, r in rows:
-        hf = r["hf"]
+        hf = torch_rate(SHAPES[name], x, args.runs, args.warmup)
+        print(f"{name}: HF transformers torch float32: {hf or 0:.0f} tok/s", flush=True)
         for xla in (False, True):
             ours, bare = r[("kerasbert", "float32", xla)], r[("keras-hub", "float32", xla)]
             ours16, bare16 = r[("kerasbert", "mixed_bfloat16", xla)], r[("keras-hub", "mixed_bfloat16", xla)]
-            hf_cell = f"{hf:.0f}" if hf else "n/a"
-            ratio_hf = f"{ours / hf:.2f}x" if hf else "n/a"
-            print(f"| {name} | {'XLA' if xla else 'graph'} | {ours:.0f} | {bare:.0f} | {hf_cell} | {ours16:.0f} | {bare16:.0f} |"
-                  f" {ratio_hf} | {ours / bare:.3f} | {ours16 / ours:.2f}x |")
             results.append({
                 "shape": SHAPE_NAMES.get(name, name), "mode": "XLA" if xla else "graph", "kerasbert fp32": round(ours),
                 "keras-hub BertBackbone fp32": round(bare), "HF torch fp32": round(hf) if hf else None,
@@ -193,7 +152,7 @@ def main():
     rate, how = tokenizer_rate(args.runs, 1)
     if rate:
         print(f"\ntokenizer: {rate:,.0f} characters/s ({how})")
-    flags = cpu_info()["flags"]
+    flags = cpu()["flags"]
     write_result("encoder_throughput", results, setup={
         "unit": "forward tokens/s (keras models through predict_on_batch; HF BertModel under torch.inference_mode)",
         "batch": f"{args.batch} x {args.length} tokens, randomly initialised weights",

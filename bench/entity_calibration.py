@@ -10,11 +10,11 @@ the reliability table (per bin: count, mean score, accuracy)
 temperature and, as the peer in the same run, for no temperature (T = 1: the
 same entities, the scores before calibration). Writes ``calibration.json`` and
 ``reliability.png`` (the reliability diagram) into ``--output``, and the
-figures to ``bench/results/entity_calibration/`` (``bench/results.py``): for
+figures to ``bench/results/entity_calibration/``: for
 each temperature a row for all bins (entities, right, ECE, F1), then one per
 non-empty bin; the Benchmarks page draws its reliability diagram from them.
 
-    python bench/entity_calibration.py --model RUN_OR_MODEL_DIR \\
+    python -m bench.entity_calibration --model RUN_OR_MODEL_DIR \\
         --data ../shared/data/conll2003/eng.testb --output calibration/
 """
 
@@ -24,11 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import flags_line
+from bench.common import write_result
 
 
 def main(argv=None):
@@ -40,7 +37,6 @@ def main(argv=None):
     parser.add_argument("--max-examples", type=int, default=None, help="only the first N examples")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.calibration import format_calibration
     from kerasbert_apps.ner.calibration import reliability_figure
     from kerasbert_apps.ner.readers import detect_format

@@ -38,32 +38,28 @@ on and the NER test text is never pre-trained on. NER F1 on GENIA test is
 reported with and without the pre-trained encoder, and pre-training tokens/s
 against ``full``'s NER tokens/s from part ``speed``.
 
-Each part's rows also go to ``bench/results/finetuning_strategies/``
-(``bench/results.py``): parts ``CoNLL-2003``, ``training speed`` and ``GENIA
-continued pre-training``, one row per system.
+Each part's rows also go to ``bench/results/finetuning_strategies/``: parts
+``CoNLL-2003``, ``training speed`` and ``GENIA continued pre-training``, one
+row per system.
 
-    python bench/finetuning_strategies.py [--parts conll,speed,genia] [--work DIR] [--epochs 1]
+    python -m bench.finetuning_strategies [--parts conll,speed,genia] [--work DIR] [--epochs 1]
 """
 
 import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-CONLL = SHARED / "conll2003"
-GENIA = SHARED / "genia_nested_partial"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
-sys.path.insert(0, str(ROOT / "bench"))
-
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import CONLL
+from bench.common import GENIA
+from bench.common import MINILM
+from bench.common import flags_line
+from bench.common import kerasbert
+from bench.common import read_conll
+from bench.common import sentence_text
+from bench.common import write_result
 
 SYSTEMS = {
     "full": [],
@@ -81,17 +77,6 @@ SYSTEM_NAMES = {
 }
 
 
-def run(command, log):
-    """Run a ``kerasbert`` CLI command, its output to ``log``; fail loudly."""
-    started = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as out:
-        status = subprocess.run([sys.executable, "-m", "kerasbert.cli", *command], stdout=out,
-                                stderr=subprocess.STDOUT).returncode
-    if status:
-        sys.exit(f"failed ({status}): kerasbert {' '.join(command)}; see {log}")
-    return time.perf_counter() - started
-
-
 def folder_mb(path):
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20
 
@@ -102,12 +87,12 @@ def result(**fields):
 
 
 def train_and_test(name, output, train, dev, test, extra, epochs, log_dir, fmt=()):
-    seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train), "--dev", str(dev),
-                   "--output", str(output), "--epochs", str(epochs), "--batch-size", "32", "--max-length", "128",
-                   "--patience", "0", *fmt, *extra], log_dir / f"{name}.train.log")
+    seconds = kerasbert("ner", "train", "--checkpoint", MINILM, "--train", train, "--dev", dev, "--output", output,
+                        "--epochs", epochs, "--batch-size", 32, "--max-length", 128, "--patience", 0, *fmt, *extra,
+                        log=log_dir / f"{name}.train.log")
     scores_path = output / "test_scores.json"
-    run(["ner", "evaluate", "--model", str(output), "--data", str(test), "--output", str(scores_path), *fmt],
-        log_dir / f"{name}.test.log")
+    kerasbert("ner", "evaluate", "--model", output, "--data", test, "--output", scores_path, *fmt,
+              log=log_dir / f"{name}.test.log")
     metrics = json.loads((output / "metrics.json").read_text())
     test_scores = json.loads(scores_path.read_text())
     return dict(dev_f1=metrics["dev"]["f1"], test_f1=test_scores["f1"], train_seconds=round(seconds),
@@ -125,24 +110,9 @@ def part_conll(args, work):
 
 
 def conll_text(source, target, sentences):
-    """The first ``sentences`` sentences of a CoNLL file (gzipped or not) as
-    plain text, one sentence per line (words joined by spaces)."""
-    import gzip
-
-    opener = gzip.open if str(source).endswith(".gz") else open
-    lines, words = [], []
-    with opener(source, "rt", encoding="utf-8") as f:
-        for line in f:
-            parts = line.split()
-            if parts and parts[0] != "-DOCSTART-":
-                words.append(parts[0])
-            elif words:
-                lines.append(" ".join(words))
-                words = []
-                if len(lines) == sentences:
-                    break
-    if words and len(lines) < sentences:
-        lines.append(" ".join(words))
+    """The first ``sentences`` sentences of a CoNLL file as plain text, one sentence per line (words
+    joined by spaces)."""
+    lines = [sentence_text(block) for block in read_conll(source, limit=sentences)]
     Path(target).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return len(lines)
 
@@ -155,9 +125,9 @@ def speed_pretrain(args, work, suffix=""):
     text.parent.mkdir(parents=True, exist_ok=True)
     conll_text(CONLL / "eng.train.gz", text, 4000)
     output = work / "speed" / ("pretrain" + suffix)
-    run(["pretrain", "--checkpoint", str(MINILM), "--text", str(text), "--output", str(output),
-         "--max-length", "128", "--batch-size", "32", "--steps-per-epoch", str(args.pretrain_speed_steps),
-         "--epochs", "2"], work / f"speed.pretrain{suffix}.log")
+    kerasbert("pretrain", "--checkpoint", MINILM, "--text", text, "--output", output, "--max-length", 128,
+              "--batch-size", 32, "--steps-per-epoch", args.pretrain_speed_steps, "--epochs", 2,
+              log=work / f"speed.pretrain{suffix}.log")
     metrics = json.loads((output / "metrics.json").read_text())
     return dict(steps_per_epoch=args.pretrain_speed_steps, batch_size=32, max_length=128,
                 tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))
@@ -175,10 +145,10 @@ def part_speed(args, work):
                 passes[name].append(speed_pretrain(args, work, suffix))
                 continue
             output = work / "speed" / (name + suffix)
-            run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(CONLL / "eng.train.gz"),
-                 "--dev", str(CONLL / "eng.testa"), "--output", str(output), "--epochs", "2", "--batch-size", "32",
-                 "--max-length", "128", "--max-train-examples", str(args.speed_examples), "--max-dev-examples", "50",
-                 "--patience", "0", *SYSTEMS[name]], work / f"speed.{name}{suffix}.log")
+            kerasbert("ner", "train", "--checkpoint", MINILM, "--train", CONLL / "eng.train.gz", "--dev",
+                      CONLL / "eng.testa", "--output", output, "--epochs", 2, "--batch-size", 32, "--max-length", 128,
+                      "--max-train-examples", args.speed_examples, "--max-dev-examples", 50, "--patience", 0,
+                      *SYSTEMS[name], log=work / f"speed.{name}{suffix}.log")
             metrics = json.loads((output / "metrics.json").read_text())
             passes[name].append(dict(examples=args.speed_examples, tokens_per_epoch=metrics["train_tokens_per_epoch"],
                                      tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1)))
@@ -218,19 +188,6 @@ def packed_sequences(text_path, max_length):
     return sum(1 for _ in stream_sequences(read_lines([text_path]), tokenizer, max_length))
 
 
-def steps_per_epoch(metrics, log):
-    """The optimizer steps per epoch of a finished ``train`` run: from its
-    ``metrics.json`` (``metrics``), or for a run that predates that key, from
-    the number of training rows its ``log`` printed (``-> N sequences``) and
-    its batch size."""
-    import re
-
-    if "steps_per_epoch" in metrics:
-        return metrics["steps_per_epoch"]
-    rows = re.search(r"-> (\d+) sequences", Path(log).read_text(encoding="utf-8"))
-    return -(-int(rows.group(1)) // metrics["batch_size"])
-
-
 def genia_split(data):
     """GENIA has no train split here: the first 80% of dev.json as
     ``data/train.jsonl``, the rest as ``data/dev.jsonl``, test.json as
@@ -259,9 +216,9 @@ def part_genia(args, work):
     text.write_text(test_text.read_text() + "".join(" ".join(r["sentence"]) + "\n"
                                                      for r in json.loads((GENIA / "dev.json").read_text())))
     pre = work / "genia_pretrain"
-    seconds = run(["pretrain", "--checkpoint", str(MINILM), "--text", str(text), "--output", str(pre),
-                   "--max-length", "128", "--batch-size", "32", "--steps-per-epoch", str(args.pretrain_steps),
-                   "--epochs", str(args.pretrain_epochs), "--held-out", str(held_out)], work / "genia.pretrain.log")
+    seconds = kerasbert("pretrain", "--checkpoint", MINILM, "--text", text, "--output", pre, "--max-length", 128,
+                        "--batch-size", 32, "--steps-per-epoch", args.pretrain_steps, "--epochs", args.pretrain_epochs,
+                        "--held-out", held_out, log=work / "genia.pretrain.log")
     metrics = json.loads((pre / "metrics.json").read_text())
     rows = [result(part="pretrain", held_out_sequences=held_out, steps=metrics["steps"], batch_size=32,
                    max_length=128, train_seconds=round(seconds),
@@ -270,11 +227,11 @@ def part_genia(args, work):
                    tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))]
     for name, checkpoint in (("genia_minilm", MINILM), ("genia_pretrained", pre / "encoder")):
         output = work / name
-        seconds = run(["ner", "train", "--checkpoint", str(checkpoint), "--train", str(data / "train.jsonl"), "--dev",
-                       str(data / "dev.jsonl"), "--output", str(output), "--epochs", str(args.genia_epochs),
-                       "--batch-size", "32", "--max-length", "128", "--patience", "0"], work / f"{name}.train.log")
-        run(["ner", "evaluate", "--model", str(output), "--data", str(data / "test.jsonl"), "--output",
-             str(output / "test_scores.json")], work / f"{name}.test.log")
+        seconds = kerasbert("ner", "train", "--checkpoint", checkpoint, "--train", data / "train.jsonl", "--dev",
+                            data / "dev.jsonl", "--output", output, "--epochs", args.genia_epochs, "--batch-size", 32,
+                            "--max-length", 128, "--patience", 0, log=work / f"{name}.train.log")
+        kerasbert("ner", "evaluate", "--model", output, "--data", data / "test.jsonl", "--output",
+                  output / "test_scores.json", log=work / f"{name}.test.log")
         scores = json.loads((output / "test_scores.json").read_text())
         dev = json.loads((output / "metrics.json").read_text())["dev"]
         rows.append(result(part="genia", system=name, train_sentences=cut, epochs=args.genia_epochs,

@@ -2,7 +2,7 @@
 
 Figures, not a test. What a user meets first: a fresh process that answers
 one sentence and exits. Each system runs in its own process (started by this
-script, timed from start to exit, peak memory from the kernel); the systems
+bench, timed from start to exit, peak memory from the kernel); the systems
 take turns (``--pairs`` rounds, medians), so a slower minute of the machine
 hits them all.
 
@@ -35,7 +35,7 @@ Phases (a second, instrumented process of the same steps): for the cached
 the cached SavedModel), the first call; for ``--no-cache``, imports, loading
 the Keras model, tracing, the first call.
 
-    python bench/first_answer.py [--model RUN/model] [--pairs 3]
+    python -m bench.first_answer [--model RUN/model] [--pairs 3]
 """
 
 import argparse
@@ -50,7 +50,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import flags_line
+from bench.common import write_result
+
 SENTENCE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
 #: Lines of the file that shows the cached function's speed past the first call (words of SENTENCE, shuffled).
 MANY = 512
@@ -178,10 +180,6 @@ def main():
     parser.add_argument("--model", help="a tagger folder (default: the demo's shape, untrained head)")
     parser.add_argument("--pairs", type=int, default=3, help="rounds of every system, taken in turn (medians)")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from results import flags_line
-    from results import write_result
-
     print(flags_line(), flush=True)
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)

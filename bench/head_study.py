@@ -8,9 +8,9 @@ Every variant is one ``kerasbert ner|triples train`` CLI run, as a user runs
 it, on one small setting:
 
 * ``genia`` (NER): the first 500 sentences of the GENIA training split of
-  ``ner_heads.py`` (the first 80% of GENIA dev), the model selected and scored
+  ``bench.ner_heads`` (the first 80% of GENIA dev), the model selected and scored
   on the rest of that split (334 sentences), nested entities kept, exact spans;
-* ``webnlg`` (triples): the setting of ``triples_small_data.py``: the first 400
+* ``webnlg`` (triples): the setting of ``bench.triples_small_data``: the first 400
   WebNLG* training sentences, the first 150 validation sentences as dev,
   ``--max-length 64``.
 
@@ -28,25 +28,22 @@ A variant whose work folder holds a finished run is not trained again, so
 variants can run one per command (``--only NAME``) and ``--record`` then
 writes the study's record from the finished runs.
 
-    python bench/head_study.py --study NAME [--only VARIANT] [--work DIR] [--record]
+    python -m bench.head_study --study NAME [--only VARIANT] [--work DIR] [--record]
 """
 
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finetuning_strategies import MINILM  # noqa: E402
-from finetuning_strategies import SHARED  # noqa: E402
-from finetuning_strategies import genia_split  # noqa: E402
-from finetuning_strategies import steps_per_epoch  # noqa: E402
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import MINILM
+from bench.common import SHARED
+from bench.common import flags_line
+from bench.common import kerasbert
+from bench.common import write_result
+from bench.finetuning_strategies import genia_split
+from bench.triples_small_data import tune_on_dev
 
 WEBNLG = SHARED / "webnlg_casrel_star"
 GENIA_TRAIN = 500
@@ -124,16 +121,11 @@ def train(setting, head, options, folder, work):
     """One ``train`` run into ``folder`` (skipped when it holds a finished run)."""
     if (folder / "metrics.json").exists():
         return
-    task = "ner" if setting == "genia" else "triples"
-    command = [sys.executable, "-m", "kerasbert.cli", task, "train", "--checkpoint", MINILM, *data(setting, work),
-               "--head", head, "--output", folder, *options]
     folder.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with open(folder.with_suffix(".log"), "w", encoding="utf-8") as log:
-        status = subprocess.run([str(c) for c in command], stdout=log, stderr=subprocess.STDOUT).returncode
-    if status:
-        sys.exit(f"train failed ({status}): see {folder.with_suffix('.log')}")
-    (folder / "wall_seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
+    seconds = kerasbert("ner" if setting == "genia" else "triples", "train", "--checkpoint", MINILM,
+                        *data(setting, work), "--head", head, "--output", folder, *options,
+                        log=folder.with_suffix(".log"))
+    (folder / "wall_seconds").write_text(f"{seconds:.1f}\n")
 
 
 def row_of(variant, head, options, folder):
@@ -143,7 +135,7 @@ def row_of(variant, head, options, folder):
     wall = folder / "wall_seconds"
     row = {"variant": variant, "head": head, "options": " ".join(map(str, options)),
            "batch": metrics["batch_size"], "epochs": metrics["epochs"],
-           "steps": steps_per_epoch(metrics, folder.with_suffix(".log")) * metrics["epochs"],
+           "steps": metrics["steps_per_epoch"] * metrics["epochs"],
            "head lr": metrics.get("head_learning_rate"), "best epoch": metrics["best_epoch"],
            "P": round(dev["precision"], 3), "R": round(dev["recall"], 3), "F1": round(dev["f1"], 3),
            "F1 by epoch": [round(h.get("val_f1", 0.0), 3) for h in history]}
@@ -167,7 +159,7 @@ def nested_at_threshold(folder):
     """The nested entities' dev scores of the run's model as saved (its
     fitted decision threshold applied), predicted through ``predict``'s
     path and scored with nested entities kept (kept in ``nested_at_threshold.json``)."""
-    from ner_heads import scores_on
+    from bench.ner_heads import scores_on
 
     cache = folder / "nested_at_threshold.json"
     if not cache.exists():
@@ -180,24 +172,15 @@ def tuned_thresholds(folder, metrics):
     """The thresholds tuned on dev: those the run tuned at its end (``auto``),
     else ``kerasbert triples tune --dry-run`` on the run's dev sentences (the
     same grid; kept in ``tuned.json``)."""
-    import re
-
     done = metrics.get("tuned_thresholds")
     if done:
         return {**done, "thresholds": "  ".join(f"{n} {v:g}" for n, v in zip(done["names"], done["thresholds"]))}
     cache = folder / "tuned.json"
     if not cache.exists():
         settings = json.loads((folder / "settings.json").read_text())
-        dev = folder / "dev_sentences.json"
-        dev.write_text(json.dumps(json.loads(Path(settings["dev"]).read_text())[: settings["max_dev_examples"]]))
-        done = subprocess.run([sys.executable, "-m", "kerasbert.cli", "triples", "tune", "--model", str(folder),
-                               "--data", str(dev), "--dry-run"], capture_output=True, text=True)
-        found = re.search(r"best: (.*?): P ([\d.]+)\s+R ([\d.]+)\s+F1 ([\d.]+)", done.stdout)
-        if not found:
-            sys.exit(f"triples tune printed no best pair: {done.stdout[-500:]} {done.stderr[-500:]}")
-        cache.write_text(json.dumps({"thresholds": found.group(1).replace("--threshold-", "").strip(),
-                                     "precision": float(found.group(2)), "recall": float(found.group(3)),
-                                     "f1": float(found.group(4))}))
+        thresholds, precision, recall, f1 = tune_on_dev(folder, settings["dev"], settings["max_dev_examples"])
+        cache.write_text(json.dumps({"thresholds": thresholds.replace("--threshold-", ""), "precision": precision,
+                                     "recall": recall, "f1": f1}))
     return json.loads(cache.read_text())
 
 
@@ -224,7 +207,7 @@ def main(argv=None):
         bench, part = ("ner_heads", "dev study: span heads") if setting == "genia" else \
             ("triples_small_data", "dev study: triple heads")
         write_result(bench, [{"part": part, **row} for row in rows], name=args.study, setup={
-            "study": f"{description} (bench/head_study.py --study {args.study})", "data": SETTINGS[setting],
+            "study": f"{description} (python -m bench.head_study --study {args.study})", "data": SETTINGS[setting],
             "scores": "dev, the best epoch; P/R/F1 at the head's default decision (span heads: margin above 0; "
                       "triples: thresholds 0.5); fitted threshold / tuned thresholds: picked on this dev set for "
                       "the best F1, as --span-threshold auto and --threshold-* auto do at the end of training "

@@ -13,25 +13,18 @@ encoder of a trained NER tagger, against the same encoder in float32:
 
 kerasbert offers no int8 option: the README's "Make it fast" gives the
 measured reason. The rows (one per shape: float32 and int8 ms, their ratio)
-and the agreement go to ``bench/results/int8_encoder/`` (``bench/results.py``).
+and the agreement go to ``bench/results/int8_encoder/``.
 
-    python bench/int8_encoder.py --model RUN/model [--sentences 1000] [--repeats 30]
+    python -m bench.int8_encoder --model RUN/model [--sentences 1000] [--repeats 30]
 """
 
 import argparse
 import os
-import statistics
-import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench.serving_throughput import conll_sentences  # noqa: E402
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import flags_line
+from bench.common import median_ms
+from bench.common import write_result
+from bench.serving_throughput import conll_sentences
 
 
 def encoder_inputs(batch, width):
@@ -41,16 +34,6 @@ def encoder_inputs(batch, width):
     ids = np.random.default_rng(0).integers(1000, 20000, size=(batch, width)).astype("int32")
     return {"token_ids": tf.constant(ids), "segment_ids": tf.zeros((batch, width), tf.int32),
             "padding_mask": tf.ones((batch, width), tf.int32)}
-
-
-def median_ms(function, inputs, repeats):
-    function(inputs)
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        function(inputs)
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
 
 
 def entity_set(results):
@@ -77,8 +60,9 @@ def main():
         if mode == "int8":
             tagger.model.encoder.quantize("int8")
         encoder = tf.function(lambda x, e=tagger.model.encoder: e(x, training=False)["sequence_output"])
-        times[mode] = {"batch 1 x 20 tokens": median_ms(encoder, encoder_inputs(1, 20), args.repeats),
-                       "64 rows x 48 tokens": median_ms(encoder, encoder_inputs(64, 48), max(3, args.repeats // 4))}
+        times[mode] = {"batch 1 x 20 tokens": median_ms(encoder, encoder_inputs(1, 20), repeats=args.repeats),
+                       "64 rows x 48 tokens": median_ms(encoder, encoder_inputs(64, 48),
+                                                        repeats=max(3, args.repeats // 4))}
         hidden[mode] = encoder(encoder_inputs(4, 32)).numpy()
         taggers[mode] = tagger
         print(f"{mode}: encoder " + ", ".join(f"{k} {v:.1f} ms" for k, v in times[mode].items()), flush=True)

@@ -18,31 +18,33 @@ test set predicted in batches of 32, tokenization included.
 
 The parent keeps the children's ``RESULT {json}`` lines on stdout, prints the
 table with the CPU model and flags, and writes the rows to
-``bench/results/ner_conll2003/`` (``bench/results.py``): part ``CoNLL-2003``
+``bench/results/ner_conll2003/``: part ``CoNLL-2003``
 (one row per system, the peer included; a run on part of eng.train,
 ``--max-train N``, is part ``CoNLL-2003 short run``: its F1 is not the
 kit's accuracy, its tokens/s are the reference for training speed) and,
 with ``--cluener`` and a Chinese ``--checkpoint``, part ``CLUENER2020``.
 
-    python bench/ner_conll2003.py [--systems ours,hf,ours_bf16] [--epochs 3]
+    python -m bench.ner_conll2003 [--systems ours,hf,ours_bf16] [--epochs 3]
         [--max-train N] [--max-length 128] [--cluener]
 """
 
 import argparse
 import json
 import os
-import platform
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-CONLL = SHARED / "conll2003"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+from bench.common import CONLL
+from bench.common import MINILM
+from bench.common import SHARED
+from bench.common import child_result
+from bench.common import flags_line
+from bench.common import require_chinese_vocabulary
+from bench.common import write_result
+
 #: The rows' ``system`` names in bench/results/ner_conll2003/ (the same as the records moved from the README).
 SYSTEM_NAMES = {
     "ours": "kerasbert MiniLM-BiLSTM-CRF, float32",
@@ -57,7 +59,6 @@ def peak_rss_mb():
 
 
 def run_ours(args, precision, train_path, dev_path, test_path, tag):
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.evaluate import score
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
@@ -103,7 +104,6 @@ def run_hf(args):
     from transformers import BertTokenizerFast
     from transformers import get_linear_schedule_with_warmup
 
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert.checkpoints.loader import resolve_checkpoint
 
@@ -213,9 +213,6 @@ def result_rows(results, part):
 
 def write_results(args, results):
     """One record per part measured in this run (bench/results/ner_conll2003/)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import write_result
-
     training = (f"{args.epochs} epochs, batch 32, max length {args.max_length}, "
                 f"train sentences: {args.max_train or 'all'}, checkpoint {Path(args.checkpoint).name}")
     conll = [r for r in results if r["system"] != "cluener"]
@@ -265,44 +262,18 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import flags_line
-    from results import require_chinese_vocabulary
-
     if args.cluener:
         require_chinese_vocabulary(args.checkpoint, "CLUENER2020")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
     print(flags_line())
     print(f"CoNLL-2003 from {CONLL}; MiniLM (6 layers, H=384); epochs {args.epochs}, batch 32, "
           f"max length {args.max_length}, train sentences: {args.max_train or 'all'}\n", flush=True)
     systems = args.systems.split(",") + (["cluener"] if args.cluener else [])
     results = []
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for system in systems:
-        command = [sys.executable, __file__, "--child", system, "--epochs", str(args.epochs),
-                   "--max-train", str(args.max_train), "--max-length", str(args.max_length),
-                   "--checkpoint", args.checkpoint, "--workdir", args.workdir]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-        run = subprocess.run(command, capture_output=True, text=True, env=env)
-        lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
-        if run.returncode or not lines:
-            print(f"{system}: FAILED\n{run.stderr[-2000:]}")
-            continue
-        results.append(json.loads(lines[-1][7:]))
-        print(lines[-1], flush=True)
-    print(f"\n{flags_line()}")
-    print("| system | dev F1 | test F1 | train tokens/s | inference sentences/s | peak RSS MB |")
-    print("|---|---|---|---|---|---|")
-    for r in results:
-        test = f"{r['test_f1'] * 100:.2f}" if "test_f1" in r else "-"
-        infer = f"{r['infer_sentences_per_s']:.1f}" if "infer_sentences_per_s" in r else "-"
-        print(f"| {r['system']} | {r['dev_f1'] * 100:.2f} | {test} | {r['train_tokens_per_s'] or 0:.0f} | {infer} | {r['peak_rss_mb']:.0f} |")
-    by = {r["system"]: r for r in results}
-    if "ours" in by and "hf" in by:
-        print(f"\nours - HF test F1: {(by['ours']['test_f1'] - by['hf']['test_f1']) * 100:+.2f}; "
-              f"training speed ours/HF: {by['ours']['train_tokens_per_s'] / by['hf']['train_tokens_per_s']:.2f}x")
-    if "ours" in by and "ours_bf16" in by:
-        print(f"mixed_bfloat16 / float32 training speed: {by['ours_bf16']['train_tokens_per_s'] / by['ours']['train_tokens_per_s']:.2f}x; "
-              f"test F1 difference {(by['ours_bf16']['test_f1'] - by['ours']['test_f1']) * 100:+.2f}")
+        result = child_result("bench.ner_conll2003", *sys.argv[1:], "--child", system,
+                              log=Path(args.workdir) / f"{system}.log")
+        results += [result] if result else []
     if results:
         write_results(args, results)
 

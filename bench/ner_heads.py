@@ -1,7 +1,7 @@
 """NER heads compared: the CRF, GlobalPointer and biaffine heads (MiniLM checkpoint).
 
 Figures, not a test. Every training run is a ``kerasbert ner train`` CLI
-subprocess (shared helpers with ``finetuning_strategies.py``); the parent
+subprocess (shared helpers with ``bench.finetuning_strategies``); the parent
 prints what it measured as JSON lines (``RESULT ...``).
 
 Every head trains with its defaults, as ``kerasbert ner train`` gives them
@@ -19,7 +19,7 @@ eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqe
 for the CRF head, exact spans for the span heads; CoNLL has no nested
 entities, so the two agree on what a right entity is), and its entity
 scores' calibration on eng.testb comes with those scores, as in
-``entity_calibration.py`` (ECE over 10 equal-width bins; writes
+``bench.entity_calibration`` (ECE over 10 equal-width bins; writes
 ``calibration.json`` and ``reliability.png`` per head into the work folder).
 
 Part ``genia``: GENIA has no train split here, so each head trains on the
@@ -35,32 +35,27 @@ its nested recall is bounded by what that rule keeps.
 as they name the budget of a given ``--epochs`` / ``--genia-epochs``, so a
 variant's rows never stand for the defaults.
 
-Each part's rows also go to ``bench/results/ner_heads/`` (``bench/results.py``):
-parts ``CoNLL-2003`` and ``GENIA (nested)`` (followed by the options of a
-variant), one row per head.
+Each part's rows also go to ``bench/results/ner_heads/``: parts ``CoNLL-2003``
+and ``GENIA (nested)`` (followed by the options of a variant), one row per head.
 
-    python bench/ner_heads.py [--parts conll,genia] [--heads crf,global-pointer,biaffine]
+    python -m bench.ner_heads [--parts conll,genia] [--heads crf,global-pointer,biaffine]
         [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--options="..."]
-        [--reuse [--note TEXT]]
+        [--reuse]
 """
 
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finetuning_strategies import CONLL  # noqa: E402
-from finetuning_strategies import MINILM  # noqa: E402
-from finetuning_strategies import ROOT  # noqa: E402
-from finetuning_strategies import genia_split  # noqa: E402
-from finetuning_strategies import header  # noqa: E402
-from finetuning_strategies import result  # noqa: E402
-from finetuning_strategies import run  # noqa: E402
-from finetuning_strategies import steps_per_epoch  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import CONLL
+from bench.common import MINILM
+from bench.common import kerasbert
+from bench.common import write_result
+from bench.finetuning_strategies import genia_split
+from bench.finetuning_strategies import header
+from bench.finetuning_strategies import result
 
 HEADS = ("crf", "global-pointer", "biaffine")
 
@@ -72,9 +67,9 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
     if reuse and (output / "metrics.json").exists():
         return float((output / "wall_seconds").read_text())
     limit = ["--max-train-examples", str(max_train)] if max_train else []
-    seconds = run(["ner", "train", "--checkpoint", str(MINILM), "--train", str(train_file), "--dev", str(dev_file),
-                   "--output", str(output), "--max-length", "128", "--head", head, *budget(epochs), *limit, *options],
-                  log_dir / f"{output.name}.train.log")
+    seconds = kerasbert("ner", "train", "--checkpoint", MINILM, "--train", train_file, "--dev", dev_file,
+                        "--output", output, "--max-length", 128, "--head", head, *budget(epochs), *limit, *options,
+                        log=log_dir / f"{output.name}.train.log")
     (output / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
@@ -85,10 +80,9 @@ def trained_with(output):
     F1 after each epoch (at margin 0 for the span heads)."""
     metrics = json.loads((output / "metrics.json").read_text())
     fitted = metrics.get("span_threshold") or {}
-    per_epoch = steps_per_epoch(metrics, output.parent / f"{output.name}.train.log")
     history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines() if line.strip()]
     return {"batch": metrics["batch_size"], "epochs": metrics["epochs"], "best epoch": metrics["best_epoch"],
-            "steps": per_epoch * metrics["epochs"], "head lr": metrics["head_learning_rate"],
+            "steps": metrics["steps_per_epoch"] * metrics["epochs"], "head lr": metrics["head_learning_rate"],
             "threshold": fitted.get("threshold"), "dev F1 by epoch": [h.get("val_f1", 0.0) for h in history]}
 
 
@@ -98,7 +92,6 @@ def scores_on(model, data, exact_spans=False):
     evaluate`` scores that head (seqeval for the BIO heads, exact spans for
     the span heads), or with ``exact_spans`` the exact-span scorer
     for any head, nested and overlapping gold entities kept."""
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.base import heads
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.train import NER
@@ -192,7 +185,6 @@ def write_results(args, rows):
                 "training": how(args.epochs) + (f"; with {args.options}" if args.options else ""),
                 "note": "reliability diagrams: <work>/conll_<head>/reliability.png (not kept); train seconds: wall "
                         "time of the run on a shared machine (other jobs ran beside it), not a timing",
-                **({"reused runs": args.note} if args.note else {}),
             })
     genia = [r for r in rows if r["part"] == "genia"]
     if genia:
@@ -215,7 +207,6 @@ def write_results(args, rows):
                 "training": f"MiniLM, max length 128, {how(args.genia_epochs)}"
                             + (f"; with {args.options}" if args.options else ""),
                 "note": "train seconds: wall time of the run on a shared machine, not a timing",
-                **({"reused runs": args.note} if args.note else {}),
             })
 
 
@@ -235,11 +226,9 @@ def main():
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
     parser.add_argument("--options", default="", help="ner train options added to every run (a variant: the "
                         "records' parts name them)")
-    parser.add_argument("--note", default="", help="how reused runs were made (goes into the records' setup)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(ROOT))
     header()
     rows = []
     for part in args.parts.split(","):

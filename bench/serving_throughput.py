@@ -45,7 +45,7 @@ sentences per batch size, the median of ``--repeats`` passes after one warmup
 pass. Latency at batch 1: per-call wall time over the same sentences, p50 and
 p99.
 
-    python bench/serving_throughput.py [--model RUN/model] [--student RUN/model]
+    python -m bench.serving_throughput [--model RUN/model] [--student RUN/model]
         [--sentences 512] [--repeats 3] [--threads N]
         [--systems kerasbert,kerasbert-jit,kerasbert-head,kerasbert-bf16,kerasbert-head-bf16,kerasbert-keras,
                    student,student-jit,student-head-bf16,hf,hf-1]
@@ -60,15 +60,16 @@ over the union of both sets).
 import argparse
 import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
+from bench.common import CONLL
+from bench.common import cpu
+from bench.common import flags_line
+from bench.common import write_result
+
 BATCHES = (1, 8, 64)
 #: What the docs' table shows of a run (the record keeps every key).
 COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "batch_8_sent_per_s",
@@ -76,28 +77,16 @@ COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "bat
 
 
 def conll_sentences(n):
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.ner.readers import read_ner_file
 
-    examples = read_ner_file(SHARED / "conll2003" / "eng.testb").examples
+    examples = read_ner_file(CONLL / "eng.testb").examples
     return [e.text for e in examples if e.text.strip()][:n]
 
 
 def starter_folder():
-    sys.path.insert(0, str(ROOT))
     from kerasbert.checkpoints.loader import resolve_checkpoint
 
     return Path(resolve_checkpoint("starter"))
-
-
-def cpu_flags():
-    """The CPU's vector/bf16 flags that decide matmul speed (printed with every figure)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        flags = set()
-    return sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
 
 
 def throughput(call, sentences, batch, repeats):
@@ -196,7 +185,7 @@ def bench_kerasbert(args, sentences, system):
     result = {"system": f"{which} ({layers} layers) SavedModel{options} (in-process call)", "name": system,
               "intra_op_threads": args.intra_threads, "inter_op_threads": args.threads,
               "model": what, "encoder_layers": layers, "precision": precision,
-              "jit_compile": jit_compile, "flags": cpu_flags()}
+              "jit_compile": jit_compile, "flags": cpu()["flags"]}
     if jit_compile:
         from kerasbert.serving.saved_model import read_warmup
 
@@ -249,7 +238,7 @@ def bench_hf(args, sentences, system="hf"):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     result = {"system": f"HF pipeline('ner', aggregation_strategy='simple'), PyTorch {torch.__version__}, "
                         f"{threads} thread{'s' if threads > 1 else ''}", "name": system, "torch_threads": threads,
-              "model": "MiniLM encoder + untrained token-classification head", "flags": cpu_flags()}
+              "model": "MiniLM encoder + untrained token-classification head", "flags": cpu()["flags"]}
     for batch in BATCHES:
         ner = pipeline("ner", model=model, tokenizer=tokenizer, aggregation_strategy="simple", device=-1,
                        batch_size=batch)
@@ -289,11 +278,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sentences = conll_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences) / len(sentences)
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import flags_line
-    from results import write_result
-
-    print(f"{flags_line()}; {platform.platform()}; TensorFlow intra-op threads {args.intra_threads}, "
+    print(f"{flags_line()}; TensorFlow intra-op threads {args.intra_threads}, "
           f"inter-op threads {args.threads}; PyTorch threads {args.threads} (hf) or 1 (hf-1)")
     print(f"data: {len(sentences)} CoNLL-2003 test sentences ({words:.1f} words on average); "
           f"throughput = median of {args.repeats} passes after a warmup pass; latency over "
@@ -301,7 +286,7 @@ def main():
     systems = args.systems.split(",")
     for system in systems:
         try:
-            which = system if system in ("hf", "hf-1") else parse_system(system)[0]
+            system in ("hf", "hf-1") or parse_system(system)
         except ValueError:
             parser.error(f"unknown system {system!r}")
     results = []
@@ -325,31 +310,17 @@ def main():
                 result["agreement_with_float32"] = result["agreement"]["share_identical"]
         print("RESULT " + json.dumps(result))
         results.append(result)
-    print(f"\n{'system':<58} {'b=1 s/s':>8} {'b=8 s/s':>8} {'b=64 s/s':>9} {'p50 ms':>7} {'p99 ms':>7}")
+    hf = next((r for r in results if r.get("name") == "hf"), None) or next((r for r in results if r.get("name") == "hf-1"), None)
     for r in results:
-        print(f"{r['system'][:58]:<58} {r['batch_1_sent_per_s']:>8.1f} {r['batch_8_sent_per_s']:>8.1f} "
-              f"{r['batch_64_sent_per_s']:>9.1f} {r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f}")
-    hf = next((r for r in results if r.get("name") == "hf"), None) or \
-        next((r for r in results if r["system"].startswith("HF")), None)
-    if hf:
-        print(f"\nratios against {hf['system']} in this run ({flags_line()}):")
-        for r in results:
-            if r is not hf:
-                r["p50_vs_hf"] = r["p50_ms"] / hf["p50_ms"]
-                r["batch_64_vs_hf"] = r["batch_64_sent_per_s"] / hf["batch_64_sent_per_s"]
-                print(f"  {r['system'][:58]:<58} p50 {r['p50_vs_hf']:.2f}x, batch 64 {r['batch_64_vs_hf']:.2f}x")
-    for r in results:
+        if hf and r is not hf:
+            r["p50_vs_hf"] = r["p50_ms"] / hf["p50_ms"]
+            r["batch_64_vs_hf"] = r["batch_64_sent_per_s"] / hf["batch_64_sent_per_s"]
         plain = next((p for p in results if p.get("model") == r.get("model") and p.get("precision") == "float32"
                       and p.get("jit_compile") == r.get("jit_compile")
                       and ("keras" in p.get("name", "")) == ("keras" in r.get("name", ""))), None)
         if r.get("precision") == "bfloat16" and plain:
-            a = r["agreement"]
             r["batch_64_vs_float32"] = r["batch_64_sent_per_s"] / plain["batch_64_sent_per_s"]
             r["p50_vs_float32"] = r["p50_ms"] / plain["p50_ms"]
-            print(f"bfloat16 vs float32 ({r['system'][:40]}): batch 64 {r['batch_64_sent_per_s'] / plain['batch_64_sent_per_s']:.2f}x, "
-                  f"p50 {r['p50_ms'] / plain['p50_ms']:.2f}x; {a['identical_entities']} of {a['float32_entities']} "
-                  f"float32 entities identical ({a['entities']} found in bfloat16; share of the union "
-                  f"{a['share_identical']:.4f}) on {a['sentences']} sentences")
     write_result("serving_throughput", results, setup={
         "sentences": len(sentences), "words_per_sentence": round(words, 1), "repeats": args.repeats,
         "latency_sentences": min(args.latency_sentences, len(sentences)), "model": args.model or "untrained head",

@@ -22,23 +22,26 @@ times are summed over threads, so they may add up to more than the step's
 wall time on 2 cores. Prints the CPU flags and writes
 ``bench/results/training_profile/``.
 
-    python bench/training_profile.py [--precisions float32,mixed_bfloat16] [--batch 32] [--length 128]
+    python -m bench.training_profile [--precisions float32,mixed_bfloat16] [--batch 32] [--length 128]
 """
 
 import argparse
+import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.common import child_result
+from bench.common import flags_line
+from bench.common import median_ms
+from bench.common import write_result
+from bench.serving_profile import op_table
+from bench.serving_profile import print_op_table
+from bench.serving_profile import trace_ops
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def stage_of(node):
@@ -65,8 +68,6 @@ def one_precision(args):
     from kerasbert_apps.ner.heads.bio.model import HEAD_PREFIX
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.train import NerTrainSettings
-    from bench.serving_profile import op_table
-    from bench.serving_profile import trace_ops
     from kerasbert.training.batching import BucketedBatches
     from kerasbert.training.fit import compile_for_training
     from kerasbert.training.fit import set_precision
@@ -90,23 +91,14 @@ def one_precision(args):
         batches[i]
     host_ms = (time.perf_counter() - began) * 1000 / len(batches)
     x, y = batches[0]
-    for _ in range(3):
-        model.train_on_batch(x, y)
-    walls = []
-    for _ in range(args.steps):
-        began = time.perf_counter()
-        model.train_on_batch(x, y)
-        walls.append((time.perf_counter() - began) * 1000)
+    step_ms = median_ms(model.train_on_batch, x, y, repeats=args.steps, warmup=3)
     events = trace_ops(lambda: model.train_on_batch(x, y), args.steps, tempfile.mkdtemp())
-    step_ms = statistics.median(walls)
     return {"precision": args.precision, "intra_op": args.intra_threads, "step_ms": step_ms,
             "tokens_per_s": args.batch * args.length / step_ms * 1000, "host_batch_ms": host_ms,
             **op_table(events, args.steps, stage_of, top=14)}
 
 
 def main():
-    import json
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--precisions", default="float32,mixed_bfloat16")
     parser.add_argument("--batch", type=int, default=32)
@@ -118,21 +110,15 @@ def main():
     if args.precision:
         print("RESULT " + json.dumps(one_precision(args)), flush=True)
         return
-    from bench.serving_profile import print_op_table
-    from results import flags_line
-    from results import write_result
-
     print(f"{flags_line()}\nNER training step (MiniLM + BiLSTM + CRF, default settings), batch {args.batch} x "
           f"{args.length} tokens, median of {args.steps} steps; TensorFlow intra-op threads {args.intra_threads}")
     rows = []
     for precision in args.precisions.split(","):
-        command = [sys.executable, __file__, "--precision", precision, "--batch", str(args.batch), "--length",
-                   str(args.length), "--steps", str(args.steps), "--intra-threads", str(args.intra_threads)]
-        out = subprocess.run(command, capture_output=True, text=True)  # one process per precision policy
-        line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
-        if line is None:
-            sys.exit(f"{precision}: the child failed:\n{out.stderr[-3000:]}")
-        row = json.loads(line[len("RESULT "):])
+        row = child_result("bench.training_profile", "--precision", precision, "--batch", args.batch, "--length",
+                           args.length, "--steps", args.steps, "--intra-threads", args.intra_threads,
+                           log=Path(tempfile.gettempdir()) / f"training_profile_{precision}.log")
+        if row is None:  # one process per precision policy
+            sys.exit(f"{precision}: the child failed")
         rows.append(row)
         print(f"\n{precision}: step {row['step_ms']:.0f} ms ({row['tokens_per_s']:.0f} tokens/s), host batching "
               f"{row['host_batch_ms']:.2f} ms per batch, {row['op_ms']:.0f} ms of kernel time")

@@ -16,8 +16,8 @@ scored on it: an optimistic figure, said so in the row).
 (their ``settings.json``, ``history.jsonl`` and ``metrics.json``) instead of
 training; their wall time is unknown unless ``DIR/wall_seconds`` holds it.
 
-    python bench/triples_small_data.py [--heads casrel,gplinker] [--extra "--epochs 20 --patience 0"] [--tune]
-    python bench/triples_small_data.py --from-runs RUN1 RUN2
+    python -m bench.triples_small_data [--heads casrel,gplinker] [--extra "--epochs 20 --patience 0"] [--tune]
+    python -m bench.triples_small_data --from-runs RUN1 RUN2
 """
 
 import argparse
@@ -28,54 +28,47 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-WEBNLG = SHARED / "webnlg_casrel_star"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import flags_line  # noqa: E402
-from results import write_result  # noqa: E402
+from bench.common import MINILM
+from bench.common import SHARED
+from bench.common import flags_line
+from bench.common import kerasbert
+from bench.common import write_result
 
+WEBNLG = SHARED / "webnlg_casrel_star"
 TRAIN, DEV, MAX_LENGTH = 400, 150, 64
 TARGET = 0.55
 
 
-def kerasbert(*args):
-    return [sys.executable, "-m", "kerasbert.cli", *map(str, args)]
-
-
 def train(folder, head, extra):
     """One ``kerasbert triples train`` run of the setting into ``folder``; its wall seconds."""
-    command = kerasbert("triples", "train", "--checkpoint", MINILM, "--train", WEBNLG / "train_triples.json.gz",
+    seconds = kerasbert("triples", "train", "--checkpoint", MINILM, "--train", WEBNLG / "train_triples.json.gz",
                         "--dev", WEBNLG / "val_triples.json", "--max-train-examples", TRAIN,
                         "--max-dev-examples", DEV, "--max-length", MAX_LENGTH, "--head", head,
-                        "--output", folder, *extra)
-    started = time.perf_counter()
-    with open(Path(folder).with_suffix(".log"), "w") as log:
-        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
-    if done.returncode:
-        sys.exit(f"triples train failed ({done.returncode}): see {Path(folder).with_suffix('.log')}")
-    seconds = time.perf_counter() - started
+                        "--output", folder, *extra, log=Path(folder).with_suffix(".log"))
     (Path(folder) / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
 
-def tune(folder):
-    """The best threshold pair on the dev file (``tune --dry-run``), as printed."""
-    dev = Path(folder) / "dev150.json"
-    dev.write_text(json.dumps(json.loads((WEBNLG / "val_triples.json").read_text())[:DEV]))
-    done = subprocess.run(kerasbert("triples", "tune", "--model", folder, "--data", dev, "--dry-run"),
-                          capture_output=True, text=True)
-    best = next((line for line in done.stdout.splitlines() if line.startswith("best:")), "")
-    found = re.search(r"best: (.*?): P ([\d.]+)\s+R ([\d.]+)\s+F1 ([\d.]+)", best)
+def tune_on_dev(folder, dev, count):
+    """``kerasbert triples tune --dry-run`` of the run in ``folder`` on the first ``count`` sentences of
+    ``dev``: ``(the best threshold options as printed, dev precision, recall, F1)``."""
+    sentences = Path(folder) / "dev_sentences.json"
+    sentences.write_text(json.dumps(json.loads(Path(dev).read_text())[:count]))
+    done = subprocess.run([sys.executable, "-m", "kerasbert.cli", "triples", "tune", "--model", str(folder),
+                           "--data", str(sentences), "--dry-run"], capture_output=True, text=True)
+    found = re.search(r"best: (.*?): P ([\d.]+)\s+R ([\d.]+)\s+F1 ([\d.]+)", done.stdout)
     if not found:
         sys.exit(f"triples tune printed no best pair: {done.stdout[-500:]} {done.stderr[-500:]}")
-    return {"tuned_thresholds": found.group(1).strip(), "tuned_dev_f1": float(found.group(4)),
-            "tuned_dev_precision": float(found.group(2)), "tuned_dev_recall": float(found.group(3)),
-            "tuned_note": "thresholds tuned on the dev file and scored on it (optimistic)"}
+    return (found.group(1).strip(), *(float(found.group(i)) for i in (2, 3, 4)))
+
+
+def tune(folder):
+    """The best threshold pair on the dev file, as ``tune --dry-run`` prints it."""
+    thresholds, precision, recall, f1 = tune_on_dev(folder, WEBNLG / "val_triples.json", DEV)
+    return {"tuned_thresholds": thresholds, "tuned_dev_f1": f1, "tuned_dev_precision": precision,
+            "tuned_dev_recall": recall, "tuned_note": "thresholds tuned on the dev file and scored on it (optimistic)"}
 
 
 def row_of(folder, seconds=None):

@@ -15,7 +15,7 @@ CMeIE ships only its official dev set here: it is split 80/20 in file order
 (stated in the output; no target). CMeIE is Chinese: it runs only when named in
 ``--datasets`` with a Chinese ``--checkpoint`` (MiniLM's vocabulary is English).
 
-    python bench/triples_webnlg.py [--datasets webnlg_star,webnlg_exact[,cmeie]] [--epochs 10]
+    python -m bench.triples_webnlg [--datasets webnlg_star,webnlg_exact[,cmeie]] [--epochs 10]
                                    [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
                                    [--max-train-examples N] [--head casrel|gplinker]
                                    [--tune-thresholds] [--seed 42]
@@ -38,7 +38,7 @@ same names (their training defaults unless given).
 Each child's full training log goes to WORKDIR/<dataset>.log
 (``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
 summary table is printed at the end, and the rows go to
-``bench/results/triples_webnlg/`` (``bench/results.py``): part ``WebNLG``
+``bench/results/triples_webnlg/``: part ``WebNLG``
 (WebNLG* and WebNLG exact, a row per dataset) and part ``CMeIE``.
 """
 
@@ -46,16 +46,18 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+from bench.common import MINILM
+from bench.common import SHARED
+from bench.common import child_result
+from bench.common import flags_line
+from bench.common import require_chinese_vocabulary
+from bench.common import write_result
+
 DATASETS = {
     "webnlg_star": ("webnlg_casrel_star", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
     "webnlg_exact": ("webnlg_exact", "train_triples.json.gz", "val_triples.json", "test_triples.json"),
@@ -67,7 +69,6 @@ DATASET_NAMES = {"webnlg_star": ("WebNLG*", "WebNLG"), "webnlg_exact": ("WebNLG 
 
 def cmeie_split(workdir):
     """Write CMeIE's dev set as 80% train / 20% test JSONL files (file order)."""
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.triples.data import read_triples_file
     from kerasbert_apps.triples.data import write_jsonl
 
@@ -104,7 +105,6 @@ def _comparable(key, value):
 
 def _training_defaults():
     """The training defaults of the settings this bench passes through."""
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.triples.train import TriplesTrainSettings
 
     fields = {f.name: f.default for f in dataclasses.fields(TriplesTrainSettings)}
@@ -112,7 +112,6 @@ def _training_defaults():
 
 
 def child(args):
-    sys.path.insert(0, str(ROOT))
     from kerasbert_apps.triples.data import read_triples_file
     from kerasbert_apps.triples.evaluate import score
     from kerasbert_apps.triples.train import TRIPLES
@@ -175,9 +174,6 @@ def child(args):
 
 def write_results(args, results):
     """One record per part this run measured (bench/results/triples_webnlg/), a row per dataset."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import write_result
-
     settings = args.head
     if args.head_learning_rate:
         settings += f", head lr {args.head_learning_rate:g}"
@@ -240,53 +236,16 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args)
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import require_chinese_vocabulary
-
     if "cmeie" in args.datasets.split(","):
         require_chinese_vocabulary(args.checkpoint, "CMeIE")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}")
-    print(f"MiniLM (6 layers, H=384), head {args.head}, {args.epochs} epochs, batch {args.batch_size}, "
-          f"max length {args.max_length}, seed {args.seed}, dropout {args.dropout:g}, "
-          f"pointer size {args.pointer_size}, layer lr decay {args.layer_lr_decay:g}, "
-          f"encoder learning rate {args.learning_rate:g}, head learning rate "
-          f"{args.head_learning_rate or 'default'}\n", flush=True)
+    print(flags_line(), flush=True)
     results = []
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for name in args.datasets.split(","):
-        command = ([sys.executable, __file__, "--child", name, "--epochs", str(args.epochs),
-                   "--max-length", str(args.max_length), "--batch-size", str(args.batch_size),
-                   "--checkpoint", args.checkpoint, "--workdir", args.workdir,
-                   "--learning-rate", str(args.learning_rate), "--head-learning-rate", str(args.head_learning_rate),
-                   "--max-train-examples", str(args.max_train_examples),
-                   "--head", args.head, "--seed", str(args.seed), "--dropout", str(args.dropout),
-                   "--pointer-size", str(args.pointer_size), "--layer-lr-decay", str(args.layer_lr_decay)]
-                   + (["--tune-thresholds"] if args.tune_thresholds else []))
         log = Path(args.workdir) / (f"{name}.log" if args.head == "casrel" else f"{name}_{args.head}.log")
         print(f"{name}: training, log in {log}", flush=True)
-        with open(log, "w") as handle:
-            run = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, text=True,
-                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1"))
-        lines = [l for l in log.read_text().splitlines() if l.startswith(("RESULT ", "CMeIE:"))]
-        if run.returncode or not any(l.startswith("RESULT ") for l in lines):
-            print(f"{name}: FAILED (exit {run.returncode}); last lines of {log}:\n{log.read_text()[-2000:]}")
-            continue
-        print("\n".join(lines), flush=True)
-        results.append(json.loads(lines[-1][7:]))
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import flags_line
-
-    print(f"\n{flags_line()}")
-    print("| dataset | head | dev F1 | test exact F1 | test partial F1 | normal / SEO / EPO F1 | train tokens/s | inference sentences/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        o = r["by_overlap"]
-        head = r["head"] + (" (thresholds " + ", ".join(f"{k} {v:g}" for k, v in r["thresholds"].items())
-                            + f" tuned on dev: F1 {r['dev_f1_default_thresholds'] * 100:.1f} -> "
-                            f"{r['dev_f1_tuned'] * 100:.1f})" if "thresholds" in r else "")
-        print(f"| {r['dataset']} | {head} | {r['dev_f1'] * 100:.1f} | {r['test_exact_f1'] * 100:.1f} | {r['test_partial_f1'] * 100:.1f} |"
-              f" {o['normal'] * 100:.1f} / {o['SEO'] * 100:.1f} / {o['EPO'] * 100:.1f} | {r['train_tokens_per_s'] or 0:.0f} |"
-              f" {r['infer_sentences_per_s']:.1f} |")
+        result = child_result("bench.triples_webnlg", *sys.argv[1:], "--child", name, log=log)
+        results += [result] if result else []
     if results:
         write_results(args, results)
 

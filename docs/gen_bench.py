@@ -1,6 +1,6 @@
 """The Benchmarks page, generated from the JSON records under ``bench/results/``.
 
-Each benchmark run writes one record (``bench/results.py``: ``write_result``) to
+Each benchmark run writes one record (``bench/common.py``: ``write_result``) to
 ``bench/results/<bench>/<date>-<name>.json``: the bench, the date, the command, the CPU (model,
 vector / bfloat16 flags, cores), the versions, a ``setup`` dict and ``rows`` (a list of dicts,
 one per system measured in that run, the peer included). Optional keys: ``part`` (a bench that

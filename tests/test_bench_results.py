@@ -1,6 +1,8 @@
-"""Benchmark results as data: what ``bench/results.py`` writes is a record the docs' Benchmarks page
-(``docs/gen_bench.py``) renders, and every bench writes one."""
+"""Benchmark results as data: what ``bench/common.py`` writes is a record the docs' Benchmarks page
+(``docs/gen_bench.py``) renders, and every bench writes one; every bench is a module run as
+``python -m bench.NAME``."""
 
+import ast
 import importlib.util
 import json
 import re
@@ -18,7 +20,7 @@ def _load(path, name):
 
 
 def test_write_result_makes_a_record_the_page_renders(tmp_path):
-    results = _load(BENCH / "results.py", "kerasbert_bench_results")
+    results = _load(BENCH / "common.py", "kerasbert_bench_common")
     gen = _load(REPO_ROOT / "docs" / "gen_bench.py", "kerasbert_docs_gen_bench_for_results")
     rows = [{"part": "Tiny data", "system": "ours", "test F1": 87.5, "train tokens/s": 1234.5},
             {"part": "Tiny data", "system": "peer", "test F1": 85.25, "train tokens/s": 1000.0}]
@@ -39,14 +41,33 @@ def test_write_result_makes_a_record_the_page_renders(tmp_path):
 
 
 def test_flags_line_names_the_cpu():
-    results = _load(BENCH / "results.py", "kerasbert_bench_results_flags")
+    results = _load(BENCH / "common.py", "kerasbert_bench_common_flags")
     line = results.flags_line()
     assert line.startswith("CPU: ") and "flags: " in line and "cores" in line
+
+
+def benches():
+    """The benchmark modules: ``bench/*.py`` but the shared module and the package's."""
+    return [p for p in sorted(BENCH.glob("*.py")) if p.name not in ("common.py", "__init__.py")]
 
 
 def test_every_bench_writes_its_result():
     """A bench script that measures something writes it with write_result (the Benchmarks page is
     generated from bench/results/, not from stdout)."""
-    missing = [p.name for p in sorted(BENCH.glob("*.py"))
-               if p.name != "results.py" and "write_result(" not in p.read_text(encoding="utf-8")]
+    missing = [p.name for p in benches() if "write_result(" not in p.read_text(encoding="utf-8")]
     assert not missing, f"benches that do not call write_result: {missing}"
+
+
+def test_every_bench_runs_as_a_module():
+    """Each bench's docstring says how to run it, ``python -m bench.NAME`` (from the repository root);
+    no file under bench/ patches ``sys.path`` to find the others, and no file calls another by its path."""
+    tools = [p for p in sorted((BENCH / "offline_gpu_host").glob("*.py")) if p.name != "__init__.py"]
+    assert benches() and tools
+    for path in benches() + tools:
+        module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        assert f"python -m {module}" in doc, f"{path.name}: its docstring does not say python -m {module}"
+        assert not re.search(r"python3? bench/\S+\.py", doc), path.name
+    for path in sorted(BENCH.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "sys.path" not in text and "__file__, " not in text, path.relative_to(REPO_ROOT)

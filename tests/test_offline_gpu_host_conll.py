@@ -1,4 +1,4 @@
-"""bench/gpu_conll.py on the CPU: what a run on a GPU host without TensorFlow relies on.
+"""bench/offline_gpu_host/conll.py on the CPU: what a run on a GPU host without TensorFlow relies on.
 
 * the weights' transport (``pack_weights`` / ``unpack_weights``: XOR with the
   starting values, byte planes, zlib, parts) gives back the same bits;
@@ -7,7 +7,7 @@
 * bad input is a one-line error.
 """
 
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
@@ -17,14 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "gpu_conll.py"
+from conftest import REPO_ROOT
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_conll_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("bench.offline_gpu_host.conll")
 
 
 def test_weights_round_trip_bit_exact(tmp_path):
@@ -84,6 +81,6 @@ def test_hugging_face_names_invert_the_loader_mapping():
 def test_bad_input_is_one_line():
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
     out = str(Path(tempfile.gettempdir()) / "x")
-    run = subprocess.run([sys.executable, str(BENCH), "train", "--bundle", "/nonexistent/bundle", "--out", out],
-                         capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-m", "bench.offline_gpu_host.conll", "train", "--bundle", "/nonexistent/bundle",
+                          "--out", out], capture_output=True, text=True, env=env, timeout=120, cwd=REPO_ROOT)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].startswith("error: /nonexistent/bundle: not a bundle")

@@ -1,4 +1,4 @@
-"""bench/active_learning_gpu.py on the CPU: the parts a GPU run relies on, checked without a GPU.
+"""bench/offline_gpu_host/active_learning.py on the CPU: the parts a GPU run relies on, checked without a GPU.
 
 * the entities' segment arguments: the decoder's entity score
   (``crf_segment_log_probability`` at the positions :func:`entity_segments`
@@ -13,26 +13,23 @@
 * bad input is a one-line error.
 """
 
-import importlib.util
+import importlib
 import itertools
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "active_learning_gpu.py"
+from conftest import REPO_ROOT
+
+TOOL = "bench.offline_gpu_host.active_learning"
 NAMES = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
 
 def bench():
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("active_learning_gpu_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(TOOL)
 
 
 def test_entity_scores_are_the_exact_entity_probabilities():
@@ -73,7 +70,7 @@ def test_entity_scores_are_the_exact_entity_probabilities():
 
 def test_schedule_with_variable_steps_has_the_library_values():
     code = (
-        "import sys, numpy as np, keras; sys.path.insert(0, %r); import active_learning_gpu as al\n"
+        "import numpy as np, keras; from bench.offline_gpu_host import active_learning as al\n"
         "from kerasbert.training.optimizer import make_optimizer\n"
         "opt = make_optimizer(157, 5e-5, 1e-3, 'head_'); opt.build([keras.Variable(np.zeros(3, np.float32))])\n"
         "old = opt._learning_rate; new = al.schedule_steps_as_variables(opt)\n"
@@ -84,9 +81,10 @@ def test_schedule_with_variable_steps_has_the_library_values():
         "ref = WarmupLinearDecay(5e-5, 300, 30)\n"
         "assert max(abs(float(ref(s)) - float(new(s))) for s in range(0, 320, 7)) < 1e-12\n"
         "assert [v.name for v in opt.variables][-2:] == ['schedule_total_steps', 'schedule_warmup_steps']\n"
-        "print('OK')\n" % str(BENCH.parent))
+        "print('OK')\n")
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                         cwd=REPO_ROOT)
     assert run.returncode == 0 and run.stdout.strip().endswith("OK"), run.stdout[-2000:] + run.stderr[-3000:]
 
 
@@ -133,13 +131,13 @@ def test_means_and_target():
 
 def test_bad_input_is_one_line(tmp_path):
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, str(BENCH), "run", "--bundle", str(tmp_path), "--out", str(tmp_path / "o")],
-                         capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-m", TOOL, "run", "--bundle", str(tmp_path), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=REPO_ROOT)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path}: no al.npz")
-    run = subprocess.run([sys.executable, str(BENCH), "collect", "--run", str(tmp_path)], capture_output=True,
-                         text=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-m", TOOL, "collect", "--run", str(tmp_path)], capture_output=True,
+                         text=True, env=env, timeout=120, cwd=REPO_ROOT)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1] == f"error: {tmp_path}: no rows.jsonl (what `run --out` writes)"
     (tmp_path / "rows.jsonl").write_text(json.dumps({"kind": "setup"}) + "\n")
-    run = subprocess.run([sys.executable, str(BENCH), "collect", "--run", str(tmp_path), "--dry-run"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-m", TOOL, "collect", "--run", str(tmp_path), "--dry-run"],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=REPO_ROOT)
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].endswith("rows.jsonl: no training rows")

@@ -1,9 +1,12 @@
 """GPLinker on WebNLG (exact) on a GPU host without TensorFlow: a settings sweep.
 
-Figures, not a test. For a GPU host that has JAX but no TensorFlow (the
-library's tokenizer and decoding are TensorFlow ops), the work is split:
+Our tooling, not a benchmark a user runs (on a machine with TensorFlow, each
+settings line is ``python -m bench.triples_webnlg --head gplinker --datasets
+webnlg_exact`` with those options). For a GPU host that has JAX but no
+TensorFlow (the library's tokenizer and decoding are TensorFlow ops), the
+work is split between the preparing machine (with TensorFlow) and the GPU host:
 
-1. ``prepare`` (here, with TensorFlow): the training rows exactly as
+1. ``prepare`` (preparing machine, TensorFlow): the training rows exactly as
    ``kerasbert triples train --head gplinker`` makes them
    (:meth:`GPLinkerExtractor.features`), the dev and test windows, the
    predicate list and the dev/test files go to BUNDLE, with the starter
@@ -11,7 +14,7 @@ library's tokenizer and decoding are TensorFlow ops), the work is split:
    token ids these rows use (ids renumbered; nothing else changes, since an
    unused row is never looked up): about 50 MB, to copy to the GPU host
    with the wheels of keras, keras-hub, namex and optree.
-2. ``sweep`` (there, ``KERAS_BACKEND=jax``): for each settings dict of a
+2. ``sweep`` (GPU host, ``KERAS_BACKEND=jax``): for each settings dict of a
    plan, the library's own training path (``start_run``, ``load_encoder``,
    ``build_model``, ``BucketedBatches``, ``compile_for_training``,
    ``fit_and_select``), every batch padded to ``max_length`` (one shape,
@@ -20,19 +23,19 @@ library's tokenizer and decoding are TensorFlow ops), the work is split:
    library's scorer. The test F1 reported is the one of the best dev epoch.
    Each line of the plan runs in its own process, all at once (a MiniLM
    leaves most of an H100 idle).
-3. ``check`` (here): :func:`decode_rows` against the library's decoding
+3. ``check`` (preparing machine): :func:`decode_rows` against the library's decoding
    (``predict``) of a trained model folder: the same triples for every text.
 
 ::
 
-    python bench/triples_gpu_sweep.py prepare --bundle .gpu/bundle
-    python bench/triples_gpu_sweep.py check --model RUN/model
+    python -m bench.offline_gpu_host.triples_sweep prepare --bundle .gpu/bundle
+    python -m bench.offline_gpu_host.triples_sweep check --model RUN/model
     # on the GPU host, after installing those wheels:
     XLA_FLAGS=--xla_gpu_enable_triton_gemm=false KERAS_BACKEND=jax \\
-        python bench/triples_gpu_sweep.py sweep --bundle .gpu/bundle --out $OUT --plan plan.jsonl
+        python -m bench.offline_gpu_host.triples_sweep sweep --bundle .gpu/bundle --out OUT --plan plan.jsonl
 
 The sweep's parent writes its rows (one per settings dict, the best dev
-epoch's scores) as a ``bench/results.py`` record under ``OUT/results/``
+epoch's scores) as a ``bench.common`` record under ``OUT/results/``
 (``triples_gpu_sweep/<date>-<name>.json``: the GPU machine's CPU, versions,
 the devices in ``setup``); copy it back where the bench's records live::
 
@@ -58,9 +61,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data" / "webnlg_exact"
+from bench.common import ROOT
+from bench.common import SHARED as DATA
+from bench.common import flags_line
+from bench.common import write_result
+
+SHARED = DATA / "webnlg_exact"
 MAX_LENGTH = 128
 INFER_BATCH = 64
 SPLITS = {"dev": "val_triples.json", "test": "test_triples.json"}
@@ -198,8 +204,7 @@ def decode_rows(model, windows, examples, predicates):
     :mod:`kerasbert_apps.triples.heads.gplinker.decode` (spans ``i <= j`` of real tokens;
     a subject and an object linked by predicate ``p`` when both their head
     and their tail links are; a triple found in several windows once), in
-    numpy; ``score`` is not computed (1.0). ``bench/triples_gpu_sweep.py
-    check`` compares it with the library's decoding."""
+    numpy; ``score`` is not computed (1.0). ``check`` compares it with the library's decoding."""
     forward = _forward(model)
     found = [set() for _ in examples]
     n_rows, width = windows["token_ids"].shape
@@ -317,9 +322,10 @@ def sweep(args):
         lines = [line for line in Path(args.plan).read_text().splitlines() if line.strip()]
         env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
         logs = [open(out / f"p{i}.log", "w") for i in range(len(lines))]
-        children = [subprocess.Popen([sys.executable, __file__, "sweep", "--bundle", args.bundle, "--out",
+        children = [subprocess.Popen([sys.executable, "-m", "bench.offline_gpu_host.triples_sweep", "sweep",
+                                      "--bundle", args.bundle, "--out",
                                       str(out / f"p{i}"), "--settings", line, "--smoke", str(args.smoke)],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                                     stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
                     for i, (line, log) in enumerate(zip(lines, logs))]
         deadline = time.monotonic() + args.time_limit
         while any(c.poll() is None for c in children) and time.monotonic() < deadline:
@@ -351,12 +357,9 @@ def sweep(args):
 
 
 def write_sweep_result(args, results, out, lines):
-    """The sweep's rows as a bench/results.py record under ``out/results/`` (copied back by hand)."""
+    """The sweep's rows as a ``bench.common`` record under ``out/results/`` (copied into bench/results/ later)."""
     import jax
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from results import flags_line
-    from results import write_result
 
     print(flags_line())
     rows = []
@@ -392,7 +395,7 @@ def main():
     p.add_argument("--bundle", required=True)
     p.add_argument("--checkpoint", default="starter", help="a Hugging Face layout BERT folder (default: the starter)")
     p = commands.add_parser("check", help="decode_rows against the library's decoding (needs TensorFlow)")
-    p.add_argument("--model", required=True, help="a trained GPLinker model folder (bench/triples_webnlg.py)")
+    p.add_argument("--model", required=True, help="a trained GPLinker model folder (python -m bench.triples_webnlg --head gplinker)")
     p = commands.add_parser("sweep", help="train and score the plan's settings (JAX)")
     p.add_argument("--bundle", required=True)
     p.add_argument("--out", required=True)

@@ -1,12 +1,13 @@
-"""A CoNLL-2003 NER run trained on a GPU host without TensorFlow, brought back for export and parity.
+"""A CoNLL-2003 NER run trained on a GPU host without TensorFlow, its weights brought back for export and parity.
 
-Figures, not a test. Some GPU hosts have JAX but no TensorFlow, and the
-library's tokenizer, decoding and export are TensorFlow; so the work is split,
-as in ``bench/triples_gpu_sweep.py``:
+Our tooling, not a benchmark a user runs; the run it is compared with is
+``bench.ner_conll2003``'s ``ours`` (its newest record). A GPU host with JAX but no TensorFlow cannot run the library's tokenizer,
+decoding and export (TensorFlow), so the work is split between the preparing
+machine (with TensorFlow) and the GPU host, as in ``triples_sweep``:
 
-1. ``prepare`` (here, TensorFlow): the CoNLL-2003 training rows exactly as
+1. ``prepare`` (preparing machine, TensorFlow): the CoNLL-2003 training rows exactly as
    ``kerasbert ner train`` makes them (:meth:`kerasbert_apps.ner.heads.bio.pipeline.Tagger.features`
-   of eng.train; eng.testa's rows for the dev score there), the tag list and
+   of eng.train; eng.testa's rows for the dev score on the GPU host), the tag list and
    the run's settings (the CPU bench's: MiniLM, batch 32, 3 epochs, max length
    128, float32, BiLSTM-CRF) go to BUNDLE, with the MiniLM checkpoint written
    in Hugging Face layout with only the word embeddings of the token ids that
@@ -14,21 +15,21 @@ as in ``bench/triples_gpu_sweep.py``:
    up), packed like the weights that come back (byte planes split, zlib),
    with zeros where training never reaches: the word embeddings of tokens
    only eng.testb uses, the position embeddings beyond max length, the
-   (frozen) pooler. About 55 MiB: small enough to copy to a host with the
-   checkout and a few wheels where what can be sent is limited.
-2. ``train`` (there, ``KERAS_BACKEND=jax``): the MiniLM CoNLL-2003 run through
+   (frozen) pooler. About 55 MiB, to copy to the GPU host with the checkout
+   and the wheels of ``wheels.sh``.
+2. ``train`` (GPU host, ``KERAS_BACKEND=jax``): the MiniLM CoNLL-2003 run through
    the library's path (``start_run``, ``load_encoder``, ``Tagger.build_model``,
    ``Tagger.batches`` = ``BucketedBatches`` with its bucketed widths,
    ``compile_for_training``, ``fit_and_select``), dev scored after every
    epoch in numpy (entity F1 over the BIO tags of eng.testa's window rows:
    the Viterbi tags of the model against the rows' gold tags; it selects the
    epoch, the library's scorer runs in ``check``). The best epoch's weights
-   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (for
-   hosts that hand files back in limited sizes): the encoder's weights as the
+   go to OUT as ``weights-N.npz`` parts of at most 15 MiB, 62 MiB in all (what
+   the GPU host lets us copy back is limited in size): the encoder's weights as the
    XOR of their float32 bits with the bundle's (exactly reversible; most high
    bits cancel), byte planes split, zlib; the head's as they are. And
    ``run.json``: settings, per-epoch history, timings, traces.
-3. ``check`` (here, TensorFlow): the weights put back into the MiniLM model
+3. ``check`` (preparing machine, TensorFlow): the weights put back into the MiniLM model
    with its full vocabulary (trained rows in place, the other rows the
    checkpoint's; the test-only rows the checkpoint's times the weight decay
    measured on the rows of dev-only tokens, which training reached the same
@@ -39,14 +40,12 @@ as in ``bench/triples_gpu_sweep.py``:
 
 ::
 
-    python bench/gpu_conll.py prepare --bundle .gpu/ner
-    # on the GPU host, with the checkout, the bundle and the wheels of bench/gpu_wheels.sh installed:
+    python -m bench.offline_gpu_host.conll prepare --bundle .gpu/ner
+    # on the GPU host, with the checkout, the bundle and the wheels of wheels.sh installed:
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
-    python bench/gpu_conll.py train --bundle .gpu/ner --out OUT
-    # here, with OUT's files:
-    python bench/gpu_conll.py check --bundle .gpu/ner --run OUT --model-out runs/gpu_conll/model
-
-Training speed on a GPU, against the PyTorch peer, is ``bench/gpu_training.py``.
+    python -m bench.offline_gpu_host.conll train --bundle .gpu/ner --out OUT
+    # on the preparing machine, with OUT's files:
+    python -m bench.offline_gpu_host.conll check --bundle .gpu/ner --run OUT --model-out runs/gpu_conll/model
 """
 
 import argparse
@@ -54,6 +53,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,12 +63,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
-CONLL = SHARED / "conll2003"
-MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+from bench.common import CONLL
+from bench.common import MINILM
+from bench.common import RESULTS
+from bench.common import ROOT
+from bench.common import fail
+from bench.common import write_result
+from bench.gpu_training import count_traces
+from bench.gpu_training import device_memory as memory
+
 MAX_LENGTH = 128
 DEV_BATCH = 64
 PART_BYTES = 15 * 2**20
@@ -78,12 +81,6 @@ MAX_PARTS = 7
 CHUNK_VALUES = 2**21  # values per compressed piece of a weight
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
-def fail(message):
-    """A clear one-line error and exit status 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def block_tensorflow():
@@ -96,7 +93,7 @@ def quiet_tf_logs():
 
 
 def median_ms(seconds):
-    return round(float(np.median(seconds)) * 1000, 3) if len(seconds) else None
+    return round(statistics.median(seconds) * 1000, 3) if seconds else None
 
 
 # =============================================================================
@@ -124,9 +121,9 @@ def hf_name(official):
 
 
 def conll_settings(args, output="(gpu run)"):
-    """The CPU bench's settings (bench/ner_conll2003.py): MiniLM, eng.train,
+    """The CPU bench's settings (``bench.ner_conll2003``): MiniLM, eng.train,
     dev eng.testa, 3 epochs, batch 32, max length 128 (``args.max_length``
-    where given: bench/active_learning_gpu.py's 64), everything else the
+    where given: ``active_learning``'s 64), everything else the
     ``ner train`` defaults."""
     from kerasbert_apps.ner.train import NerTrainSettings
 
@@ -263,7 +260,8 @@ def load_bundle(bundle):
     them (``token_ids``, ``segment_ids``, ``padding_mask``, ``tags``)."""
     bundle = Path(bundle)
     if not (bundle / "bundle.json").exists():
-        fail(f"{bundle}: not a bundle (no bundle.json); write one with: python bench/gpu_conll.py prepare --bundle {bundle}")
+        fail(f"{bundle}: not a bundle (no bundle.json); write one with: "
+             f"python -m bench.offline_gpu_host.conll prepare --bundle {bundle}")
     meta = json.loads((bundle / "bundle.json").read_text())
     data = np.load(bundle / "data.npz")
     splits = {}
@@ -380,7 +378,7 @@ def unpacked_encoder(bundle):
 
     source = Path(bundle).resolve() / "encoder"
     if not (source / "weights.json").exists():
-        fail(f"{bundle}: no encoder/weights.json (write the bundle with: python bench/gpu_conll.py prepare)")
+        fail(f"{bundle}: no encoder/weights.json (write the bundle with: python -m bench.offline_gpu_host.conll prepare)")
     key = hashlib.sha1((str(source) + (source / "weights.json").read_text()).encode()).hexdigest()[:12]
     target = Path(tempfile.gettempdir()) / f"gpu_conll_encoder_{key}"
     if not (target / "model.safetensors").exists():
@@ -395,28 +393,6 @@ def unpacked_encoder(bundle):
 # =============================================================================
 # train's helpers
 # =============================================================================
-
-
-def count_traces(model):
-    """Wrap ``model.train_step`` so that each trace of the jitted step (its
-    Python body runs once per trace) is recorded with its batch shape."""
-    traces = []
-    original = model.train_step
-
-    def train_step(state, data):
-        x = data[0] if isinstance(data, (tuple, list)) else data
-        traces.append(tuple(int(d) for d in x["token_ids"].shape))
-        return original(state, data)
-
-    model.train_step = train_step
-    return traces
-
-
-def memory():
-    import jax
-
-    stats = jax.devices()[0].memory_stats() or {}
-    return {k: int(stats[k]) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit") if k in stats}
 
 
 def host_and_transfer(batches, n):
@@ -614,7 +590,7 @@ def check(args):
     named = unpack_weights(run_dir, initial)
     full = Tagger.build_model(load_encoder(meta["checkpoint"]), tags, settings)
     if [p for p, _ in named] != [v.path for v in trimmed.weights] or len(full.weights) != len(named):
-        fail("the weights brought back are not this model's (variable paths differ): same kerasbert and keras there?")
+        fail("the weights brought back are not this model's (variable paths differ): the same kerasbert and keras on the GPU host?")
     arrays = np.load(bundle / "data.npz")
     zeroed, canary = kept[arrays["zeroed_rows"]], arrays["canary_rows"]
     for variable, (path, value) in zip(full.weights, named):
@@ -637,7 +613,7 @@ def check(args):
         elif "pooled_dense" in path:  # frozen: the checkpoint's
             value = original
         if tuple(variable.shape) != value.shape:
-            fail(f"{path}: shape {value.shape} brought back, {tuple(variable.shape)} here")
+            fail(f"{path}: shape {value.shape} brought back, {tuple(variable.shape)} in the model")
         variable.assign(value)
     tokenizer = load_tokenizer(open_checkpoint(meta["checkpoint"]), max_length=settings.max_length)
     pipeline = Tagger(full, tokenizer, tags, max_length=settings.max_length)
@@ -685,7 +661,7 @@ def check(args):
     cpu = cpu_reference()
     print(f"\nGPU-trained model ({run['device']}, jax {run['versions']['jax']}, {run['settings']['precision']}): "
           f"dev (eng.testa) F1 {f1['testa'] * 100:.2f}, test (eng.testb) F1 {f1['testb'] * 100:.2f}; its own dev "
-          f"score there (window rows' BIO tags) {run['metrics']['dev']['f1'] * 100:.2f}")
+          f"score on the GPU host (window rows' BIO tags) {run['metrics']['dev']['f1'] * 100:.2f}")
     if cpu:
         print(f"the CPU run ({cpu['source']}): dev F1 {cpu['dev F1']:.2f}, test F1 {cpu['test F1']:.2f}; test "
               f"difference {f1['testb'] * 100 - cpu['test F1']:+.2f} (target: within 0.5)")
@@ -693,10 +669,8 @@ def check(args):
     if args.max_examples:
         print("a smoke run (--max-examples): not written to bench/results")
         raise SystemExit(1 if differ else 0)
-    from results import write_result
-
     write_result("gpu_conll", [{
-        "system": "MiniLM-BiLSTM-CRF trained on the GPU, scored here", "device": run["device"],
+        "system": "MiniLM-BiLSTM-CRF trained on the GPU, scored with TensorFlow", "device": run["device"],
         "precision": run["settings"]["precision"], "dev_f1": f1["testa"], "test_f1": f1["testb"],
         "cpu_test_f1": cpu and cpu["test F1"] / 100, "best_epoch": run["metrics"]["best_epoch"],
         "train_seconds": run["metrics"]["train_seconds"],
@@ -712,7 +686,7 @@ def cpu_reference():
     ``bench/results/ner_conll2003`` row of kerasbert's MiniLM-BiLSTM-CRF in
     float32, with its file as ``source``; None when there is none."""
     found = None
-    for path in sorted((ROOT / "bench" / "results" / "ner_conll2003").glob("*.json")):
+    for path in sorted((RESULTS / "ner_conll2003").glob("*.json")):
         for row in json.loads(path.read_text(encoding="utf-8"))["rows"]:
             if row.get("system", "").startswith("kerasbert MiniLM-BiLSTM-CRF, float32") and "test F1" in row:
                 found = {**row, "source": str(path.relative_to(ROOT))}
@@ -753,7 +727,7 @@ def main():
                    help="round each batch's width up to a multiple of this (default: ner train's 8, up to 16 "
                         "widths, each one trace and compilation of the step; 32: 4 widths)")
     p.add_argument("--max-train", type=int, default=0, help="only the first N train and dev rows (a smoke run)")
-    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
+    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as on a host without it)")
     p = commands.add_parser("check", help="the weights back into a model folder; evaluate, export, parity (TensorFlow)")
     p.add_argument("--bundle", required=True)
     p.add_argument("--run", required=True, help="the folder of train's files (weights-*.npz, weights.json, run.json)")

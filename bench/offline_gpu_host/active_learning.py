@@ -1,21 +1,23 @@
-"""Active learning on CoNLL-2003 on one GPU with JAX: the simulation of ``bench/active_learning.py`` in one run.
+"""Active learning on CoNLL-2003 on one GPU with JAX: the simulation of ``bench.active_learning`` in one call.
 
-``bench/active_learning.py`` runs the simulation as ``kerasbert`` CLI
-subprocesses with TensorFlow: 63 trainings, hours on a CPU. For a GPU host
-that has JAX but no TensorFlow, this bench splits the work as
-``bench/gpu_conll.py`` does:
+Our tooling, not a benchmark a user runs: ``python -m bench.active_learning``
+runs the simulation as ``kerasbert`` CLI subprocesses: 63 trainings, hours on
+a CPU. For a GPU host that has JAX but no TensorFlow, and a run of a few
+minutes, this tool splits the work as ``conll`` does, between the preparing
+machine (with TensorFlow) and the GPU host, and writes the same bench's
+records and figure:
 
-1. ``prepare`` (here, TensorFlow): ``gpu_conll.py prepare`` at max length
+1. ``prepare`` (preparing machine, TensorFlow): ``conll prepare`` at max length
    64 (eng.train's and eng.testa's rows exactly as ``kerasbert ner train
    --max-length 64`` makes them, the tag list, the MiniLM weights trimmed to
    the vocabulary used and packed), plus ``al.npz``: how many rows (windows)
    each sentence of eng.train / eng.testa has, so that a sentence's rows can
    be found (a sentence longer than a window has several).
-2. ``run`` (there, ``KERAS_BACKEND=jax``; or here with tiny sizes): one
+2. ``run`` (GPU host, ``KERAS_BACKEND=jax``; or any machine with tiny sizes): one
    process per curve or random seed, all at once on the one GPU, each
    appending its rows to ``OUT/rows.jsonl`` as it goes and stopping before
    ``--deadline`` (a cut training's row says ``complete: false``).
-3. ``collect`` (here): the rows brought back -> ``bench/results.py``
+3. ``collect`` (preparing machine): the rows brought back -> ``bench.common``'s
    ``write_result("active_learning", ...)`` (a row per strategy, seed and
    labelled size, and the mean over seeds), the curves
    ``bench/figures/active_learning.png`` and the comparison the curves are for
@@ -48,7 +50,7 @@ over the sentences of eng.train not yet labelled, repeated sentences counted
 once as ``ner select`` skips them), score temperature 1 (``ner select`` uses
 the model's fitted temperature; fitting it per round is left out):
 
-* ``least-confident``: ``-log P(best labelling)`` from ``select.crf_log_best``
+* ``least-confident``: ``-log P(best labelling)`` from ``kerasbert_apps.ner.heads.bio.selection.crf_log_best``
   (the Viterbi path's score minus the CRF's ``log Z`` under the decoder's BIO
   constraints, float64), summed over a sentence's rows;
 * ``entropy``: ``select.entity_entropy`` of the predicted entities' scores,
@@ -72,14 +74,14 @@ non-deterministic reductions).
 
 ::
 
-    python bench/active_learning_gpu.py prepare --bundle .gpu/al
+    python -m bench.offline_gpu_host.active_learning prepare --bundle .gpu/al
     # on the GPU host, with the wheels of `package` installed:
-    KERAS_BACKEND=jax python bench/active_learning_gpu.py run --bundle .gpu/al --out $OUT --deadline 450
-    # here, with OUT's files:
-    python bench/active_learning_gpu.py collect --run DIR
+    KERAS_BACKEND=jax python -m bench.offline_gpu_host.active_learning run --bundle .gpu/al --out OUT --deadline 450
+    # on the preparing machine, with OUT's files:
+    python -m bench.offline_gpu_host.active_learning collect --run DIR
     # a CPU smoke test of the whole path (tiny checkpoint, tiny sizes):
-    python bench/active_learning_gpu.py prepare --bundle al-tiny --checkpoint TINY --max-train 300 --max-dev 60
-    KERAS_BACKEND=jax python bench/active_learning_gpu.py run --bundle al-tiny --out al-out --smoke
+    python -m bench.offline_gpu_host.active_learning prepare --bundle al-tiny --checkpoint TINY --max-train 300 --max-dev 60
+    KERAS_BACKEND=jax python -m bench.offline_gpu_host.active_learning run --bundle al-tiny --out al-out --smoke
 """
 
 import argparse
@@ -96,11 +98,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import gpu_conll as gpu  # noqa: E402  (numpy only at import)
+from bench.common import FIGURES
+from bench.common import ROOT
+from bench.common import fail
+from bench.common import write_result
+from bench.offline_gpu_host import conll as gpu
 
 MAX_LENGTH = 64
 #: Rows per forward batch (dev scoring, pool scoring): one shape.
@@ -110,15 +112,10 @@ SEGMENTS = 2048
 STRATEGIES = ("least-confident", "entropy", "random")
 DIVERSITY = 0.95
 POOL_FACTOR = 4
-FIGURE = ROOT / "bench" / "figures" / "active_learning.png"
+FIGURE = FIGURES / "active_learning.png"
 DEV_F1 = ("micro entity F1 over the BIO tags of eng.testa's window rows at max length 64 (the model's Viterbi "
-          "tags against the rows' gold tags, entities chunked as conlleval; bench/gpu_conll.py's dev score), "
+          "tags against the rows' gold tags, entities chunked as conlleval; the conll tool's dev score), "
           "of the best epoch")
-
-
-def fail(message):
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def ner_modules():
@@ -171,7 +168,7 @@ def prepare(args):
 
 
 def start_set(seed, sentences, start):
-    """The seed's first labelled sentences: ``bench/active_learning.py``'s draw."""
+    """The seed's first labelled sentences: ``bench.active_learning``'s draw."""
     return random.Random(seed).sample(range(sentences), start)
 
 
@@ -321,7 +318,7 @@ class Scorer:
         ``entity_scores`` (a list of arrays), ``vector`` and ``tokens``."""
         import keras
 
-        from kerasbert_apps.ner.select import crf_log_best
+        from kerasbert_apps.ner.heads.bio.selection import crf_log_best
 
         values = [v.value for v in self.model.variables]
         count = len(token_ids)
@@ -612,7 +609,8 @@ def run(args):
     if os.environ.get("KERAS_BACKEND") != "jax":
         fail(f"run needs KERAS_BACKEND=jax (it is {os.environ.get('KERAS_BACKEND', 'unset')!r})")
     if not (Path(args.bundle) / "al.npz").exists():
-        fail(f"{args.bundle}: no al.npz; write the bundle with: python bench/active_learning_gpu.py prepare --bundle {args.bundle}")
+        fail(f"{args.bundle}: no al.npz; write the bundle with: python -m bench.offline_gpu_host.active_learning prepare "
+             f"--bundle {args.bundle}")
     if args.smoke:
         args.start, args.step, args.max_selected, args.max_random = 20, 20, 40, 40
         args.seeds, args.pool_size = "0", 200
@@ -640,9 +638,10 @@ def run(args):
         if args.epochs != "auto":
             config["epochs"] = int(args.epochs)
         log = open(work / "logs" / f"{i}-{job['strategy']}-{job['seed']}.log", "w")
-        command = [sys.executable, __file__, "worker", "--config", json.dumps(config)]
+        command = [sys.executable, "-m", "bench.offline_gpu_host.active_learning", "worker", "--config", json.dumps(config)]
         command += ["--block-tensorflow"] if args.block_tensorflow else []
-        running.append((job, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+        running.append((job, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                        cwd=ROOT), log))
     shown = 0
     while any(p.poll() is None for _, p, _ in running) and time.time() < deadline + args.grace:
         time.sleep(5)
@@ -687,14 +686,12 @@ def print_table(means):
 
 
 # =============================================================================
-# collect (here): the rows into bench/results, the figure
+# collect (preparing machine): the rows into bench/results, the figure
 # =============================================================================
 
 
 def collect(args):
-    sys.path.insert(0, str(ROOT / "bench"))
-    import results
-    from active_learning import plot
+    from bench.active_learning import plot
 
     run_dir = Path(args.run)
     if not (run_dir / "rows.jsonl").exists():
@@ -716,7 +713,7 @@ def collect(args):
     setup = {
         "device": first.get("device"), "platform": first.get("platform"),
         "versions": {"jax": first.get("jax"), "keras": first.get("keras")}, "xla_flags": first.get("xla_flags"),
-        "runner": "bench/active_learning_gpu.py run: one process per curve (random: per seed), all at once on the "
+        "runner": "python -m bench.offline_gpu_host.active_learning run: one process per curve (random: per seed), all at once on the "
                   "one device, through the library's Tagger.build_model, BucketedBatches (width 64), "
                   "compile_for_training and fit_and_select (KERAS_BACKEND=jax)",
         "data": "CoNLL-2003: pool eng.train (14041 sentences, repeats counted once), dev eng.testa",
@@ -727,7 +724,7 @@ def collect(args):
         "seeds": sorted({r["seed"] for r in rows}),
         "settings": "ner train defaults: batch size, epochs and patience auto (training.resolve_auto on the "
                     "training rows), learning rates, BiLSTM-CRF with constrained decoding",
-        "selection": "ner select's measures (select.crf_log_best; select.entity_entropy of "
+        "selection": "ner select's measures (heads.bio.selection.crf_log_best; select.entity_entropy of "
                      "exp(crf_segment_log_probability)); diversity 0.95 with pool factor 4 for least-confident "
                      "and entropy, none for random; score temperature 1 (not fitted)",
         "trainings": len(rows), "cut_by_deadline": len(rows) - len(complete),
@@ -746,7 +743,7 @@ def collect(args):
                  for s in strategies},
               "seeds": min((at[(s, n)]["seeds"] for s in strategies if (s, n) in at), default=0)}
              for n in sizes]
-    written = results.write_result("active_learning", table, setup, name=args.name, root=args.root)
+    written = write_result("active_learning", table, setup, name=args.name, root=args.root)
     record = json.loads(written.read_text(encoding="utf-8"))
     record["source"] = (f"trained on the device named in the setup ({first.get('device')}); the run line names "
                         "the machine that collected the rows")
@@ -757,7 +754,7 @@ def collect(args):
     per_seed = [{"part": "per seed", **{k: r.get(k) for k in (
         "strategy", "seed", "labelled", "rows", "dev_f1", "precision", "recall", "best_epoch", "epochs_run",
         "batch_size", "epochs", "steps_per_epoch", "train_seconds", "select_seconds")}} for r in complete]
-    results.write_result("active_learning", per_seed, {"see": f"{written.name} (the same run)", "dev_f1": DEV_F1},
+    write_result("active_learning", per_seed, {"see": f"{written.name} (the same run)", "dev_f1": DEV_F1},
                          name=f"{args.name}-per-seed", root=args.root)
     print_table(means)
     if check:
@@ -769,7 +766,7 @@ def collect(args):
 
 
 # =============================================================================
-# package (here): the project's wheel, to install on the GPU host
+# package (preparing machine): the project's wheel, to install on the GPU host
 # =============================================================================
 
 
@@ -830,7 +827,7 @@ def main():
     p.add_argument("--epochs", default="auto", help="instead of the auto rule (a smoke run)")
     p.add_argument("--pool-size", type=int, default=0, help="only the first N unlabelled sentences (0: all)")
     p.add_argument("--smoke", action="store_true", help="20 sentences +20 to 40, 1 seed, 1 epoch, a pool of 200")
-    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as there)")
+    p.add_argument("--block-tensorflow", action="store_true", help="fail on any TensorFlow import (as on a host without it)")
     p = commands.add_parser("worker", help=argparse.SUPPRESS)
     p.add_argument("--config", required=True)
     p.add_argument("--block-tensorflow", action="store_true")

@@ -8,7 +8,7 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target gpu-site WHEELS/*.whl
 #   export PYTHONPATH=$PWD/gpu-site KERAS_BACKEND=jax
 #
-# usage: bench/gpu_wheels.sh [DIR]   (default: .whl; replaced)
+# usage: bench/offline_gpu_host/wheels.sh [DIR]   (default: .whl; replaced); run from the repository root
 set -euo pipefail
 dir=${1:-.whl}
 python=${PYTHON:-python}

@@ -1,0 +1,216 @@
+"""What every benchmark shares: the paths, the timing helpers, the CPU's flags and the result records.
+
+A benchmark is a module of ``bench/``, run from the repository root as ``python -m bench.NAME``.
+It prints :func:`flags_line` beside its figures and calls :func:`write_result` at the end with its
+rows (one dict per system or setting measured in that run, the peer included) and a short
+``setup`` (sizes, data, what each row means), and prints the rows as a table. The record,
+``bench/results/<bench>/<date>-<name>.json``, also keeps what makes a figure comparable: the
+command line, the date, the CPU model and its vector / bfloat16 flags, the core count and the
+versions of the runtimes involved. The docs' Benchmarks page is generated from these files;
+history lives in them and in git, not in prose.
+
+    from bench.common import write_result
+    write_result("serving_throughput", rows, setup={"sentences": 256, ...})
+"""
+
+import datetime
+import gzip
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+FIGURES = ROOT / "bench" / "figures"
+#: The corpora and checkpoints the benchmarks read (``$KERASBERT_SHARED/data``, default ``../shared/data``).
+SHARED = Path(os.environ.get("KERASBERT_SHARED", ROOT.parent / "shared")) / "data"
+CONLL = SHARED / "conll2003"
+GENIA = SHARED / "genia_nested_partial"
+MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+PACKAGES = ("tensorflow", "keras", "keras-hub", "tensorflow-text", "jax", "torch", "transformers", "onnxruntime")
+
+
+def fail(message):
+    """A clear one-line error and exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def cpu():
+    """``{"model": ..., "flags": [...], "cores": n}`` of this machine (flags: those of :data:`FLAGS` it has)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": model, "flags": [f for f in FLAGS if f in flags], "cores": os.cpu_count()}
+
+
+def flags_line():
+    """One line to print beside every figure: the CPU model, its bf16/AMX flags and cores."""
+    info = cpu()
+    return f"CPU: {info['model']}, flags: {','.join(info['flags']) or 'none of ' + '/'.join(FLAGS)}, {info['cores']} cores"
+
+
+def versions():
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    found["python"] = platform.python_version()
+    return found
+
+
+def times_ms(fn, *args, repeats, warmup=1):
+    """The wall times (ms) of ``repeats`` calls ``fn(*args)``, after ``warmup`` calls not timed."""
+    for _ in range(warmup):
+        fn(*args)
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        fn(*args)
+        times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+def median_ms(fn, *args, repeats, warmup=1):
+    """The median of :func:`times_ms`."""
+    return statistics.median(times_ms(fn, *args, repeats=repeats, warmup=warmup))
+
+
+def kerasbert(*command, log):
+    """Run ``kerasbert COMMAND`` (the CLI, as a user runs it) with its output to ``log``; stop with
+    a one-line error naming the log when it fails. Returns its wall seconds."""
+    started = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        status = subprocess.run([sys.executable, "-m", "kerasbert.cli", *map(str, command)], stdout=out,
+                                stderr=subprocess.STDOUT).returncode
+    if status:
+        sys.exit(f"failed ({status}): kerasbert {' '.join(map(str, command))}; see {log}")
+    return time.perf_counter() - started
+
+
+def child_result(module, *args, log):
+    """Run ``python -m MODULE ARGS`` from the repository root (a bench's child: its own process, so its
+    own peak memory and precision policy), its output to ``log``; return the dict it printed last as
+    ``RESULT {json}``, or None (the end of its output printed) when it failed."""
+    with open(log, "w", encoding="utf-8") as out:
+        status = subprocess.run([sys.executable, "-m", module, *map(str, args)], stdout=out, stderr=subprocess.STDOUT,
+                                cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")).returncode
+    text = Path(log).read_text(encoding="utf-8", errors="replace")
+    found = [line[len("RESULT "):] for line in text.splitlines() if line.startswith("RESULT ")]
+    if status or not found:
+        print(f"{module} {' '.join(map(str, args))}: FAILED (exit {status}); the end of {log}:\n{text[-2000:]}")
+        return None
+    print("RESULT " + found[-1], flush=True)
+    return json.loads(found[-1])
+
+
+def read_conll(path, limit=None):
+    """The sentences of a CoNLL file (gzipped or not), each as its block of lines (``-DOCSTART-`` left
+    out); with ``limit``, the first ``limit`` only."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    sentences, block = [], []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.strip() and not line.startswith("-DOCSTART-"):
+                block.append(line)
+            elif block and not line.startswith("-DOCSTART-"):
+                sentences.append(block)
+                block = []
+                if len(sentences) == limit:
+                    return sentences
+    return sentences + [block] if block else sentences
+
+
+def sentence_text(block):
+    """A CoNLL sentence's words joined by spaces (raw text as a client sends it)."""
+    return " ".join(line.split()[0] for line in block)
+
+
+def require_chinese_vocabulary(checkpoint, data):
+    """Stop (exit 2, one line) unless ``checkpoint``'s vocabulary has Chinese characters: a
+    Chinese corpus (``data``) tokenized with an English vocabulary is mostly ``[UNK]``, and
+    its figures describe the vocabulary, not the kit."""
+    vocab = next((p for p in (Path(checkpoint) / "vocab.txt", Path(checkpoint).parent / "vocab.txt") if p.is_file()), None)
+    if vocab is None and str(checkpoint) != "starter":
+        return  # no vocab.txt to read (e.g. a tokenizer.json folder): the bench trusts the checkpoint given
+    text = vocab.read_text(encoding="utf-8", errors="replace") if vocab else ""
+    chinese = sum(1 for line in text.splitlines() if len(line) == 1 and "\u4e00" <= line <= "\u9fff")
+    if chinese < 1000:
+        raise SystemExit(f"error: {data} is Chinese, but the vocabulary of {checkpoint} has {chinese} Chinese characters: give a Chinese "
+                         "checkpoint (--checkpoint), or leave the Chinese data out")
+
+
+def command_line(argv=None):
+    """The command as a user types it: ``python -m bench.NAME ARGS`` for a benchmark module."""
+    argv = sys.argv if argv is None else argv
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"python -m {spec.name}" if spec is not None and spec.name.startswith("bench.") else Path(argv[0]).name
+    return " ".join([program] + list(argv[1:]))
+
+
+def print_table(rows, columns=None):
+    """``rows`` as a Markdown table of ``columns`` (default: every key, in order of appearance)."""
+    columns = list(columns or dict.fromkeys(k for row in rows for k in row))
+
+    def cell(value):
+        text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    print("\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                    + ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]), flush=True)
+
+
+def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, **fields):
+    """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
+
+    ``rows``: one dict per system measured in this run (the peer included); rows that all carry the
+    same ``"part"`` make the record that part of the bench (one call per part, each with its own
+    ``name``). ``setup``: what the run measured and how. ``root``: another folder to write
+    ``<bench>/...`` into (a run copied into ``bench/results/`` later, or a smoke run's). ``columns``:
+    the row keys the docs table shows, in order (default: all). ``path``: the file to write instead
+    (a run that rewrites its record as it goes: the rows are not printed). Other keyword arguments
+    are further fields of the record (``summary``, ``notes``, or ``date`` and ``command``).
+    """
+    now = datetime.datetime.now(datetime.timezone.utc)
+    record = {
+        "bench": bench,
+        "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command_line(),
+        "cpu": cpu(),
+        "versions": versions(),
+        "setup": setup or {},
+        "rows": rows,
+    }
+    record.update(fields)
+    if columns:
+        record["columns"] = list(columns)
+    rewritten = path is not None
+    if path is None:
+        path = Path(root or RESULTS) / bench / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    if rows and not rewritten:
+        print_table(rows, columns)
+    print(f"result written: {path}", flush=True)
+    return path
