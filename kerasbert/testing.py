@@ -289,7 +289,8 @@ def _check_policy(name, reference, reference_outputs, cls, init_kwargs, input_da
             assert _dtype(variable) == policy.variable_dtype, (
                 f"{where}: the variable {variable.path} is {_dtype(variable)}, not {policy.variable_dtype}")
     for sub in layer._flatten_layers(include_self=False):
-        assert sub.dtype_policy.name == name, f"{where}: the sub-layer {sub.name} has the policy {sub.dtype_policy.name}"
+        assert sub.dtype_policy.name == name, (
+            f"{where}: the sub-layer {sub.name} has the policy {sub.dtype_policy.name}")
     layer.set_weights(reference.get_weights())
     outputs = flat_outputs(call(layer, input_data))
     assert len(outputs) == len(reference_outputs) == len(specs), f"{where}: another number of outputs"

@@ -34,7 +34,7 @@ def test_wheel_top_level_names_are_kerasbert_owned(wheel):
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"kerasbert", "kerasbert_apps"}, top
     assert "kerasbert_apps/ner/train.py" in names
-    assert "kerasbert_apps/testing.py" in names  # the head contract ships, for a plugin's own tests
+    assert "kerasbert_apps/testing/__init__.py" in names  # the head contract ships, for a plugin's own tests
     assert "kerasbert_apps/samples/ner/train.jsonl" in names or any(
         n.startswith("kerasbert_apps/samples/ner/") and n.endswith(".jsonl") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
