@@ -32,7 +32,7 @@ from kerasbert_apps.testing.trained import trained_head
 
 
 class HeadContract:
-    """The head contract as a pytest test class (see the module docstring):
+    """The head contract as a pytest test class (see the package docstring, :mod:`kerasbert_apps.testing`):
     subclass it with ``heads`` set to the ``(task, head name)`` pairs to
     check; pytest collects the subclass (name it ``Test...``)."""
 
