@@ -35,7 +35,7 @@ LONGEST_FIRST = (
     "test_heads_ner.py", "test_demo.py", "test_tutorials.py", "test_ner_train.py", "test_triples_train.py", "test_ner_export.py", "test_triples_gplinker.py",
     "test_graph_tokenizer.py", "test_ner_distill.py", "test_triples_export.py", "test_heads_triples.py",
     "test_pointers_head.py", "test_ner_global_pointer.py",
-    "test_families.py", "test_lora.py", "test_notebooks.py", "test_crf.py", "test_distribution.py",
+    "test_families.py", "test_lora.py", "test_notebooks.py", "test_layers.py", "test_crf.py", "test_distribution.py",
 )
 
 
