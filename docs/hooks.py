@@ -1,10 +1,15 @@
 """MkDocs hooks: the parts of pages that are generated from the code and the data at build time.
 
-* ``<!-- kerasbert:bench-summary -->`` (Benchmarks page): the table chosen in
-  ``bench/summary.toml``, read from the records of ``bench/results/`` (``docs/gen_bench.py``);
-* ``<!-- kerasbert:bench-results -->`` (Benchmarks page): the tables of ``bench/results/``, and
-  the figures they show copied into the site;
+* ``<!-- kerasbert:bench-summary -->`` (Benchmarks page): the claims of ``bench/summary.toml``,
+  each read from the record the selection rule picks (``docs/gen_bench.py``: ``select``);
+* ``<!-- kerasbert:bench-page -->`` (the pages under ``benchmarks/``): the full records of the
+  benches the ``[[group]]`` of that page names, and the figures they show copied into the site;
+  ``<!-- kerasbert:bench-other -->``: those of the benches no group names;
+  ``<!-- kerasbert:bench-results -->``: every bench's tables;
   ``<!-- kerasbert:bench-results NAME,NAME -->`` (any page): only those benches' tables;
+* ``<!-- kerasbert:serving-choice -->``, ``<!-- kerasbert:training-choice -->`` (the guides):
+  per machine class, the export or precision its newest records favour, with their figures;
+  ``<!-- kerasbert:demo-run -->``: the newest demo record in a sentence;
 * ``<!-- kerasbert:targets -->`` (any page): the targets of ``bench/summary.toml`` (``[[target]]``),
   each checked against its record (``gen_bench.targets_table``);
 * ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
@@ -14,7 +19,8 @@
   dataset sizes;
 * ``<!-- kerasbert:tutorial NAME STEP -->`` (the tutorials): the command of step ``STEP`` of
   ``docs/tutorials/NAME.json`` and what it printed, as ``docs/gen_tutorials.py`` ran and recorded
-  it (a step the file lacks fails the build);
+  it (a step the file lacks fails the build); ``<!-- kerasbert:tutorial-run NAME -->``: when and
+  with which versions it ran;
 * ``<!-- kerasbert:settings NAME -->`` (API reference): the fields of a settings dataclass
   (``ner`` or ``triples``: ``NerTrainSettings``, ``TriplesTrainSettings``) with their defaults and
   help;
@@ -48,6 +54,12 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_MARK = "<!-- kerasbert:bench-summary -->"
+PAGE_MARK = "<!-- kerasbert:bench-page -->"
+OTHER_MARK = "<!-- kerasbert:bench-other -->"
+SERVING_CHOICE_MARK = "<!-- kerasbert:serving-choice -->"
+TRAINING_CHOICE_MARK = "<!-- kerasbert:training-choice -->"
+DEMO_MARK = "<!-- kerasbert:demo-run -->"
+TUTORIAL_RUN_MARK = re.compile(r"<!-- kerasbert:tutorial-run ([\w-]+) -->")
 BENCH_MARK = "<!-- kerasbert:bench-results -->"
 SOME_BENCHES = re.compile(r"<!-- kerasbert:bench-results ([\w,]+) -->")
 PLOT_MARK = re.compile(r"<!-- kerasbert:bench-plot (\w+) -->")
@@ -213,24 +225,62 @@ def tutorial_step(match):
     return out
 
 
+def tutorial_run(match):
+    """The Markdown of ``<!-- kerasbert:tutorial-run NAME -->``: when the recorded outputs were
+    made, on what, with which versions (``docs/gen_tutorials.py`` writes them with the steps)."""
+    name = match.group(1)
+    path = ROOT / "docs" / "tutorials" / f"{name}.json"
+    ran = json.loads(path.read_text(encoding="utf-8")).get("ran")
+    if not ran:
+        raise ValueError(f"{path.name} does not say when it ran (python docs/gen_tutorials.py {name} writes it)")
+    versions = ", ".join(f"{package} {version}" for package, version in ran["versions"].items())
+    text = (f"The outputs below are from a run of {ran['date']} on {ran['platform']}, with {versions}; "
+            "durations are masked as `…`.")
+    if ran.get("note"):
+        text += f" {ran['note']}"
+    return text + "\n"
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = ROOT_SECTION.sub(root_section, markdown)
     markdown = TUTORIAL_MARK.sub(tutorial_step, markdown)
+    markdown = TUTORIAL_RUN_MARK.sub(tutorial_run, markdown)
     markdown = SETTINGS_MARK.sub(settings_table, markdown)
+    prefix = "../" * page.file.src_uri.count("/")
     if SUMMARY_MARK in markdown:
         gen = _gen_bench()
-        markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records()))
+        markdown = markdown.replace(SUMMARY_MARK, gen.summary_table(gen.load_summary(), gen.load_records(), prefix))
     if TARGETS_MARK in markdown:
         gen = _gen_bench()
         markdown = markdown.replace(TARGETS_MARK, gen.targets_table(gen.load_summary(), gen.load_records()))
+    if PAGE_MARK in markdown:
+        gen = _gen_bench()
+        benches = gen.page_benches(gen.load_summary(), page.file.src_uri)
+        if not benches:
+            raise ValueError(f"{page.file.src_uri}: no [[group]] of bench/summary.toml names this page")
+        markdown = markdown.replace(PAGE_MARK, gen.render(heading="##", only=benches, prefix=prefix))
+    if OTHER_MARK in markdown:
+        gen = _gen_bench()
+        other = gen.unlisted_benches(gen.load_summary(), gen.load_records())
+        markdown = markdown.replace(OTHER_MARK, gen.render(heading="###", only=other, prefix=prefix) if other
+                                    else "*(none: every bench is on one of the pages above)*\n")
+    if SERVING_CHOICE_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(SERVING_CHOICE_MARK, gen.serving_choice_table(gen.load_records()))
+    if TRAINING_CHOICE_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(TRAINING_CHOICE_MARK, gen.training_choice_table(gen.load_records()))
+    if DEMO_MARK in markdown:
+        gen = _gen_bench()
+        markdown = markdown.replace(DEMO_MARK, gen.demo_sentence(gen.load_records()))
     if BENCH_MARK in markdown:
-        markdown = markdown.replace(BENCH_MARK, _gen_bench().render())
-    markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(",")), markdown)
+        markdown = markdown.replace(BENCH_MARK, _gen_bench().render(prefix=prefix))
+    markdown = SOME_BENCHES.sub(lambda m: _gen_bench().render(heading="###", only=m.group(1).split(","), prefix=prefix),
+                                markdown)
     markdown = PLOT_MARK.sub(lambda m: _plot(m, page), markdown)
     if AUTO_MARK in markdown:
         markdown = markdown.replace(AUTO_MARK, auto_rule_table())
     if ROOMS_MARK in markdown:
-        prefix = "../" * page.file.src_uri.count("/")
         markdown = markdown.replace(ROOMS_MARK, _module("gen_rooms").rooms_markdown(prefix + ROOMS_PNG))
     return markdown
 

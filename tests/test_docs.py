@@ -100,10 +100,11 @@ def test_targets_table_reads_each_target_from_its_record(tmp_path):
         {"target": "flat reaches 0.7", "record": "heads/2026-01-01T0000-a.json", "row": {"head": "flat"},
          "field": "F1", "at_least": 0.7}]}
     table = gen.targets_table(summary, records)
-    assert "| span beats flat | F1 ≥ 0.6 (head flat) | 0.62 | yes |" in table
+    # F1 kept as fractions in the record: shown (figure and bar) in percent, as on every page
+    assert "| span beats flat | F1 ≥ 60.0 (head flat) | 62.0 | yes |" in table
     assert "| span in 6 minutes | seconds ≤ 360 | 500 | **no** |" in table
-    assert "| flat reaches 0.7 | F1 ≥ 0.7 | 0.6 | **no** |" in table
-    assert "`bench/results/heads/2026-01-01T0000-a.json`" in table and "Test CPU, 2 cores, AVX2" in table
+    assert "| flat reaches 0.7 | F1 ≥ 70.0 | 60.0 | **no** |" in table
+    assert "`bench/results/heads/2026-01-01T0000-a.json`" in table and "AVX2 only, 2 cores" in table
     (folder / "2026-01-02T0000-b.json").write_text(json.dumps({
         "bench": "heads", "date": "2026-01-02 10:00 UTC", "command": "heads.py", "setup": {},
         "cpu": {"model": "Test CPU", "flags": ["avx2"], "cores": 2}, "rows": [{"head": "other", "F1": 0.615}]}))
@@ -115,9 +116,9 @@ def test_targets_table_reads_each_target_from_its_record(tmp_path):
          "row": {"head": "other"}, "field": "F1", "at_least": {"head": "span"},
          "bar_record": "heads/2026-01-01T0000-a.json", "minus": 0.001}]}
     table = gen.targets_table(within, records)
-    assert ("| other within 0.01 of span | F1 ≥ 0.62 − 0.01 (head span, `heads/2026-01-01T0000-a.json`) | "
-            "0.615 | yes |") in table
-    assert "| other within 0.001 of span | F1 ≥ 0.62 − 0.001 (head span, " in table and "0.615 | **no** |" in table
+    assert ("| other within 0.01 of span | F1 ≥ 62.0 − 1.0 (head span, `heads/2026-01-01T0000-a.json`) | "
+            "61.5 | yes |") in table
+    assert "| other within 0.001 of span | F1 ≥ 62.0 − 0.1 (head span, " in table and "61.5 | **no** |" in table
     summary["target"][0]["at_least"] = {"head": "nobody"}
     with pytest.raises(ValueError, match="matches 0 rows"):
         gen.targets_table(summary, records)
@@ -139,21 +140,29 @@ def test_site_builds_strict(tmp_path):
     assert done.returncode == 0, log
     warnings = [line for line in log.splitlines() if re.match(r"(?:\x1b\[[\d;]*m)?(WARNING|ERROR)\b", line)]
     assert not warnings, "\n".join(warnings)
-    benchmarks = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    gen = _module("gen_bench")
+    summary = gen.load_summary()
+    summary_page = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    table = summary_page[summary_page.index("<table>"):].split("</table>")[0]
+    assert 0 < table.count("<tr>") - 1 <= 25, "the summary is to fit on two screens"  # the heading row aside
+    first_row = table.split("<tbody>")[1].split("</tr>")[0]
+    assert "CoNLL-2003" in first_row and "Hugging Face" in first_row
+    pages = {group["page"]: (site / group["page"].removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+             for group in summary["group"]}
+    shown = summary_page + "".join(pages.values())
     records = sorted((REPO_ROOT / "bench" / "results").glob("*/*.json"))
     for folder in sorted({path.parent for path in records}):
-        assert f'id="{folder.name}"' in benchmarks, folder.name  # each bench under its own anchor
-    for path in records:  # every record on the page, as a table of its own
-        assert path.relative_to(REPO_ROOT).as_posix() in benchmarks, path
-    summary = _module("gen_bench").load_summary()["summary"]
-    assert benchmarks.count("<table>") >= len(records) + 1
-    first = benchmarks[benchmarks.index('id="at-a-glance"'):].split("</table>")[0]
-    first_row = first.split("<tbody>")[1].split("</tr>")[0]
-    assert "CoNLL-2003" in first_row and "Hugging Face" in first_row and summary[0]["peer"]
-    for plot in ("serving_latency", "heads_f1_time", "reliability"):
-        assert f"assets/bench/{plot}.png" in benchmarks, plot
-    for figure in re.findall(r'src="([^"]+\.png)"', benchmarks):
-        assert (site / "benchmarks" / figure).resolve().exists(), figure
+        assert f'id="{folder.name}"' in shown, folder.name  # each bench under its own anchor
+    for path in records:  # every record on a page, as a table of its own
+        assert path.relative_to(REPO_ROOT).as_posix() in shown, path
+    assert sum(page.count("<table>") for page in pages.values()) >= len(records)
+    for plot, page in (("serving_latency", "benchmarks/serving.md"), ("heads_f1_time", "benchmarks/ner.md"),
+                       ("reliability", "benchmarks/ner.md")):
+        assert f"assets/bench/{plot}.png" in pages[page], plot
+    assert "training time" not in shown  # a wall time on a shared machine is said to be one
+    for page, html in pages.items():
+        for figure in re.findall(r'src="([^"]+\.png)"', html):
+            assert (site / page.removesuffix(".md") / figure).resolve().exists(), (page, figure)
     for page in ("01_ner_custom_data", "02_triple_extraction", "03_serving"):  # with their outputs
         notebook = (site / "notebooks" / page / "index.html").read_text(encoding="utf-8")
         assert "data:image/png;base64" in notebook or page == "03_serving", page
@@ -338,23 +347,26 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
     assert "| ours | 123.5 |  |  |" in text and "| peer |  | 2 | a: 1.0; b: 2 |" in text
     older = text.index('??? note "Older runs (1)"')
     assert newest < older and "    | system | x |" in text[older:]
-    assert "Test CPU; flags: avx2; 2 cores; tensorflow 9" in text
+    assert "AVX2 only, 2 cores (Test CPU; flags: avx2; 2 cores); tensorflow 9" in text
     assert "| f1 |" in text
     assert "#### rows' part" in text and "| g |" in text  # the rows' common "part" names the part
     # a value the same in every row is said once; the key column first, dicts last
     assert "- **Every row:** threads: 1" in text and "| system | ms | by_op |" in text
-    # the summary: ours and the peer read from one record, compared; a row it cannot find fails
-    summary = {"summary": [{"task": "Speed", "record": "brand_new/2026-01-05T0000-e.json", "field": "ms",
-                            "ours": {"system": "a"}, "peer": {"system": "b"}, "compare": "lower",
+    # the summary: ours and the peer read from the newest default run of each machine class, compared
+    summary = {"summary": [{"claim": "Speed", "bench": "brand_new", "part": "threads", "per_class": True,
+                            "field": "ms", "ours": {"system": "a"}, "peer": {"system": "b"}, "compare": "lower",
                             "unit": "ms", "ours_name": "ours", "peer_name": "theirs"}],
                "section": {"brand_new": {"title": "A brand new bench"}},
-               "group": [{"title": "Speed", "benches": ["brand_new"]}]}
+               "group": [{"title": "Speed", "page": "benchmarks/speed.md", "benches": ["brand_new"]}]}
     records = gen.load_records(tmp_path / "results")
     table = gen.summary_table(summary, records)
-    assert "| [Speed](#brand_new)<br><small>ms</small> | **2.0**<br><small>ours</small> | 3.0<br><small>theirs</small> | 1.50x faster |" in table
+    assert ("| [Speed](benchmarks/speed.md#brand_new)<br><small>ms</small> | **2.0**<br><small>ours</small> | "
+            "3.0<br><small>theirs, same run</small> | 1.50x faster | <small>AVX2 only, 2 cores; 2026-01-05</small> |") in table
     assert "## Speed\n\n### A brand new bench {#brand_new}" in gen.render(tmp_path / "results", tmp_path, summary=summary)
     summary["summary"][0]["peer"] = {"system": "nobody"}
-    with pytest.raises(ValueError, match="matches 0 rows"):
+    assert "no peer in this run" in gen.summary_table(summary, records)
+    summary["summary"][0]["ours"] = {"system": "nobody"}
+    with pytest.raises(ValueError, match="no default run of brand_new"):
         gen.summary_table(summary, records)
 
 
