@@ -15,18 +15,28 @@ Two steps are not run as shown: ``docker run`` (TF Serving itself), and the ``cu
 to it, whose reply is computed from the exported SavedModel the way TF Serving's REST API
 answers a row-format ``instances`` request (:func:`tf_serving_reply`).
 
+The steps that need a checkpoint the repository does not ship name it under ``checkpoints/``
+(:data:`CHECKPOINTS`: the folder's name on the page, the page says where to download it); here
+those names are links to the project's copies (``$KERASBERT_SHARED``, else ``../shared``). Each
+record also says when and on what it ran (``ran``: the date, the platform, the versions of
+Python and the packages that make the outputs).
+
     python docs/gen_tutorials.py              # run every tutorial, rewrite its JSON
     python docs/gen_tutorials.py NAME ...     # only these
     python docs/gen_tutorials.py --check      # run them, exit 1 if a page's outputs are stale
 
-``tests/test_docs.py`` runs the check, comparing the outputs with their numbers masked too
-(:func:`shape`): the figures a training run gives move with the CPU's arithmetic, what a
-command prints does not.
+``tests/test_tutorials.py`` runs the check (:func:`differences`): what a command prints must be
+the same text, and each of its numbers within :data:`TOLERANCE` of the recorded one (the
+figures a training run gives move a little with the CPU's arithmetic; a score that falls by
+more is a stale page, or a regression).
 """
 
 import argparse
+import datetime
+import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -40,7 +50,21 @@ PAGES = ROOT / "docs" / "tutorials"
 DATA = PAGES / "data"
 #: Where the tutorials' commands run: the folder's absolute path shows as this in the outputs.
 WORKDIR_SHOWN = "$PWD"
-SHARED_SHOWN = "../shared"
+#: Checkpoints a clone does not have: the folder the pages name (``checkpoints/NAME``, which the
+#: reader downloads) -> the project's copy under ``$KERASBERT_SHARED/data/models``.
+CHECKPOINTS = {
+    "keras_bert_test_checkpoint": "keras_bert_test_checkpoint",
+    "albert_tiny_zh_google": "albert_tiny_zh_google_INDEX_ONLY",
+    "albert_tiny_zh_brightmart": "albert_tiny_zh_brightmart_INDEX_ONLY",
+}
+#: The packages whose versions a record names (with Python's).
+PACKAGES = ("kerasbert", "tensorflow", "keras", "keras-hub", "tensorflow-text")
+#: How far a number of a command's output may move from the recorded one and still be current:
+#: scores written as fractions (F1, precision, recall, entity scores, ECE: a number from 0 to 1
+#: with a decimal point) by this much, absolute ...
+TOLERANCE = 0.05
+#: ... and any other number (counts, losses, sizes) by this share of the recorded one (at least 1).
+RELATIVE_TOLERANCE = 0.25
 
 # The tutorials: name -> steps. A step is a dict: "id" (the marker's STEP), and "run" (a shell
 # command, run in the tutorial's folder; its output recorded; "exit": the exit status it is
@@ -50,11 +74,11 @@ SHARED_SHOWN = "../shared"
 CONLL = "docs/tutorials/data/conll"
 CHARS = "docs/tutorials/data/chinese"
 TRIPLES = "docs/tutorials/data/triples"
-MODELS = f"{SHARED_SHOWN}/data/models"
+MODELS = "checkpoints"
 
 OFFSETS = f"""import kerasbert
 
-tokenizer = kerasbert.load_tokenizer("{MODELS}/albert_tiny_zh_google_INDEX_ONLY")   # vocab.txt is enough
+tokenizer = kerasbert.load_tokenizer("{MODELS}/albert_tiny_zh_google")   # vocab.txt is enough
 text = "李明在北京大学读书。ＡＩ"
 batch = tokenizer([text])
 for token_id, (start, end) in zip(batch.token_ids[0], batch.offsets[0]):
@@ -83,9 +107,8 @@ TUTORIALS = {
     "chinese-char-per-line": [
         {"id": "bio", "run": f"head -n 12 {CHARS}/train.bio"},
         {"id": "bmes", "run": f"head -n 12 {CHARS}/train.bmes"},
-        {"id": "inspect-google", "run": f"kerasbert inspect {MODELS}/albert_tiny_zh_google_INDEX_ONLY", "exit": 1},
-        {"id": "inspect-brightmart", "run": f"kerasbert inspect {MODELS}/albert_tiny_zh_brightmart_INDEX_ONLY",
-         "exit": 1},
+        {"id": "inspect-google", "run": f"kerasbert inspect {MODELS}/albert_tiny_zh_google", "exit": 1},
+        {"id": "inspect-brightmart", "run": f"kerasbert inspect {MODELS}/albert_tiny_zh_brightmart", "exit": 1},
         {"id": "offsets", "python": OFFSETS},
         {"id": "train", "run": f"kerasbert ner train --checkpoint {MODELS}/keras_bert_test_checkpoint "
                                f"--train {CHARS}/train.bmes --dev {CHARS}/dev.bmes --output runs/chars "
@@ -99,8 +122,9 @@ TUTORIALS = {
         {"id": "duie", "run": f"head -n 2 {TRIPLES}/duie.jsonl"},
         {"id": "train", "run": f"kerasbert triples train --checkpoint starter --train {TRIPLES}/train.json "
                                f"--dev {TRIPLES}/dev.json --output runs/triples --epochs 8"},
-        {"id": "evaluate", "run": f"kerasbert triples evaluate --model runs/triples --data {TRIPLES}/dev.json "
-                                  "--output runs/triples/dev_scores.json"},
+        {"id": "tune", "run": f"kerasbert triples tune --model runs/triples --data {TRIPLES}/dev.json"},
+        {"id": "evaluate", "run": f"kerasbert triples evaluate --model runs/triples --data {TRIPLES}/test.json "
+                                  "--output runs/triples/test_scores.json"},
         {"id": "predict", "run": "echo 'Anna Weber, the founder of Lumen Labs, was born in Vienna.' "
                                  "| kerasbert triples predict --model runs/triples -"},
         {"id": "duie-train", "run": f"kerasbert triples train --checkpoint {MODELS}/keras_bert_test_checkpoint "
@@ -177,8 +201,17 @@ def write_data(root=DATA):
         dev = [line for text, ents in CHINESE[6:] for line in char_lines(text, ents, scheme)]
         files[f"chinese/train.{suffix}"] = "\n".join(train)
         files[f"chinese/dev.{suffix}"] = "\n".join(dev)
-    for split in ("train", "dev"):
-        files[f"triples/{split}.json"] = samples.path("triples", split).read_text(encoding="utf-8")
+    # plain text, one sentence per line (the sample's test sentences): a pool to select from,
+    # texts to predict, text to pre-train on
+    files["text/sentences.txt"] = "".join(json.loads(line)["text"] + "\n" for line in
+                                          samples.path("ner", "test").read_text(encoding="utf-8").splitlines()
+                                          if line.strip())
+    files["triples/train.json"] = samples.path("triples", "train").read_text(encoding="utf-8")
+    # the sample's dev split, halved: dev (model selection, thresholds) and test (the scores)
+    held_out = json.loads(samples.path("triples", "dev").read_text(encoding="utf-8"))
+    half = len(held_out) // 2
+    for split, examples in (("dev", held_out[:half]), ("test", held_out[half:])):
+        files[f"triples/{split}.json"] = "[\n" + ",\n".join(json.dumps(e, ensure_ascii=False) for e in examples) + "\n]\n"
     files["triples/duie.jsonl"] = "\n".join(json.dumps(record, ensure_ascii=False) for record in DUIE) + "\n"
     for name, text in files.items():
         path = Path(root) / name
@@ -200,9 +233,33 @@ DUIE = [
 
 
 def shared_dir():
-    """The shared checkpoints and corpora: ``$KERASBERT_SHARED``, else ``../shared`` beside the
-    repository (the tests' rule); the pages show it as ``../shared``."""
+    """The project's copies of the checkpoints the pages name under ``checkpoints/``:
+    ``$KERASBERT_SHARED``, else ``../shared`` beside the repository (the tests' rule)."""
     return Path(os.environ.get("KERASBERT_SHARED") or ROOT.parent / "shared").absolute()
+
+
+def link_checkpoints(workdir):
+    """``workdir/checkpoints/NAME``: each checkpoint of :data:`CHECKPOINTS`, linked to the
+    project's copy (a missing copy fails with its path)."""
+    folder = Path(workdir) / MODELS
+    folder.mkdir()
+    for name, copy in CHECKPOINTS.items():
+        source = shared_dir() / "data" / "models" / copy
+        if not source.is_dir():
+            raise SystemExit(f"{source}: missing (the copy of checkpoints/{name} the tutorials run on)")
+        (folder / name).symlink_to(source, target_is_directory=True)
+
+
+def ran():
+    """When and on what the tutorials ran, with the versions that make their outputs."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "platform": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores", "versions": versions}
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -224,8 +281,10 @@ def mask(text, workdir):
     Keras's progress bars reduced to their last state."""
     text = text.replace(str(workdir), WORKDIR_SHOWN)
     text = text.replace(os.path.expanduser("~") + "/", "~/")  # the reader's home, not ours
-    shared = str(shared_dir())
-    text = text.replace(os.path.realpath(shared), SHARED_SHOWN).replace(shared, SHARED_SHOWN)
+    for name, copy in CHECKPOINTS.items():  # a linked checkpoint by the name the page gives it
+        for folder in {str(shared_dir() / "data" / "models" / copy),
+                       os.path.realpath(shared_dir() / "data" / "models" / copy)}:
+            text = text.replace(folder, f"{WORKDIR_SHOWN}/{MODELS}/{name}")
     lines = []
     for line in text.replace("\r\n", "\n").split("\n"):
         line = line.split("\r")[-1].rstrip()  # a progress bar redrawn in place: its last state
@@ -238,10 +297,52 @@ def mask(text, workdir):
     return "\n".join(lines).strip("\n")
 
 
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
+
+
 def shape(text):
-    """``text`` with every number masked (what is compared to call an output stale: a trained
-    model's figures move with the CPU's arithmetic)."""
-    return re.sub(r"\d+(?:[.,]\d+)*(?:e[-+]?\d+)?", "#", text)
+    """``text`` with every number masked: what must stay the same for an output to be current."""
+    return NUMBER.sub("#", text)
+
+
+def numbers(text):
+    """The numbers of ``text``, in order, as written."""
+    return NUMBER.findall(text)
+
+
+def close(recorded, now):
+    """Whether the number ``now`` is within the tolerance of the ``recorded`` one (both as written):
+    :data:`TOLERANCE` for a score written as a fraction, :data:`RELATIVE_TOLERANCE` otherwise."""
+    if recorded == now:
+        return True
+    try:
+        a, b = float(recorded.replace(",", "")), float(now.replace(",", ""))
+    except ValueError:
+        return False
+    if "." in recorded and 0 <= a <= 1:
+        return abs(a - b) <= TOLERANCE + 1e-9
+    return abs(a - b) <= max(RELATIVE_TOLERANCE * abs(a), 1)
+
+
+def differences(recorded, steps):
+    """What makes ``recorded`` (a record's steps) stale against ``steps`` (a run's): a step added,
+    removed or changed, an output whose text (numbers aside) differs, or a number out of
+    tolerance (:func:`close`); ``[]`` when the record is current."""
+    found = []
+    if [s["id"] for s in recorded] != [s["id"] for s in steps]:
+        found.append(f"steps recorded {[s['id'] for s in recorded]}, now {[s['id'] for s in steps]}")
+    for old, new in zip(recorded, steps):
+        where = f"{old['id']}"
+        if old["command"] != new["command"]:
+            found.append(f"{where}: command recorded {old['command']!r}, now {new['command']!r}")
+        elif shape(old["output"]) != shape(new["output"]):
+            found.append(f"{where}: output\n--- recorded\n{old['output']}\n--- now\n{new['output']}")
+        else:
+            moved = [f"{a} -> {b}" for a, b in zip(numbers(old["output"]), numbers(new["output"])) if not close(a, b)]
+            if moved:
+                found.append(f"{where}: numbers out of tolerance ({TOLERANCE} for a score, "
+                             f"{RELATIVE_TOLERANCE:.0%} otherwise): {', '.join(moved)}")
+    return found
 
 
 def tf_serving_reply(workdir, export, instances):
@@ -290,6 +391,8 @@ def run_tutorial(name, echo=True):
     with tempfile.TemporaryDirectory(prefix="kerasbert-tutorial-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(DATA, workdir / "docs" / "tutorials" / "data")
+        if any(f"{MODELS}/" in (step.get("run") or step.get("python") or "") for step in TUTORIALS[name]):
+            link_checkpoints(workdir)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="100", PYTHONUNBUFFERED="1",
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         env.pop("KERASBERT_SHARED", None)
@@ -298,7 +401,6 @@ def run_tutorial(name, echo=True):
             began = time.perf_counter()
             if "run" in step or "python" in step:
                 command = step["run"] if "run" in step else "python - <<'EOF'\n" + step["python"] + "EOF"
-                command = command.replace(f"{SHARED_SHOWN}/", f"{shared_dir()}/")
                 done = subprocess.run(["bash", "-c", command], cwd=workdir, env=env, capture_output=True,
                                       text=True, timeout=900)
                 output = mask(done.stdout + done.stderr, workdir)
@@ -336,14 +438,10 @@ def main(argv=None):
         steps = run_tutorial(name)
         if args.check:
             recorded = json.loads(record_path(name).read_text(encoding="utf-8"))["steps"]
-            for old, new in zip(recorded, steps):
-                if (old["id"], old["command"], shape(old["output"])) != (new["id"], new["command"], shape(new["output"])):
-                    stale.append(f"{name}/{new['id']}:\n--- recorded\n{old['output']}\n--- now\n{new['output']}")
-            if len(recorded) != len(steps):
-                stale.append(f"{name}: {len(recorded)} steps recorded, {len(steps)} now")
+            stale += [f"{name}/{line}" for line in differences(recorded, steps)]
         else:
-            record_path(name).write_text(json.dumps({"tutorial": name, "steps": steps}, indent=1, ensure_ascii=False)
-                                         + "\n", encoding="utf-8")
+            record = {"tutorial": name, "ran": ran(), "steps": steps}
+            record_path(name).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             print(f"written: {record_path(name).relative_to(ROOT)}")
     if stale:
         print("stale tutorial outputs (python docs/gen_tutorials.py rewrites them):\n" + "\n".join(stale),

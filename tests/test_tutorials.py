@@ -4,9 +4,10 @@ what the commands print today.
 
 The first tests run each tutorial's commands again, as the page shows them (each a fresh
 ``kerasbert`` process: training on the starter encoder and the toy checkpoint, evaluate, predict,
-export, the SavedModel's reply), and compares the outputs with the recorded ones, numbers
-masked: the longest tests of this file (minutes). When one fails, ``python docs/gen_tutorials.py``
-rewrites the records.
+export, the SavedModel's reply), and compare the outputs with the recorded ones: the same text,
+every number within the generator's tolerance (``TOLERANCE`` for a score, ``RELATIVE_TOLERANCE``
+for other figures), so a score that falls fails: the longest tests of this file (minutes). When
+one fails, ``python docs/gen_tutorials.py`` rewrites the records (and the diff shows what moved).
 """
 
 import importlib.util
@@ -33,14 +34,52 @@ def _gen():
 
 @pytest.mark.parametrize("name", list(_gen().TUTORIALS))
 def test_recorded_outputs_are_current(name):
-    """Runs a tutorial's commands again and compares what they print with the records
-    (numbers masked: a trained model's figures move with the CPU's arithmetic). One test per
-    tutorial, first in this file, so that the two workers share them."""
+    """Runs a tutorial's commands again and compares what they print with the records (numbers
+    within the tolerance: a trained model's figures move a little with the CPU's arithmetic, a
+    broken one's by more). One test per tutorial, first in this file, so that the two workers
+    share them."""
     require_starter()
     require_shared("data", "models", "keras_bert_test_checkpoint")
     require_shared("data", "models", "albert_tiny_zh_google_INDEX_ONLY")
     gen = _gen()
     assert gen.main(["--check", name]) == 0, f"stale tutorial outputs (see above): python docs/gen_tutorials.py {name}"
+
+
+def test_records_say_when_and_with_what_they_ran():
+    """Each record names its date, platform and the versions of Python and the packages that make
+    its outputs, and its page shows them (``<!-- kerasbert:tutorial-run NAME -->``)."""
+    gen = _gen()
+    for name in gen.TUTORIALS:
+        ran = json.loads(gen.record_path(name).read_text(encoding="utf-8"))["ran"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", ran["date"]) and ran["platform"], name
+        assert set(ran["versions"]) == {"python", *gen.PACKAGES}, name
+        page = (DOCS / "tutorials" / f"{name}.md").read_text(encoding="utf-8")
+        assert page.count(f"<!-- kerasbert:tutorial-run {name} -->") == 1, name
+        assert "ran when this page was built" not in page, name
+
+
+def test_a_score_that_falls_makes_the_record_stale():
+    """The check compares numbers, not only the text around them: the CoNLL tutorial's test F1
+    recorded higher (or lower) than the run by more than the tolerance is stale; within it, current."""
+    gen = _gen()
+    steps = json.loads(gen.record_path("conll-to-serving").read_text(encoding="utf-8"))["steps"]
+    assert gen.differences(steps, steps) == []
+    evaluate = next(step for step in steps if step["id"] == "evaluate")
+    f1 = re.search(r"micro .* F1 (\d\.\d{4})", evaluate["output"]).group(1)
+
+    def doctored(value):
+        changed = [dict(step) for step in steps]
+        step = next(step for step in changed if step["id"] == "evaluate")
+        step["output"] = step["output"].replace(f"F1 {f1}", f"F1 {value:.4f}", 1)
+        assert step["output"] != evaluate["output"]
+        return changed
+
+    # the run (steps) printed f1; the record said more by twice the tolerance: stale
+    found = gen.differences(doctored(float(f1) + 2 * gen.TOLERANCE), steps)
+    assert found and "evaluate: numbers out of tolerance" in found[0] and f1 in found[0]
+    assert gen.differences(steps, doctored(0.0))  # a score that fell to zero
+    assert gen.differences(doctored(float(f1) + gen.TOLERANCE / 2), steps) == []
+    assert gen.close("400", "400") and not gen.close("400", "200") and gen.close("19.39", "21.0")
 
 
 def test_pages_show_the_steps_the_generator_runs():
