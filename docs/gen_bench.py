@@ -390,7 +390,7 @@ def claim_rows(summary, records):
                 met = value >= item["target"]
                 versus = (versus + "<br>" if versus else "") + (
                     f"target {labels.get(column, column)} ≥ {fmt(item['target'])}: " + ("met" if met else "**missed**"))
-            name = item.get("ours_name") or export_words(ours)
+            name = item.get("ours_name") or f"<code>{export_words(ours)}</code>"
             out.append({"item": item, "path": path, "record": record, "machine": machine, "figures": figures,
                         "ours": " · ".join(ours_cells) + f"<br><small>{name}</small>", "peer": peer_cell,
                         "versus": versus})
@@ -404,12 +404,11 @@ def summary_table(summary, records, prefix=""):
     for row in claim_rows(summary, records):
         item, record = row["item"], row["record"]
         page = page_of(summary, record["bench"]).removesuffix(".md")
-        what = (f"[{item['claim']}]({prefix}{page}.md#{record['bench']})"
-                + (f"<br><small>{item['unit']}</small>" if item.get("unit") else ""))
         data = item.get("data")
         data = data.get(record.get("part") or "") if isinstance(data, dict) else data
-        run = (f"<small>{row['machine']}; {str(record.get('date', ''))[:10]}"
-               + (f"<br>{data}" if data else "") + "</small>")
+        words = "; ".join(w for w in (data, item.get("unit")) if w)
+        what = f"[{item['claim']}]({prefix}{page}.md#{record['bench']})" + (f"<br><small>{words}</small>" if words else "")
+        run = f"<small>{row['machine']}<br>{str(record.get('date', ''))[:10]}</small>"
         ours = row["ours"].replace("**", "")
         first, _, rest = ours.partition("<br>")
         cells = [what, f"**{first}**<br>{rest}" if rest else f"**{first}**", row["peer"], row["versus"], run]
