@@ -212,6 +212,102 @@ def test_a_broken_plugin_leaves_the_command_line_working(tmp_path):
     assert "fake-head (from fakeplug): a fake head" in train_help and "--fake-size" in train_help
 
 
+def test_a_head_refused_once_the_tasks_options_are_known_is_named_when_asked_for(registry, monkeypatch, capsys):
+    """A head registered before its task's options were known and refused then: ``--head`` lets its
+    name through argparse, and the check names it with the clash, in one line."""
+    import argparse
+
+    from kerasbert.training.settings import add_settings_options
+    from kerasbert_apps.ner.train import NerTrainSettings
+
+    base = NerTrainSettings.__mro__[1]  # the task's own settings, before the heads' were added
+    monkeypatch.setattr(heads, "_TASK_FLAGS", {})
+    registry.register(heads.Head(name="late-head", task="ner", pipeline="my_package.pipeline:Late",
+                                 settings_file="late.json", settings=_Dropout))
+    settings_class = registry.train_settings_class("ner", base)
+    assert "is left out" in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    add_settings_options(parser, settings_class)
+    args = parser.parse_args(["--head", "late-head", "--train", "t", "--dev", "d", "--output", "o"])
+    assert args.head == "late-head"
+    assert "late-head" not in parser.format_help()  # not offered
+    settings = settings_class(head=args.head, train="t", dev="d", output="o")
+    with pytest.raises(KerasbertError, match=r"^the ner head 'late-head' was left out when the heads were loaded: "
+                                             r"the ner head 'late-head' \(from my_package\) declares the option "
+                                             r"'dropout' \(--dropout\), which is already an option of ner train"):
+        settings.check()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--head", "no-such-head"])  # a name nobody registered: argparse's invalid choice
+
+
+TASK_CLASHING = '''
+import dataclasses
+from kerasbert.training.settings import setting
+from kerasbert_apps.base.heads import Head, register
+
+@dataclasses.dataclass
+class SpanSettings:
+    dropout: float = setting(0.2, "my dropout")
+
+register(Head(name="clash-span", task="ner", pipeline="{module}.pipeline:ClashSpan", settings_file="clash_span.json",
+              settings=SpanSettings))
+'''
+
+ASKED_FOR = r"""
+import sys
+from kerasbert.cli import main
+
+for head in ("clash-span", "clasher", "broken", "fake-head-typo"):
+    print("=== " + head, file=sys.stderr, flush=True)
+    try:
+        status = main(["ner", "train", "--head", head])
+    except SystemExit as stop:
+        status = stop.code
+    print("=== status", status, file=sys.stderr, flush=True)
+"""
+
+
+def test_a_head_left_out_is_named_with_its_reason_when_asked_for(tmp_path):
+    """``ner train --head NAME`` for a head whose plugin was left out -- its option clashes with
+    the task's or with another head's (its registration refused), or its module failed to
+    import -- is one ``kerasbert: error:`` line naming it
+    and why, without argparse's usage (it used to end in ``invalid choice`` after the whole
+    usage, the reason only in a warning further up). A name nobody registered is still
+    argparse's ``invalid choice`` with the choices."""
+    fake_distribution(tmp_path, "fakeplug", {"span": TASK_CLASHING, "clash": CLASHING, "good": GOOD,
+                                             "broken": "raise ImportError('needs a module that is not there')\n"})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+               TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("KERASBERT_NO_PLUGINS", None)
+    run = subprocess.run([sys.executable, "-c", ASKED_FOR], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    asked = {}
+    for part in run.stderr.split("=== ")[1:]:
+        head, _, rest = part.partition("\n")
+        if not head.startswith("status"):
+            asked[head] = rest
+    statuses = re.findall(r"=== status (\d+)", run.stderr)
+    assert statuses == ["2"] * 4, run.stderr[-3000:]
+    expected = {
+        "clash-span": "the ner head 'clash-span' was left out when the heads were loaded: the ner head 'clash-span' "
+                      "(from fakeplug_span) declares the option 'dropout' (--dropout), which is already an option of ner "
+                      "train; name it after the head (e.g. clash_span_dropout)",
+        "clasher": "the ner head 'clasher' was left out when the heads were loaded: the ner head 'clasher' (from "
+                   "fakeplug_clash) declares the option 'pointer_size' (--pointer-size), which the 'global-pointer' "
+                   "head (from kerasbert) already declares; name it after the head (e.g. clasher_pointer_size)",
+        "broken": "the ner head 'broken' was left out when the heads were loaded: the head plugin broken = "
+                  "fakeplug_broken (from fakeplug) failed to load: ImportError: needs a module that is not there",
+    }
+    for head, message in expected.items():
+        errors = [line for line in asked[head].splitlines() if line.startswith("kerasbert: error:")]
+        assert errors == [f"kerasbert: error: {message}"], asked[head]
+        assert "usage:" not in asked[head], asked[head]
+    typo = asked["fake-head-typo"]
+    assert "usage:" in typo and "argument --head: invalid choice: 'fake-head-typo'" in typo
+    assert "'clash-span'" not in typo.split("invalid choice")[1]  # the choices offered are the heads that work
+    assert "'fake-head'" in typo.split("invalid choice")[1]
+
+
 def test_how_to_add_a_head_quotes_the_real_files():
     """Every code block of docs/add-a-head.md that starts with ``# <file>`` quotes that file:
     its lines (but blank ones and ``# ...`` elisions) appear in the file, in order."""

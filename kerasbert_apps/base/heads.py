@@ -79,6 +79,11 @@ kit:
 * the ``--head`` choices are the kit's heads in the order their task's
   ``heads`` package lists them (``ORDER``, the default first), then other
   folders by name, then other packages' heads by distribution;
+* a head left out (its plugin failed to load, or its registration was
+  refused) that is asked for -- ``--head NAME``, a settings file's
+  ``"head"``, a model folder's -- is named with the reason it was left out,
+  in one line (:func:`left_out`, :func:`get`); ``--head`` lets such a name
+  through argparse for that (:class:`HeadChoices`);
 * ``KERASBERT_NO_PLUGINS=1`` loads no head of another package (the kit's
   own command-line reference, ``docs/gen_cli.py``, is written so).
 """
@@ -190,6 +195,7 @@ def register(head):
         return known[head.name]
     clash = option_clash(head)
     if clash:
+        _PLUGINS.setdefault("refused", {})[(head.task, head.name)] = clash
         raise KerasbertError(clash)
     known[head.name] = head
     return head
@@ -299,6 +305,41 @@ def failed_plugins():
     return list(_PLUGINS["failed"])
 
 
+def left_out(task):
+    """``{name: why}`` of the heads of ``task`` that are not registered but
+    were meant to be: a head whose registration was refused (its option
+    clashes), and the name of each ``kerasbert.heads`` entry point that
+    failed to load (the heads it would have registered are not known; an
+    entry point is usually named after its head)."""
+    discover()
+    refused = _PLUGINS.get("refused", {})
+    found = {}
+    for dist, point, value, error in _PLUGINS["failed"]:
+        if point not in {name for _, name in refused}:  # (a refused head is its own task's)
+            found[point] = f"the head plugin {point} = {value} (from {dist}) failed to load: {error}"
+    for (of, name), clash in refused.items():
+        if of == task:
+            found[name] = clash
+    registered = _REGISTRY.get(task, {})
+    return {name: why for name, why in found.items() if name not in registered}
+
+
+class HeadChoices(tuple):
+    """The ``--head`` choices: the names of the registered heads, which
+    ``--help`` lists and argparse offers. A name of :func:`left_out` is in
+    them too (``in``), so that argparse lets it through and the command's
+    check names it with its reason in one line (:func:`get`), instead of
+    argparse's usage and ``invalid choice``."""
+
+    def __new__(cls, names, left_out=()):
+        choices = super().__new__(cls, names)
+        choices.left_out = frozenset(left_out)
+        return choices
+
+    def __contains__(self, name):
+        return tuple.__contains__(self, name) or name in self.left_out
+
+
 def package(head):
     """The distribution ``head`` comes from: ``"kerasbert"`` for the kit's
     own heads, the distribution of the ``kerasbert.heads`` entry point that
@@ -350,13 +391,18 @@ def names(task):
 
 
 def get(task, name):
-    """The head ``name`` of ``task``; an unknown name is a one-line error naming the choices."""
+    """The head ``name`` of ``task``; a head left out (:func:`left_out`) is
+    a one-line error naming it and why, an unknown name one naming the choices."""
     discover(task)
     try:
         return _REGISTRY[task][name]
     except KeyError:
-        failed = "".join(f"; left out: {point} (from {dist}), {error}" for dist, point, _, error in _PLUGINS["failed"])
-        raise KerasbertError(f"unknown {task} head {name!r}; the heads are: {', '.join(names(task))}{failed}") from None
+        pass
+    why = left_out(task).get(name)
+    if why:
+        raise KerasbertError(f"the {task} head {name!r} was left out when the heads were loaded: {why}")
+    failed = "".join(f"; left out: {point} (from {dist}), {error}" for dist, point, _, error in _PLUGINS["failed"])
+    raise KerasbertError(f"unknown {task} head {name!r}; the heads are: {', '.join(names(task))}{failed}")
 
 
 def settings_files(task):
@@ -422,10 +468,11 @@ def train_settings_class(task, base, what="head"):
         if clash:
             del _REGISTRY[task][head.name]
             _PLUGINS["failed"].append((package(head), head.name, head.pipeline, clash))
+            _PLUGINS.setdefault("refused", {})[(task, head.name)] = clash
             print(f"kerasbert: warning: {task} head {head.name} (from {package(head)}) is left out: {clash}",
                   file=sys.stderr, flush=True)
     registered = heads(task)
-    choices = tuple(h.name for h in registered)
+    choices = HeadChoices((h.name for h in registered), left_out(task))
     help = f"the {what}: " + "; ".join(
         f"{h.name}{'' if is_builtin(h) else f' (from {package(h)})'}: {h.help}" for h in registered if h.help)
     fields = [("head", str, dataclasses.field(default=choices[0], metadata={
@@ -439,11 +486,11 @@ def train_settings_class(task, base, what="head"):
             fields.append((f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)))
 
     def check(self):
+        get(task, self.head)  # first: a head left out is named with its reason
         base.check(self)
         for head in registered:
             if head.check:
                 head.check(self)
-        get(task, self.head)
 
     return dataclasses.make_dataclass(base.__name__, fields, bases=(base,),
                                       namespace={"check": check, "__module__": base.__module__,
