@@ -294,6 +294,7 @@ def _load_lora_model(directory, lora):
 
     from kerasbert.layers.lora import ADAPTERS_FILE
     from kerasbert.layers.lora import enable_lora
+    from kerasbert.checkpoints.loader import STARTER
     from kerasbert.checkpoints.loader import load_encoder
 
     from kerasbert.files.atomic import check_file
@@ -312,6 +313,11 @@ def _load_lora_model(directory, lora):
         raise damaged(directory / LORA_CONFIG_FILE, f"not a Keras model config ({_first_line(e)})") from e
     if not isinstance(model, keras.Model) or not hasattr(model, "encoder"):
         raise damaged(directory / LORA_CONFIG_FILE, "not the config of a kerasbert model")
+    reference = str(lora["checkpoint"])
+    if reference != STARTER and not (Path(reference).exists() or Path(reference + ".index").exists()):
+        # said here: the checkpoint reader would take the path for a prefix and list the parent folder's files
+        raise KerasbertError(f"{directory}: cannot load the encoder checkpoint {reference!r} that the LoRA adapters "
+                             "go on: no such folder")
     try:
         original = load_encoder(lora["checkpoint"])
         model.encoder.set_weights(original.get_weights())
