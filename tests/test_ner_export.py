@@ -396,8 +396,9 @@ def test_versions_are_numbered_atomic_and_never_overwritten(exported, tmp_path):
 
 def test_the_printed_docker_and_curl_lines_are_shell_quoted(tmp_path, capsys):
     """An export base with spaces and a quote in its path: the printed
-    `docker run` line, split as a shell splits it, mounts that folder under
-    its own name (it used to break into several arguments)."""
+    `docker run` line, split as a shell splits it, mounts that folder (it
+    used to break into several arguments) under a model name TF Serving's
+    image takes (the test after this one runs its entry point)."""
     import shlex
 
     from kerasbert_apps.base.cli import print_export
@@ -410,8 +411,53 @@ def test_the_printed_docker_and_curl_lines_are_shell_quoted(tmp_path, capsys):
     print_export(str(version))
     lines = capsys.readouterr().out.splitlines()
     docker = shlex.split(next(line for line in lines if "docker run" in line).split("serve:", 1)[1])
-    assert docker[docker.index("-v") + 1] == f"{base}:/models/Bob's tagger"
-    assert docker[docker.index("-e") + 1] == "MODEL_NAME=Bob's tagger"
+    assert docker[docker.index("-v") + 1] == f"{base}:/models/bob_s_tagger"
+    assert docker[docker.index("-e") + 1] == "MODEL_NAME=bob_s_tagger"
     assert docker[-1] == "tensorflow/serving"
     curl = shlex.split(next(line for line in lines if "curl" in line).split("then:", 1)[1])
-    assert curl[3] == "localhost:8501/v1/models/Bob%27s%20tagger:predict"
+    assert curl[3] == "localhost:8501/v1/models/bob_s_tagger:predict"
+
+
+#: What the stock ``tensorflow/serving`` image runs (its ``tf_serving_entrypoint.sh``; ``MODEL_BASE_PATH=/models``
+#: in its environment): the model name goes through the shell unquoted.
+ENTRYPOINT = ("tensorflow_model_server --port=8500 --rest_api_port=8501 --model_name=${MODEL_NAME} "
+              "--model_base_path=${MODEL_BASE_PATH}/${MODEL_NAME}")
+
+
+def test_the_model_name_and_the_printed_serving_lines_work_with_the_stock_image(tagger, tmp_path, capsys):
+    """An export to a folder whose name has spaces and letters outside ASCII: the printed ``docker
+    run`` line gives the image's entry point one ``--model_name`` and one ``--model_base_path``,
+    the folder mounted there; the warmup requests and the ``curl`` line name the same model. (The
+    folder's own name, ``My NER model 東京``, reached the server as several arguments.)"""
+    import shlex
+
+    tagger.save(tmp_path / "model")
+    base = tmp_path / "exports" / "My NER model 東京"
+    capsys.readouterr()
+    assert cli_main(["ner", "export", "--model", str(tmp_path / "model"), "--output", str(base)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    docker = shlex.split(next(line for line in lines if "docker run" in line).split("serve:", 1)[1])
+    source, _, mounted = docker[docker.index("-v") + 1].rpartition(":")
+    assert source == str(base)
+    variable, _, name = docker[docker.index("-e") + 1].partition("=")
+    assert variable == "MODEL_NAME" and name == "my_ner_model"
+    shell = subprocess.run(["bash", "-c", "printf '%s\\n' " + ENTRYPOINT], capture_output=True, text=True, check=True,
+                           env={"MODEL_NAME": name, "MODEL_BASE_PATH": "/models", "PATH": os.environ["PATH"]})
+    assert shell.stdout.splitlines() == ["tensorflow_model_server", "--port=8500", "--rest_api_port=8501",
+                                         f"--model_name={name}", f"--model_base_path={mounted}"]
+    assert {request.model_spec.name for request in read_warmup(base / "1")} == {name}
+    assert describe(base / "1")["model_name"] == name
+    curl = shlex.split(next(line for line in lines if "curl" in line).split("then:", 1)[1])
+    assert curl[3] == f"localhost:8501/v1/models/{name}:predict"
+
+
+@pytest.mark.parametrize("folder, name", [("ner", "ner"), ("My NER model 東京", "my_ner_model"), ("東京", "model"),
+                                          ("--Model.v2 (final)", "model.v2_final"), ("a/b c", "b_c")])
+def test_the_model_name_is_the_folders_name_as_tf_serving_takes_it(tmp_path, folder, name):
+    from kerasbert_apps.base.export import check_model_name
+    from kerasbert_apps.base.export import serving_model_name
+
+    assert serving_model_name(tmp_path / folder) == name
+    assert check_model_name(name) == name
+    with pytest.raises(KerasbertError, match="model_name 'my model': TF Serving's docker image passes the model name"):
+        check_model_name("my model")

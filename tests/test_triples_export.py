@@ -166,6 +166,23 @@ def test_op_list_and_edge_cases(exported):
         assert request.model_spec.signature_name == "serving_default"
 
 
+def test_the_model_name_of_the_warmup_requests_is_one_tf_serving_takes(extractor, tmp_path):
+    """The export's model name (its warmup requests', its description's, the one ``export``
+    prints): the base folder's name made one TF Serving's image passes through its shell, or the
+    ``model_name`` given, which must be one already (refused before anything is written)."""
+    from kerasbert.errors import KerasbertError
+    from kerasbert.serving.saved_model import describe
+
+    derived = extractor.export(tmp_path / "Triples Model (v2)", input="ids")
+    assert {request.model_spec.name for request in read_warmup(derived)} == {"triples_model_v2"}
+    assert describe(derived)["model_name"] == "triples_model_v2"
+    given = extractor.export(tmp_path / "kg", input="ids", model_name="kg-Extractor.1")
+    assert {request.model_spec.name for request in read_warmup(given)} == {"kg-Extractor.1"}
+    with pytest.raises(KerasbertError, match=r"^model_name 'kg extractor': TF Serving's docker image"):
+        extractor.export(tmp_path / "refused", input="ids", model_name="kg extractor")
+    assert not (tmp_path / "refused").exists()
+
+
 def test_ids_export_gives_token_spans(extractor, exported):
     _, ids_export = exported
     serve = tf.saved_model.load(str(ids_export)).signatures["serving_default"]

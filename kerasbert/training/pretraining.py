@@ -302,13 +302,20 @@ def training_batches(sequences, masker, batch_size, held_out, seed, skip=0):
                                  f"or a smaller --held-out")
 
 
-def count_sequences(sequences, held_out, cap=None):
+def count_sequences(sequences, held_out, cap=None, progress="auto"):
     """How many sequences of the stream ``sequences`` (an iterable) follow
     the first ``held_out``, counted one at a time (nothing kept); with
-    ``cap``, counting stops there."""
+    ``cap``, counting stops there. ``progress``: the sequences counted and
+    their rate (and, with ``cap``, the time left) on standard error (True,
+    False, or ``"auto"``: on a terminal only; :func:`kerasbert.progress.progress`)."""
+    from kerasbert.progress import advance
+    from kerasbert.progress import progress as progress_bar
+
     count = 0
-    for _ in itertools.islice(sequences, held_out, None if cap is None else held_out + cap):
-        count += 1
+    with progress_bar(cap, "counting the text", unit="sequences", show=progress):
+        for _ in itertools.islice(sequences, held_out, None if cap is None else held_out + cap):
+            count += 1
+            advance()
     return count
 
 

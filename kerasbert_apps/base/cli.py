@@ -24,6 +24,10 @@ from kerasbert.errors import InputDataError
 from kerasbert.errors import KerasbertError
 from kerasbert.training.settings import add_settings_options
 from kerasbert.training.settings import settings_from_args
+from kerasbert_apps.base.onnx_engine import add_engine_option
+from kerasbert_apps.base.onnx_engine import add_format_option
+from kerasbert_apps.base.onnx_engine import export_command
+from kerasbert_apps.base.onnx_engine import onnx_predict
 
 MODEL_HELP = "the model folder written by train (OUTPUT/model), or the training output folder OUTPUT"
 
@@ -64,10 +68,16 @@ def add_task_commands(subparsers, task):
     evaluate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
     add_settings_options(evaluate, task.read_settings, settings_file=False)
     _precision_option(evaluate)
+    quiet_option(evaluate)
     task.add_options(evaluate, "evaluate")
     evaluate.set_defaults(func=lambda args: _evaluate(task, args))
 
-    predict = commands.add_parser("predict", help="predictions with character offsets, one JSON object per input")
+    predict = commands.add_parser(
+        "predict", help="predictions with character offsets, one JSON object per input",
+        description="Predict on each line of INPUT and print one JSON object per line, in order: a plain-text "
+        "line as {\"line\": N, \"text\": ...} with the results, a JSON line with every field it had (\"id\", "
+        "\"meta\", ...) and the results added (a result replaces a field of the same name). On a terminal, the "
+        "lines done, their rate and the time left are shown on standard error (--quiet: not).")
     predict.add_argument("--model", required=True, help=MODEL_HELP)
     predict.add_argument("input", nargs="?", default="-",
                          help="plain-text lines or JSONL with a \"text\" field; - for standard input")
@@ -81,19 +91,23 @@ def add_task_commands(subparsers, task):
                               "a SavedModel about the size of the model, under $KERASBERT_CACHE or "
                               "~/.cache/kerasbert/serving, and later predicts load it instead; "
                               "KERASBERT_SERVING_CACHE=0 in the environment: --no-cache for every predict)")
+    add_engine_option(predict)
     _precision_option(predict)
+    quiet_option(predict)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
 
     export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving (raw text in, results with offsets out)",
+        "export", help="write a SavedModel for TF Serving (raw text in, results with offsets out), or an ONNX export",
         description="Write EXPORT_BASE/N/ (TF Serving's versioned layout), atomically; N defaults to the next "
-        "free integer and an existing version is never overwritten.",
+        "free integer and an existing version is never overwritten. With --format onnx: model.onnx for ONNX "
+        "Runtime, checked against the TensorFlow graph before it is written.",
     )
     export.add_argument("--model", required=True, help=MODEL_HELP)
     export.add_argument("--output", required=True, metavar="EXPORT_BASE",
-                        help="export base folder; the SavedModel goes to EXPORT_BASE/N/")
+                        help="export base folder; the SavedModel (or ONNX export) goes to EXPORT_BASE/N/")
     export.add_argument("--version", type=int, help="version number N (default: the next free integer)")
+    add_format_option(export)
     export.add_argument("--input", choices=("text", "ids"), default="text",
                         help="text: raw strings in, tokenization in the graph (needs TF-Text ops, which TF Serving "
                         "links); ids: token_ids/segment_ids/padding_mask in, core TensorFlow ops only")
@@ -152,8 +166,23 @@ def add_labelled_file_command(commands, name, task, func, help, description):
     parser.add_argument("--data", required=True, help="labelled data file (dev)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
     add_settings_options(parser, task.read_settings, settings_file=False)
+    quiet_option(parser)
     parser.set_defaults(func=func)
     return parser
+
+
+def quiet_option(parser):
+    """``--quiet``: no progress bar (:func:`show_progress` reads it)."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress on standard error (without it, the texts done, their rate and the time "
+                        "left are shown while the command runs, only when standard error is a terminal: nothing is "
+                        "added to a log file or a pipe)")
+
+
+def show_progress(args):
+    """What a command's progress bar is drawn as (:func:`kerasbert.progress.progress`'s ``show``):
+    ``"auto"`` (on a terminal only), or False with ``--quiet``."""
+    return False if getattr(args, "quiet", False) else "auto"
 
 
 def _precision_option(parser, export=False):
@@ -189,7 +218,8 @@ def _distill(task, args):
 
 def _evaluate(task, args):
     settings = settings_from_args(task.read_settings, args)
-    scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size)
+    scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size,
+                           progress=show_progress(args))
     print(task.format_scores(scores))
     if args.output:
         write_scores(scores, args.output)
@@ -204,31 +234,40 @@ def _predict(task, args):
     from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
-    no_cache = args.no_cache or switched_off()
+    onnx = onnx_predict(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+    no_cache = args.no_cache or switched_off() or onnx is not None
     with contextlib.nullcontext() if no_cache else without_grappler():
-        if no_cache:
+        if onnx is not None:
+            predict = onnx
+        elif no_cache:
             predict = _load(task, args).predict
         else:
             predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
         return print_predictions(predict, args.input, args.batch_size,
-                                 record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt])
+                                 record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt],
+                                 progress=show_progress(args))
 
 
 def _export(task, args):
+    if args.format == "onnx":
+        return export_command(task, args, lambda: _load(task, args))
     path = _load(task, args).export(args.output, version=args.version, input=args.input, jit_compile=args.jit_compile)
     return print_export(path)
 
 
-def read_texts(source, repaired=None):
-    """Texts to predict on, from a file or ``-`` (standard input): each line is
-    plain text, or a JSON object with a ``"text"`` field when it starts with
-    ``{``; read one line at a time (:func:`kerasbert.files.data.stream_lines`:
-    a byte-order mark dropped, LF, CRLF or CR line ends). Yields ``(line
-    number, text)``; bad lines raise :class:`~kerasbert.errors.InputDataError`
-    naming the line. A JSON text with a lone surrogate (``"\\ud800"``: valid
-    JSON, but no Unicode text: it cannot be encoded) gets U+FFFD in its place
-    (one code point for one: offsets are unchanged); its line number is
-    appended to ``repaired`` (a list) when given."""
+def read_records(source, repaired=None):
+    """The inputs to predict on, from a file or ``-`` (standard input): each
+    line is plain text, or a JSON object with a ``"text"`` field when it
+    starts with ``{``; read one line at a time
+    (:func:`kerasbert.files.data.stream_lines`: a byte-order mark dropped, LF,
+    CRLF or CR line ends). Yields ``(line number, text, fields)``: ``fields``
+    is the JSON object (every field it has, ``"text"`` included), or
+    ``{"line": N, "text": ...}`` for a plain-text line. Bad lines raise
+    :class:`~kerasbert.errors.InputDataError` naming the line. A JSON text
+    with a lone surrogate (``"\\ud800"``: valid JSON, but no Unicode text: it
+    cannot be encoded) gets U+FFFD in its place (one code point for one:
+    offsets are unchanged); its line number is appended to ``repaired`` (a
+    list) when given."""
     from kerasbert.files.data import stream_lines
 
     if source == "-":
@@ -248,12 +287,18 @@ def read_texts(source, repaired=None):
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                text = LONE_SURROGATE.sub("\ufffd", text)
+                text = record["text"] = LONE_SURROGATE.sub("\ufffd", text)
                 if repaired is not None:
                     repaired.append(number)
-            yield number, text
+            yield number, text, record
         else:
-            yield number, line
+            yield number, line, {"line": number, "text": line}
+
+
+def read_texts(source, repaired=None):
+    """``(line number, text)`` of each input of :func:`read_records`."""
+    for number, text, _ in read_records(source, repaired):
+        yield number, text
 
 
 #: A UTF-16 surrogate that is not half of a pair (only a JSON escape can put one in a Python string here).
@@ -270,15 +315,62 @@ def repaired_note(source, lines):
             f"character), replaced with U+FFFD: line {shown}")
 
 
-def print_predictions(predict, source, batch_size, chunk=256, record=None, array=False):
-    """Run ``predict(list_of_texts, batch_size=...)`` over the texts of
-    ``source`` (see :func:`read_texts`) ``chunk`` lines at a time and print one
-    JSON object per input line, in order: ``record(result)`` (default: the
-    result), one per line, or with ``array`` the items of one JSON array (one
-    per line, still written as they come). A line that cannot be read stops
-    the command with its error, after the lines before it got their output;
-    texts whose lone surrogates were replaced are named in a note (standard
-    error)."""
+def count_lines(source):
+    """The lines of the file ``source`` as :func:`read_records` reads them
+    (LF, CRLF or CR line ends; gzip too), counted from its bytes; None for
+    standard input (``-``) or a file that cannot be read (its error comes
+    when it is read)."""
+    import gzip
+
+    if source == "-":
+        return None
+    try:
+        handle = gzip.open(source, "rb") if str(source).endswith(".gz") else open(source, "rb")
+    except OSError:
+        return None
+    count, last, pending_cr = 0, b"", False
+    try:
+        with handle:
+            while True:
+                block = handle.read(1 << 20)
+                if not block:
+                    break
+                # a CRLF split between two blocks is one line end: the CR was counted, skip the LF
+                count += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+                count -= pending_cr and block.startswith(b"\n")
+                pending_cr = block.endswith(b"\r")
+                last = block[-1:]
+    except (OSError, EOFError, ValueError):  # a damaged .gz: its error comes when it is read
+        return None
+    return count + (last not in (b"", b"\n", b"\r"))
+
+
+def with_fields(record, fields):
+    """An output ``record`` (the app's result as ``--output-format`` writes
+    it) with the input's ``fields`` kept: beside the results (a result field
+    replaces an input field of the same name), or in a Label Studio task's
+    ``data`` (where Label Studio keeps a task's fields)."""
+    if isinstance(record.get("data"), dict) and "predictions" in record:
+        return {**record, "data": {**fields, **record["data"]}}
+    return {**fields, **record}
+
+
+def print_predictions(predict, source, batch_size, chunk=256, record=None, array=False, progress=False):
+    """Run ``predict(list_of_texts, batch_size=...)`` over the inputs of
+    ``source`` (see :func:`read_records`) ``chunk`` lines at a time and print
+    one JSON object per input line, in order: ``record(result)`` (default:
+    the result) with the input's fields (:func:`with_fields`: a JSON line's
+    every field, a plain-text line's ``"line"``), one per line, or with
+    ``array`` the items of one JSON array (one per line, still written as they
+    come). A line that cannot be read stops the command with its error, after
+    the lines before it got their output; texts whose lone surrogates were
+    replaced are named in a note (standard error). ``progress``: the lines
+    done, their rate and the time left on standard error
+    (:func:`kerasbert.progress.progress`'s ``show``)."""
+    from kerasbert.progress import progress as progress_bar
+    from kerasbert.progress import shown
+    from kerasbert.progress import write
+
     pending = []
     written = 0
     repaired = []
@@ -286,24 +378,29 @@ def print_predictions(predict, source, batch_size, chunk=256, record=None, array
     def flush():
         nonlocal written
         if pending:
-            for result in predict([text for _, text in pending], batch_size=batch_size):
-                line = json.dumps(record(result) if record else result, ensure_ascii=False)
+            lines = []
+            results = predict([text for _, text, _ in pending], batch_size=batch_size)
+            for (_, _, fields), result in zip(pending, results):
+                line = json.dumps(with_fields(record(result) if record else result, fields), ensure_ascii=False)
                 if array:
                     line = ("[" if written == 0 else ",") + line
-                print(line)
+                lines.append(line + "\n")
                 written += 1
+            write("".join(lines))
             sys.stdout.flush()
             pending.clear()
 
-    try:
-        for item in read_texts(source, repaired):
-            pending.append(item)
-            if len(pending) >= chunk:
-                flush()
-    except InputDataError:
-        flush()  # the lines read before the bad one
-        raise
-    flush()
+    total = count_lines(source) if shown(progress) else None
+    with progress_bar(total, "predict", unit="lines", show=progress):
+        try:
+            for item in read_records(source, repaired):
+                pending.append(item)
+                if len(pending) >= chunk:
+                    flush()
+        except InputDataError:
+            flush()  # the lines read before the bad one
+            raise
+        flush()
     if array:
         print("]" if written else "[]")
     note = repaired_note(source, repaired)
@@ -338,6 +435,7 @@ def print_export(path):
     import urllib.parse
 
     from kerasbert.serving.saved_model import describe
+    from kerasbert_apps.base.export import serving_model_name
 
     info = describe(path)
     print(f"SavedModel: {path}")
@@ -354,9 +452,10 @@ def print_export(path):
         print(f"  jit_compile: {compiled} compiled by XLA; the warmup requests compile each padded shape at load "
               "(TF Serving needs --xla_cpu_compilation_enabled=true)")
     base = os.path.abspath(os.path.dirname(path))
-    name = os.path.basename(base)
+    # The name the warmup requests carry; one TF Serving's image passes through its shell unharmed.
+    name = info.get("model_name") or serving_model_name(base)
     xla = " --xla_cpu_compilation_enabled=true" if jit else ""
-    # Shell-quoted: a base path or model name with spaces or quotes is one argument.
+    # Shell-quoted: a base path with spaces or quotes is one argument.
     print(f"  serve: docker run -p 8501:8501 -p 8500:8500 -v {shlex.quote(f'{base}:/models/{name}')} "
           f"-e {shlex.quote(f'MODEL_NAME={name}')} tensorflow/serving{xla}")
     url = f"localhost:8501/v1/models/{urllib.parse.quote(name)}:predict"

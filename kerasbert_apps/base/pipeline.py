@@ -39,6 +39,7 @@ reference to the encoder checkpoint they go on; :meth:`export` merges the
 adapters into the kernels first (:meth:`Pipeline.merged`).
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -237,8 +238,26 @@ class Pipeline:
     def infer(self, texts, windows, run):
         """Steps 2-3: ``texts`` ``tf.string [batch]``, their :meth:`windows`
         and a runner -> the per-text outputs of the serving signature (a dict
-        of tensors padded per batch, with ``count`` [batch])."""
+        of tensors padded per batch, with ``count`` [batch]). With ``texts``
+        None, the numeric outputs before the string step (label indices for
+        names, no text cut; what the ONNX export's graph returns,
+        :mod:`kerasbert_apps.base.onnx_engine`): :meth:`string_outputs` says
+        how the one gives the other."""
         raise NotImplementedError
+
+    def string_outputs(self):
+        """``(names, spans)``: how the serving signature's strings come from
+        :meth:`infer`'s numeric outputs. ``names``: ``{index output:
+        (name output, labels)}``, ``spans``: ``{string output: (start output,
+        end output)}`` (code points into the text)
+        (:func:`kerasbert.serving.graph_ops.named_outputs` in the graph,
+        :func:`kerasbert.serving.onnx.named_row` on the host)."""
+        raise NotImplementedError
+
+    #: Why this head has no ONNX export (one sentence, said by ``export
+    #: --format onnx`` and the head contract), or None: it has one
+    #: (:func:`kerasbert_apps.base.onnx_engine.export_onnx`).
+    no_onnx_export = None
 
     #: Whether the head after the encoder can run compiled by XLA on its own
     #: (``export(..., jit_compile="head")``, :class:`GraphRunner`).
@@ -269,21 +288,33 @@ class Pipeline:
         """:meth:`serve` as a ``tf.function`` (what the SavedModel runs)."""
         return self.serving_function_of(False)
 
-    def predict(self, texts, batch_size=32, jit_compile=False, serving=None):
+    def predict(self, texts, batch_size=32, jit_compile=False, serving=None, progress=False):
         """Results for each text (the app's dicts, offsets into the original
-        text), in the input order. Texts are sent ``batch_size`` at a time
-        to the serving function, sorted by length first so that a batch pads
-        little (a text's result does not depend on its batch). With
-        ``jit_compile`` (TensorFlow backend) the serving function of an
+        text), in the input order. ``texts`` holds strings, or records (dicts
+        with a string ``"text"``, e.g. ``{"id": 7, "text": ...}``), or both: a
+        string's result is the app's dict, a record's is the record with
+        every field it had and the results added (a result field replaces
+        the record's field of the same name). Texts are sent ``batch_size``
+        at a time to the serving function, sorted by length first so that a
+        batch pads little (a text's result does not depend on its batch).
+        With ``jit_compile`` (TensorFlow backend) the serving function of an
         export with ``jit_compile`` is used; ``serving``, the text signature
         of this pipeline's export loaded by ``tf.saved_model.load``, is run
         instead of tracing the serving function (what ``predict`` from the
-        serving cache does)."""
-        if isinstance(texts, str):
-            raise TypeError("pass a list of texts")
-        texts = list(texts)
-        rows = self.output_rows(texts, batch_size, jit_compile, serving)
-        return [self.result(text, row) for text, row in zip(texts, rows)]
+        serving cache does). ``progress``: True draws a bar of the texts
+        done, their rate and the time left (on standard error, or in a
+        notebook), ``"auto"`` only when standard error is a terminal
+        (:func:`kerasbert.progress.progress`)."""
+        from kerasbert.progress import progress as progress_bar
+
+        if isinstance(texts, (str, Mapping)):
+            raise TypeError("pass a list of texts (or of records with a \"text\")")
+        items = list(texts)
+        texts = [_text_of(item, i) for i, item in enumerate(items)]
+        with progress_bar(len(texts), "predict", show=progress):
+            rows = self.output_rows(texts, batch_size, jit_compile, serving)
+        results = [self.result(text, row) for text, row in zip(texts, rows)]
+        return [{**item, **result} if isinstance(item, Mapping) else result for item, result in zip(items, results)]
 
     def output_rows(self, texts, batch_size=32, jit_compile=False, serving=None):
         """The unpadded outputs of each text (output name -> list, before
@@ -303,9 +334,13 @@ class Pipeline:
         length first and sent ``batch_size`` at a time, so that a batch pads
         little. ``infer(texts, windows, run)`` gives the outputs: on
         TensorFlow through ``traced`` (``infer`` as a ``tf.function`` of the
-        texts), elsewhere run on the host (:class:`HostRunner`)."""
+        texts), elsewhere run on the host (:class:`HostRunner`). Each batch
+        done moves the open progress bar, if any
+        (:func:`kerasbert.progress.advance`)."""
         import keras
         import tensorflow as tf
+
+        from kerasbert.progress import advance
 
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for begin in range(0, len(texts), batch_size):
@@ -315,6 +350,7 @@ class Pipeline:
                 yield chunk, traced(batch)
             else:
                 yield chunk, infer(batch, self.windows_function(batch), HostRunner(batch_size))
+            advance(len(chunk))
 
     def result(self, text, row):
         """One text's result dict from its unpadded outputs (``row``: output
@@ -332,7 +368,9 @@ class Pipeline:
         :mod:`kerasbert.serving.saved_model`); returns the version folder. ``input`` is
         ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`);
         ``version`` defaults to the next free integer; ``model_name`` goes into
-        the warmup requests (default: the base folder's name). With
+        the warmup requests and the export's description (letters, digits,
+        ``_``, ``.``, ``-``; default: the base folder's name made one,
+        :func:`kerasbert_apps.base.export.serving_model_name`). With
         ``jit_compile`` (text input only) the model (``True`` or ``"model"``)
         or only the head after the encoder (``"head"``, pipelines whose
         :attr:`compiled_head` is set; the encoder stays oneDNN's) runs
@@ -526,6 +564,16 @@ class Pipeline:
             for position, row in enumerate(batches.batches[index]):
                 targets[row] = out[position, : len(rows["token_ids"][row])]
         return targets
+
+
+def _text_of(item, index):
+    """The text of one item of :meth:`Pipeline.predict`'s input: a string, or a record's ``"text"``."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+        return item["text"]
+    what = "a record without a string \"text\"" if isinstance(item, Mapping) else f"of type {type(item).__name__}"
+    raise TypeError(f"texts[{index}] is {what}; predict takes strings or records (dicts) with a \"text\" string")
 
 
 def _model_file(directory):

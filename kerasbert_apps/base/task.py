@@ -257,13 +257,19 @@ class Task:
         only (:meth:`~kerasbert_apps.base.pipeline.Pipeline.load`)."""
         return self.pipeline_class().load(model_dir, verbose=verbose, with_model=with_model)
 
-    def evaluate(self, load_pipeline, path, settings, batch_size=32):
+    def evaluate(self, load_pipeline, path, settings, batch_size=32, progress=False):
         """Scores on the labelled file ``path`` (read with the reader options
         of ``settings``) of the pipeline that ``load_pipeline()`` returns
         (called after the file is read: bad data is reported before a model
-        is loaded)."""
+        is loaded). ``progress``: the texts done, their rate and the time
+        left on standard error while the model runs (True, False, or
+        ``"auto"``: on a terminal only; :func:`kerasbert.progress.progress`)."""
+        from kerasbert.progress import progress as progress_bar
+
         examples = self.read(path, settings, "data")
-        predictions = load_pipeline().predict([e.text for e in examples], batch_size=batch_size)
+        pipeline = load_pipeline()
+        with progress_bar(len(examples), "evaluate", show=progress):
+            predictions = pipeline.predict([e.text for e in examples], batch_size=batch_size)
         return self.score(examples, predictions, settings)
 
 

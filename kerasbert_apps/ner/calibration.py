@@ -203,12 +203,18 @@ class ScoreTemperature:
         temperature ``T``, and whether each is right. The model runs once."""
         raise NotImplementedError
 
-    def calibrate(self, examples, batch_size=32):
+    def calibrate(self, examples, batch_size=32, progress=False):
         """Fit the score temperature on labelled ``examples`` (dev) and set it
         (:func:`fit_temperature`). Returns ``temperature``, ``entities``
         (predicted), ``correct``, ``ece_before`` and ``ece_after`` (on these
-        examples). The entities predicted do not change."""
-        scores_at, correct = self.score_outcomes(examples, batch_size)
+        examples). The entities predicted do not change. ``progress``: the
+        examples done, their rate and the time left while the model runs
+        (True, False, or ``"auto"``: on a terminal only;
+        :func:`kerasbert.progress.progress`)."""
+        from kerasbert.progress import progress as progress_bar
+
+        with progress_bar(len(examples), "calibrate", show=progress):
+            scores_at, correct = self.score_outcomes(examples, batch_size)
         temperature = fit_temperature(scores_at, correct)
         before, after = (expected_calibration_error(scores_at(t), correct) for t in (self.temperature, temperature))
         self.set_temperature(temperature)

@@ -9,6 +9,7 @@ module adds ``calibrate`` (the entity-score temperature), ``demo`` and
 
 from kerasbert_apps.base.cli import add_labelled_file_command
 from kerasbert_apps.base.cli import add_task_commands
+from kerasbert_apps.base.cli import show_progress
 
 
 def register(subparsers):
@@ -66,7 +67,7 @@ def cmd_calibrate(args):
         from kerasbert.errors import KerasbertError
 
         raise KerasbertError(f"the {head.name} head (from {package(head)}) has no score temperature to calibrate")
-    result = tagger.calibrate(examples, batch_size=args.batch_size)
+    result = tagger.calibrate(examples, batch_size=args.batch_size, progress=show_progress(args))
     directory = resolve_model_dir(args.model, tagger.settings_file, tagger.kind)
     tagger.save_settings(directory)
     print(format_temperature(result, args.data))

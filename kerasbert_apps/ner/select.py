@@ -362,8 +362,12 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
     summary)``: candidates ``(key, tie, line, text)`` best first, the
     ``scores`` of every scored text (float64 array) and the counts in
     ``summary`` (a :class:`SelectionSummary`). At most ``keep`` candidates
-    are held at any time (``summary.max_candidates_held``)."""
+    are held at any time (``summary.max_candidates_held``). Each text read
+    moves the open progress bar (:mod:`kerasbert.progress`): a skipped one
+    when it is read, a scored one as the model runs on it."""
     from array import array
+
+    from kerasbert.progress import advance
 
     rng = np.random.default_rng(seed)
     summary = summary or SelectionSummary()
@@ -377,6 +381,8 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
             return
         ties = rng.random(len(pending))
         keys = rng.random(len(pending)) if score_chunk is None else np.asarray(score_chunk([t for _, t in pending]))
+        if score_chunk is None:
+            advance(len(pending))  # no model runs on them (scored texts move the bar as it runs)
         scores.extend(np.asarray(keys, np.float64).tolist())
         for (line, text), key, tie in zip(pending, keys, ties):
             entry = (float(key), float(tie), -line, text)
@@ -392,9 +398,11 @@ def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None
         summary.lines += 1
         if not text.strip():
             summary.empty += 1
+            advance()
             continue
         if not seen.add(text):
             summary.repeated += 1
+            advance()
             continue
         pending.append((line, text))
         if len(pending) >= chunk:
@@ -420,13 +428,27 @@ def check_options(budget, strategy="least-confident", diversity=0.95, pool_facto
 
 
 def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, diversity=0.95, pool_factor=4,
-                 batch_size=32, chunk=1024, source="<pool>"):
+                 batch_size=32, chunk=1024, source="<pool>", progress=False):
     """Choose ``budget`` texts of ``texts`` (an iterable of strings or of
     ``(line number, text)`` pairs, consumed once) to label next, by
     ``strategy`` (one of :data:`STRATEGIES`) with the diversity step at
     cosine ``diversity`` (module docstring). ``tagger``: a loaded NER
     pipeline of a head that declares a selection measure
-    (:func:`selection_measure`). Returns a :class:`Selection`."""
+    (:func:`selection_measure`). ``progress``: the texts done (the pool,
+    then the candidates), their rate and, when ``texts`` has a length, the
+    time left (True, False, or ``"auto"``: on a terminal only;
+    :func:`kerasbert.progress.progress`). Returns a :class:`Selection`."""
+    from kerasbert.progress import progress as progress_bar
+
+    total = len(texts) if hasattr(texts, "__len__") else None
+    with progress_bar(total, "select", show=progress):
+        return _select(tagger, texts, budget, strategy, seed, diversity, pool_factor, batch_size, chunk, source)
+
+
+def _select(tagger, texts, budget, strategy, seed, diversity, pool_factor, batch_size, chunk, source):
+    """:func:`select_texts`'s work, inside its progress bar."""
+    from kerasbert.progress import expect
+
     check_options(budget, strategy, diversity, pool_factor)
     # a head without a measure is refused before the pool is read
     measure = selection_measure(tagger) if strategy != "random" else ""
@@ -450,6 +472,7 @@ def select_texts(tagger, texts, budget, strategy="least-confident", seed=0, dive
         summary.quantiles = {name(q): float(np.quantile(shown, q)) for q in QUANTILES}
         if strategy == "least-confident":
             summary.log_quantiles = {name(q): float(np.quantile(scores, q)) for q in QUANTILES}
+    expect(len(candidates))  # the candidates are run once more (their entities and vectors)
     found = analyse(tagger, [text for *_, text in candidates], batch_size) if candidates else []
     taken, summary.dropped_by_diversity = diverse_order(
         np.array([f[3] for f in found]) if found else np.zeros((0, 1)), budget, float(diversity))
@@ -496,14 +519,19 @@ def write_selection(selection, path, format="label-studio"):
 
 
 def run_select(model, pool, budget, output, strategy="least-confident", format="label-studio", seed=0,
-               diversity=0.95, pool_factor=4, batch_size=32):
+               diversity=0.95, pool_factor=4, batch_size=32, progress=False):
     """``kerasbert ner select``: load ``model``, stream ``pool`` (a file;
     bad lines raise :class:`~kerasbert.errors.InputDataError` naming file
-    and line), write the selection to ``output`` and print the summary."""
+    and line), write the selection to ``output`` and print the summary.
+    ``progress``: the lines done, their rate and the time left on standard
+    error (:func:`kerasbert.progress.progress`'s ``show``)."""
     from pathlib import Path
 
     import sys
 
+    from kerasbert.progress import progress as progress_bar
+    from kerasbert.progress import shown
+    from kerasbert_apps.base.cli import count_lines
     from kerasbert_apps.base.cli import read_texts
     from kerasbert_apps.base.cli import repaired_note
     from kerasbert_apps.ner.train import NER
@@ -513,8 +541,9 @@ def run_select(model, pool, budget, output, strategy="least-confident", format="
         raise InputDataError(pool, None, "no such file" if not Path(pool).exists() else "not a file")
     tagger = NER.load(model, verbose=True)
     repaired = []
-    selection = select_texts(tagger, read_texts(pool, repaired), budget, strategy=strategy, seed=seed,
-                             diversity=diversity, pool_factor=pool_factor, batch_size=batch_size, source=pool)
+    with progress_bar(count_lines(pool) if shown(progress) else None, "select", show=progress):
+        selection = select_texts(tagger, read_texts(pool, repaired), budget, strategy=strategy, seed=seed,
+                                 diversity=diversity, pool_factor=pool_factor, batch_size=batch_size, source=pool)
     if repaired:
         print(repaired_note(pool, repaired), file=sys.stderr)
     write_selection(selection, output, format)
@@ -539,6 +568,7 @@ __all__ = ["STRATEGIES", "Selection", "SelectionSummary", "analyse", "check_opti
 def add_command(commands):
     """Add ``select`` to the ``kerasbert ner`` subparsers ``commands``."""
     from kerasbert_apps.base.cli import MODEL_HELP
+    from kerasbert_apps.base.cli import quiet_option
 
     parser = commands.add_parser(
         "select", help="choose which unlabelled texts to label next (active learning)",
@@ -568,11 +598,15 @@ def add_command(commands):
     parser.add_argument("--pool-factor", type=int, default=4,
                         help="candidates kept while the pool streams by: BUDGET x this (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    quiet_option(parser)
     parser.set_defaults(func=_command)
     return parser
 
 
 def _command(args):
+    from kerasbert_apps.base.cli import show_progress
+
     run_select(args.model, args.pool, args.budget, args.output, strategy=args.strategy, format=args.format,
-               seed=args.seed, diversity=args.diversity, pool_factor=args.pool_factor, batch_size=args.batch_size)
+               seed=args.seed, diversity=args.diversity, pool_factor=args.pool_factor, batch_size=args.batch_size,
+               progress=show_progress(args))
     return 0

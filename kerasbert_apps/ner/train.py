@@ -140,16 +140,19 @@ class NerTask(Task):
         return self.read(path, settings, f"{what} (nested and overlapping entities kept)" if keep else what,
                          keep_overlaps=keep)
 
-    def evaluate(self, load_pipeline, path, settings, batch_size=32):
+    def evaluate(self, load_pipeline, path, settings, batch_size=32, progress=False):
         """:meth:`Task.evaluate`; for a head that keeps nested entities the
         file is read again with them kept, and each head is scored by its
         scorer (``settings`` of ``evaluate`` do not name the head)."""
+        from kerasbert.progress import progress as progress_bar
+
         examples = self.read(path, settings, "data")
         pipeline = load_pipeline()
         head = heads.get("ner", pipeline.head_name)
         if head.keep_overlaps and self.data_format(path, settings) not in ("conll", "parallel"):
             examples = self.read_for(head, path, settings)
-        predictions = pipeline.predict([e.text for e in examples], batch_size=batch_size)
+        with progress_bar(len(examples), "evaluate", show=progress):
+            predictions = pipeline.predict([e.text for e in examples], batch_size=batch_size)
         return self.score(examples, predictions, settings, head=head)
 
     def unlabeled_example(self, text):

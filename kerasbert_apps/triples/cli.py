@@ -9,6 +9,7 @@ this module adds ``tune`` (decision thresholds picked on dev,
 
 from kerasbert_apps.base.cli import add_labelled_file_command
 from kerasbert_apps.base.cli import add_task_commands
+from kerasbert_apps.base.cli import show_progress
 
 
 def register(subparsers):
@@ -34,6 +35,7 @@ def register(subparsers):
 
 
 def cmd_tune(args):
+    from kerasbert.progress import write
     from kerasbert_apps.triples.train import TRIPLES
     from kerasbert_apps.triples.tuning import format_tuning
     from kerasbert_apps.triples.tuning import tune_thresholds
@@ -53,7 +55,8 @@ def cmd_tune(args):
     extractor = TRIPLES.load(args.model, verbose=True)
     print(f"scoring ({settings.eval_mode} match):")
     result = tune_thresholds(extractor, examples, lambda ex, pred: TRIPLES.score(ex, pred, settings), values=values,
-                             batch_size=args.batch_size)
+                             batch_size=args.batch_size, log=lambda line: write(line + "\n"),
+                             progress=show_progress(args))
     print(format_tuning(result, args.data))
     if args.dry_run:
         print("--dry-run: the model folder is unchanged")

@@ -38,7 +38,7 @@ def tuned(extractor, result):
     return extractor.with_threshold_options(dict(zip(result["names"], result["best"]["thresholds"])))
 
 
-def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_size=32, log=print):
+def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_size=32, log=print, progress=False):
     """Score ``extractor`` on ``examples`` at every pair of ``values``.
 
     Args:
@@ -51,6 +51,9 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
         values: the values each of the two thresholds takes (0.5 added),
             or a dict: option name -> its values (as they are).
         log: called with one line per pair as it is scored (``None``: quiet).
+        progress: the texts scored (over all pairs; a skipped pair counts
+            as done), their rate and the time left (True, False, or
+            ``"auto"``: on a terminal only; :func:`kerasbert.progress.progress`).
 
     Returns ``{"head", "names", "grid": [{"thresholds": [a, b], "precision",
     "recall", "f1"}, ...] (in ascending order), "skipped": the pairs not
@@ -58,33 +61,38 @@ def tune_thresholds(extractor, examples, score, values=DEFAULT_VALUES, batch_siz
     0.5 entry (None when the grid has none)}``. Ties go to the pair nearest
     the defaults (then the first in grid order), so a flat grid keeps 0.5 / 0.5.
     """
+    from kerasbert.progress import advance
+    from kerasbert.progress import progress as progress_bar
+
     names = extractor.threshold_options
     if not isinstance(values, dict):
         values = {name: sorted({float(v) for v in values} | {0.5}) for name in names}
     texts = [e.text for e in examples]
     live = extractor.live_copy()
     grid, skipped, bounds = [], [], []  # bounds: (first, second, predicted, gold) of the pairs scored
-    pairs = itertools.product(*(sorted((float(v) for v in values[name]), reverse=True) for name in names))
-    for first, second in pairs:  # the strictest first
-        bound = _f1_bound(bounds, first, second)
-        best_f1 = max((e["f1"] for e in grid), default=0.0)
-        if bound is not None and [first, second] != [0.5, 0.5] and (bound[0] < best_f1 or bound[1]):
-            skipped.append([first, second])
+    pairs = list(itertools.product(*(sorted((float(v) for v in values[name]), reverse=True) for name in names)))
+    with progress_bar(len(pairs) * len(texts), "tune", show=progress):
+        for first, second in pairs:  # the strictest first
+            bound = _f1_bound(bounds, first, second)
+            best_f1 = max((e["f1"] for e in grid), default=0.0)
+            if bound is not None and [first, second] != [0.5, 0.5] and (bound[0] < best_f1 or bound[1]):
+                skipped.append([first, second])
+                advance(len(texts))
+                if log:
+                    log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  skipped (a stricter pair predicts "
+                        f"{bound[2]} triples for {bound[3]} gold: F1 at most {bound[0]:.4f})")
+                continue
+            pair = dict(zip(names, (first, second)))
+            candidate = live.live_threshold_options(pair)
+            scores = score(examples, candidate.predict(texts, batch_size=batch_size))
+            entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
+            grid.append(entry)
+            counts = scores.get(scores.get("mode"), {})
+            if "predicted" in counts and "gold" in counts:
+                bounds.append((first, second, counts["predicted"], counts["gold"]))
             if log:
-                log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  skipped (a stricter pair predicts "
-                    f"{bound[2]} triples for {bound[3]} gold: F1 at most {bound[0]:.4f})")
-            continue
-        pair = dict(zip(names, (first, second)))
-        candidate = live.live_threshold_options(pair)
-        scores = score(examples, candidate.predict(texts, batch_size=batch_size))
-        entry = {"thresholds": [first, second], **{k: scores[k] for k in ("precision", "recall", "f1")}}
-        grid.append(entry)
-        counts = scores.get(scores.get("mode"), {})
-        if "predicted" in counts and "gold" in counts:
-            bounds.append((first, second, counts["predicted"], counts["gold"]))
-        if log:
-            log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  P {entry['precision']:.4f}  "
-                f"R {entry['recall']:.4f}  F1 {entry['f1']:.4f}")
+                log(f"  {names[0]} {first:.2f}  {names[1]} {second:.2f}:  P {entry['precision']:.4f}  "
+                    f"R {entry['recall']:.4f}  F1 {entry['f1']:.4f}")
     grid.sort(key=lambda e: e["thresholds"])
     skipped.sort()
     best = max(grid, key=lambda e: (e["f1"], -abs(e["thresholds"][0] - 0.5) - abs(e["thresholds"][1] - 0.5)))
