@@ -1,0 +1,144 @@
+"""What the progress bar costs ``predict``: the same lines predicted with and without it, in one run.
+
+Figures, not a test. ``kerasbert ner predict FILE`` on a terminal draws a bar on standard error
+(the lines done, their rate, the time left; :mod:`kerasbert.progress`) and, for its total, counts
+the file's lines before it starts. This bench runs the command's own loop
+(:func:`kerasbert_apps.base.cli.print_predictions`: the file read in chunks, one JSON line printed
+per input, to ``/dev/null`` here) over ``--lines`` lines of CoNLL-2003's test sentences (cycled),
+once with the bar on a pseudo-terminal (drawn as on a user's terminal and read by a thread, the
+lines counted first) and once without, alternately, ``--pairs`` rounds after one warm-up run of
+each (the first traces the serving function). The model: a tagger of the demo's shape (MiniLM +
+BiLSTM(64)-CRF, windows of 64, untrained head: speed does not depend on its values), or a model
+folder (``--model``). The record holds each run's seconds, the medians and the cost, ``(with -
+without) / without``, in percent.
+
+    python -m bench.progress_cost [--lines 20000] [--pairs 3] [--batch-size 32] [--model RUN/model]
+"""
+
+import argparse
+import contextlib
+import fcntl
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+from bench.common import CONLL
+from bench.common import MINILM
+from bench.common import fail
+from bench.common import flags_line
+from bench.common import read_conll
+from bench.common import sentence_text
+from bench.common import write_result
+
+
+def demo_tagger(max_length=64):
+    """An untrained tagger of the demo's shape on MiniLM (``bench.common.MINILM``)."""
+    import kerasbert
+    from kerasbert.layers.crf import allowed_transitions
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+
+    if not MINILM.is_dir():
+        fail(f"{MINILM}: missing (the MiniLM checkpoint; or give --model)")
+    tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
+    allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
+    model = NerModel(kerasbert.load_encoder(MINILM), len(tags), lstm_units=64, allowed=allowed,
+                     allowed_start=allowed_start)
+    return Tagger(model, kerasbert.load_tokenizer(MINILM), tags, max_length=max_length)
+
+
+@contextlib.contextmanager
+def terminal(columns=120):
+    """A pseudo-terminal's writing end as a text file (a ``columns``-wide terminal), its output
+    read and dropped by a thread, as a terminal shows it."""
+    reader, writer = os.openpty()
+    fcntl.ioctl(writer, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+
+    def drain():
+        while True:
+            try:
+                if not os.read(reader, 1 << 16):
+                    return
+            except OSError:  # the writing end was closed
+                return
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    stream = os.fdopen(writer, "w", encoding="utf-8", buffering=1)
+    try:
+        yield stream
+    finally:
+        stream.close()
+        thread.join(timeout=5)
+        os.close(reader)
+
+
+def timed_run(predict, path, batch_size, bar_on):
+    """Seconds of one pass of ``print_predictions`` over ``path`` (output to ``/dev/null``), with
+    the bar on the pseudo-terminal ``bar_on`` (a stream) or without it (None)."""
+    from kerasbert_apps.base.cli import print_predictions
+
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        with contextlib.redirect_stderr(bar_on) if bar_on is not None else contextlib.nullcontext():
+            began = time.perf_counter()
+            print_predictions(predict, str(path), batch_size, progress=bar_on is not None)
+            return time.perf_counter() - began
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lines", type=int, default=20_000, help="lines predicted per run (default: %(default)s)")
+    parser.add_argument("--pairs", type=int, default=3, help="rounds of one run each way (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    parser.add_argument("--model", help="a model folder (default: an untrained tagger of the demo's shape on MiniLM)")
+    args = parser.parse_args(argv)
+    if args.lines < 1 or args.pairs < 1:
+        fail("--lines and --pairs must be at least 1")
+    print(flags_line(), flush=True)
+
+    import kerasbert_apps.ner
+
+    pipeline = kerasbert_apps.ner.load(args.model) if args.model else demo_tagger()
+    sentences = [sentence_text(block) for block in read_conll(CONLL / "eng.testb")]
+    if not sentences:
+        fail(f"{CONLL / 'eng.testb'}: no sentences")
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "lines.txt"
+        path.write_text("".join(sentences[i % len(sentences)] + "\n" for i in range(args.lines)), encoding="utf-8")
+        runs = {"off": [], "on": []}
+        with terminal() as bar_on:
+            for stream in (None, bar_on):  # warm-up: the first pass traces the serving function
+                timed_run(pipeline.predict, path, args.batch_size, stream)
+            for round_ in range(args.pairs):
+                order = (("off", None), ("on", bar_on)) if round_ % 2 == 0 else (("on", bar_on), ("off", None))
+                for name, stream in order:
+                    seconds = timed_run(pipeline.predict, path, args.batch_size, stream)
+                    runs[name].append(seconds)
+                    print(f"round {round_ + 1}, progress {name}: {seconds:.2f} s", file=sys.stderr, flush=True)
+    off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    rows = [
+        {"system": "predict, no progress", "progress": "off", "seconds": off, "lines_per_s": args.lines / off,
+         "cost_percent": None, "runs_s": runs["off"]},
+        {"system": "predict, progress on a terminal", "progress": "on", "seconds": on, "lines_per_s": args.lines / on,
+         "cost_percent": 100 * (on - off) / off, "runs_s": runs["on"]},
+    ]
+    setup = {"lines": args.lines, "pairs": args.pairs, "batch_size": args.batch_size,
+             "model": args.model or "untrained MiniLM + BiLSTM(64)-CRF tagger, windows of 64",
+             "data": "CoNLL-2003 eng.testb sentences, cycled",
+             "seconds": "median of the rounds; each run: print_predictions over the file, output to /dev/null",
+             "cost_percent": "(progress on - off) / off, in percent; on: the bar on a pseudo-terminal and the "
+                             "file's lines counted first, as the command does on a terminal"}
+    write_result("progress_cost", rows, setup=setup,
+                 columns=("system", "seconds", "lines_per_s", "cost_percent"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
