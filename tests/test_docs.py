@@ -361,7 +361,7 @@ def test_bench_page_handles_any_bench_folder(tmp_path):
     records = gen.load_records(tmp_path / "results")
     table = gen.summary_table(summary, records)
     assert ("| [Speed](benchmarks/speed.md#brand_new)<br><small>ms</small> | **2.0**<br><small>ours</small> | "
-            "3.0<br><small>theirs, same run</small> | 1.50x faster | <small>AVX2 only, 2 cores; 2026-01-05</small> |") in table
+            "3.0<br><small>theirs, same run</small> | 1.50x faster | <small>AVX2 only, 2 cores<br>2026-01-05</small> |") in table
     assert "## Speed\n\n### A brand new bench {#brand_new}" in gen.render(tmp_path / "results", tmp_path, summary=summary)
     summary["summary"][0]["peer"] = {"system": "nobody"}
     assert "no peer in this run" in gen.summary_table(summary, records)
