@@ -614,8 +614,9 @@ def test_layer_under_mixed_precision(mixed_bfloat16):
 
 
 def test_module_uses_keras_ops_only():
-    """The CRF package imports only keras, numpy and its own modules; numpy
-    only in the non-traced config helpers."""
+    """The CRF package imports only keras, numpy and its own modules (and
+    TensorFlow inside the TensorFlow branch of its scan helper,
+    ``sequence._scan``); numpy only in the non-traced config helpers."""
     imported, numpy_users = set(), set()
     for path in sorted(Path(crf.__file__).parent.glob("*.py")):
         tree = ast.parse(path.read_text())
@@ -631,7 +632,7 @@ def test_module_uses_keras_ops_only():
             for node in ast.walk(function)
             if isinstance(node, ast.Name) and node.id == "np"
         }
-    assert imported == {"keras", "numpy", "kerasbert.layers.crf.layer", "kerasbert.layers.crf.sequence",
+    assert imported == {"keras", "numpy", "tensorflow", "kerasbert.layers.crf.layer", "kerasbert.layers.crf.sequence",
                         "kerasbert.layers.crf.probabilities"}
     assert numpy_users == {"allowed_transitions", "_bool_list"}
 

@@ -93,3 +93,27 @@ def argsort(values):
     index first among equal ones), int32."""
     return tf.math.top_k(-values, k=tf.size(values), sorted=True).indices
 
+
+
+def named_outputs(texts, outputs, names, spans):
+    """The string step of a serving signature: padded per-text numeric
+    ``outputs`` (index columns padded with -1) with each index column
+    ``key`` of ``names`` (``{key: (name_key, labels)}``) replaced by the
+    labels' names as ``name_key`` (``""`` pads), and, when ``texts``
+    (``tf.string [batch]``) is given, each ``{string_key: (start_key,
+    end_key)}`` of ``spans`` the text between those code-point offsets
+    (``""`` pads). Lookups only: every rule that decides the numbers ran
+    before. :func:`kerasbert.serving.onnx.named_row` does the same on the
+    host, for one text."""
+    out = dict(outputs)
+    for key, (name_key, labels) in names.items():
+        ids = out.pop(key)
+        table = tf.constant(list(labels) if labels else [""], tf.string)
+        out[name_key] = tf.where(ids >= 0, tf.gather(table, tf.maximum(ids, 0)), "")
+    if texts is not None:
+        for key, (start_key, end_key) in spans.items():
+            start, end = out[start_key], out[end_key]
+            row = tf.broadcast_to(tf.range(tf.shape(start)[0])[:, None], tf.shape(start))
+            # pads (start = end = -1) cut nothing
+            out[key] = tf.strings.substr(tf.gather(texts, row), tf.maximum(start, 0), end - start, unit="UTF8_CHAR")
+    return out

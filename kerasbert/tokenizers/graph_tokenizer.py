@@ -83,9 +83,11 @@ of characters is known to differ. Limits, outside what a Python client sends:
 
 Windows
 -------
-:meth:`GraphTokenizer.windows` is THE place where long texts are cut into
+:func:`windows_of_tokens` is THE place where long texts are cut into
 overlapping windows: training features, ``predict`` and the serving graphs
-all take their rows from it. It returns one row per window plus
+all take their rows from it, through :meth:`GraphTokenizer.windows` (this
+tokenizer's tokens), and the ONNX export's graph too (the host tokenizer's
+same tokens, its inputs). It returns one row per window plus
 ``text_index``/``token_start``/``token_end`` so that predictions per row can
 be merged back per text.
 
@@ -306,30 +308,6 @@ class GraphTokenizer(tf.Module):
         return tf.gather(values, argsort(run_of * 256 + tf.cast(ccc, tf.int64)))
 
     # -------------------------------------------------------------------- encode
-    def _rows(self, pieces, counts, text_index, token_start, token_end, max_length, pad_to_max_length):
-        """One row ``[CLS] tokens [SEP]`` per window (the text ``text_index``'s
-        tokens ``token_start .. token_end - 1``, flat in ``pieces`` from
-        :meth:`tokens`, ``counts`` per text), padded: the encoder inputs and offsets."""
-        length = token_end - token_start
-        width = max_length if pad_to_max_length else tf.reduce_max(tf.concat([length + 2, [0]], 0))
-        column = tf.expand_dims(tf.range(width), 0)
-        last = tf.expand_dims(length, 1) + 1
-        inside = (column > 0) & (column < last)
-        # Rows `tokens`, `tokens + 1`, `tokens + 2` of the table: [PAD], [CLS], [SEP] (offsets (0, 0)).
-        n = tf.shape(pieces)[0]
-        table = tf.concat([pieces, [[self.pad_id, 0, 0], [self.cls_id, 0, 0], [self.sep_id, 0, 0]]], 0)
-        first = tf.gather(tf.cumsum(counts, exclusive=True), text_index) + token_start - 1  # column 1: first token
-        index = tf.where(inside, tf.expand_dims(first, 1) + column,
-                         tf.where(column == 0, n + 1, tf.where(column == last, n + 2, n)))
-        cells = tf.gather(table, index)  # [rows, width, 3]
-        token_ids = cells[..., 0]
-        return {
-            "token_ids": token_ids,
-            "segment_ids": tf.zeros_like(token_ids),
-            "padding_mask": tf.cast(column <= last, tf.int32),
-            "offsets": cells[..., 1:],
-        }
-
     def encode(self, texts, max_length=512, pad_to_max_length=False):
         """Encoder inputs for single texts, as ``BertTokenizer.__call__``.
 
@@ -352,54 +330,111 @@ class GraphTokenizer(tf.Module):
             raise ValueError(f"max_length must be at least 3, got {max_length}")
         pieces, n = self.tokens(texts)
         inner = max_length - 2
-        out = self._rows(pieces, n, tf.range(tf.size(n)), tf.zeros_like(n), tf.minimum(n, inner), max_length,
-                         pad_to_max_length)
+        out = _rows(pieces, n, tf.range(tf.size(n)), tf.zeros_like(n), tf.minimum(n, inner), max_length,
+                    pad_to_max_length, self.special_ids)
         out["truncated"] = n > inner
         return out
 
+    @property
+    def special_ids(self):
+        """``(pad_id, cls_id, sep_id)``: what :func:`windows_of_tokens` adds to the tokens."""
+        return self.pad_id, self.cls_id, self.sep_id
+
     def windows(self, texts, max_length=128, overlap=None, pad_to_max_length=False):
-        """Overlapping windows over long texts (the one implementation).
+        """Overlapping windows over long texts: :meth:`tokens`, then
+        :func:`windows_of_tokens` (the one implementation of the windows,
+        which a graph that takes the host tokenizer's pieces calls on them:
+        the ONNX export, :mod:`kerasbert.serving.onnx`).
 
-        Each text's tokens (no truncation) are cut into windows of
-        ``size = max_length - 2`` tokens moving by ``stride = size - overlap``
-        (``overlap`` defaults to ``size // 4``); a text of at most ``size``
-        tokens (including none) is one window; the last window ends at the
-        text's last token. Every window becomes one row ``[CLS] tokens
-        [SEP]``; rows are ordered by text, then by position in the text.
-
-        Returns:
-            dict of tensors, R = total number of windows:
-
-            * ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [R, L]
-              and ``offsets`` int32 [R, L, 2] (code points in the window's
-              text; ``(0, 0)`` for specials and padding), padded to the
-              longest row (or ``max_length``);
-            * ``text_index`` int32 [R]: the text the row comes from;
-            * ``token_start``, ``token_end`` int32 [R]: the row's tokens are
-              the text's tokens ``token_start .. token_end - 1``; row position
-              ``1 + k`` is text token ``token_start + k``;
-            * ``num_tokens`` int32 [batch]: tokens in each whole text.
-
-            To merge per-row predictions back per text, scatter row positions
-            ``1 .. token_end - token_start`` to text tokens
-            ``token_start .. token_end - 1`` (the NER app keeps, for each
-            token, the window where it is furthest from a cut edge).
+        Args:
+            texts: ``tf.string`` [batch] (UTF-8).
+            max_length, overlap, pad_to_max_length: see :func:`windows_of_tokens`.
         """
-        max_length = int(max_length)
-        size = max_length - 2
-        if size < 1:
-            raise ValueError(f"max_length must be at least 3, got {max_length}")
-        overlap = size // 4 if overlap is None else int(overlap)
-        if not 0 <= overlap < size:
-            raise ValueError(f"overlap must be between 0 and max_length - 3, got {overlap}")
-        stride = size - overlap
-        pieces, n = self.tokens(texts)
-        n_windows = 1 + (tf.maximum(n - size, 0) + stride - 1) // stride
-        window_ends = tf.cumsum(n_windows)
-        text_index = row_of(window_ends, tf.reduce_sum(n_windows))
-        k = tf.range(tf.size(text_index)) - tf.gather(window_ends - n_windows, text_index)
-        token_start = k * stride
-        token_end = tf.minimum(token_start + size, tf.gather(n, text_index))
-        out = self._rows(pieces, n, text_index, token_start, token_end, max_length, pad_to_max_length)
-        out.update(text_index=text_index, token_start=token_start, token_end=token_end, num_tokens=n)
-        return out
+        pieces, counts = self.tokens(texts)
+        return windows_of_tokens(pieces, counts, self.special_ids, max_length, overlap, pad_to_max_length)
+
+
+def windows_of_tokens(pieces, counts, special_ids, max_length=128, overlap=None, pad_to_max_length=False):
+    """Overlapping windows over long texts (the one implementation), from
+    their tokens: what :meth:`GraphTokenizer.tokens` returns, or the same
+    pieces from the host tokenizer (:meth:`kerasbert.tokenizers.tokenizer.BertTokenizer.pieces`).
+
+    Each text's tokens (no truncation) are cut into windows of ``size =
+    max_length - 2`` tokens moving by ``stride = size - overlap``
+    (``overlap`` defaults to ``size // 4``); a text of at most ``size``
+    tokens (including none) is one window; the last window ends at the
+    text's last token. Every window becomes one row ``[CLS] tokens [SEP]``;
+    rows are ordered by text, then by position in the text.
+
+    Args:
+        pieces: int32 [tokens, 3]: each token's id, start and end
+            (code points in its text, end exclusive), text after text.
+        counts: int32 [batch]: the tokens of each text.
+        special_ids: ``(pad_id, cls_id, sep_id)`` (:attr:`GraphTokenizer.special_ids`).
+        max_length: Python int >= 3, special tokens included.
+        overlap: Python int, ``0 <= overlap < max_length - 2``.
+        pad_to_max_length: pad every row to ``max_length``.
+
+    Returns:
+        dict of tensors, R = total number of windows:
+
+        * ``token_ids``, ``segment_ids``, ``padding_mask`` int32 [R, L]
+          and ``offsets`` int32 [R, L, 2] (code points in the window's
+          text; ``(0, 0)`` for specials and padding), padded to the
+          longest row (or ``max_length``);
+        * ``text_index`` int32 [R]: the text the row comes from;
+        * ``token_start``, ``token_end`` int32 [R]: the row's tokens are
+          the text's tokens ``token_start .. token_end - 1``; row position
+          ``1 + k`` is text token ``token_start + k``;
+        * ``num_tokens`` int32 [batch]: tokens in each whole text.
+
+        To merge per-row predictions back per text, scatter row positions
+        ``1 .. token_end - token_start`` to text tokens
+        ``token_start .. token_end - 1`` (the NER app keeps, for each
+        token, the window where it is furthest from a cut edge).
+    """
+    max_length = int(max_length)
+    size = max_length - 2
+    if size < 1:
+        raise ValueError(f"max_length must be at least 3, got {max_length}")
+    overlap = size // 4 if overlap is None else int(overlap)
+    if not 0 <= overlap < size:
+        raise ValueError(f"overlap must be between 0 and max_length - 3, got {overlap}")
+    stride = size - overlap
+    n = counts
+    n_windows = 1 + (tf.maximum(n - size, 0) + stride - 1) // stride
+    window_ends = tf.cumsum(n_windows)
+    text_index = row_of(window_ends, tf.reduce_sum(n_windows))
+    k = tf.range(tf.size(text_index)) - tf.gather(window_ends - n_windows, text_index)
+    token_start = k * stride
+    token_end = tf.minimum(token_start + size, tf.gather(n, text_index))
+    out = _rows(pieces, n, text_index, token_start, token_end, max_length, pad_to_max_length, special_ids)
+    out.update(text_index=text_index, token_start=token_start, token_end=token_end, num_tokens=n)
+    return out
+
+
+def _rows(pieces, counts, text_index, token_start, token_end, max_length, pad_to_max_length, special_ids):
+    """One row ``[CLS] tokens [SEP]`` per window (the text ``text_index``'s
+    tokens ``token_start .. token_end - 1``, flat in ``pieces`` from
+    :meth:`GraphTokenizer.tokens`, ``counts`` per text), padded: the encoder inputs and offsets
+    (``special_ids``: pad, cls, sep)."""
+    length = token_end - token_start
+    width = max_length if pad_to_max_length else tf.reduce_max(tf.concat([length + 2, [0]], 0))
+    column = tf.expand_dims(tf.range(width), 0)
+    last = tf.expand_dims(length, 1) + 1
+    inside = (column > 0) & (column < last)
+    # Rows `tokens`, `tokens + 1`, `tokens + 2` of the table: [PAD], [CLS], [SEP] (offsets (0, 0)).
+    n = tf.shape(pieces)[0]
+    pad_id, cls_id, sep_id = special_ids
+    table = tf.concat([pieces, [[pad_id, 0, 0], [cls_id, 0, 0], [sep_id, 0, 0]]], 0)
+    first = tf.gather(tf.cumsum(counts, exclusive=True), text_index) + token_start - 1  # column 1: first token
+    index = tf.where(inside, tf.expand_dims(first, 1) + column,
+                     tf.where(column == 0, n + 1, tf.where(column == last, n + 2, n)))
+    cells = tf.gather(table, index)  # [rows, width, 3]
+    token_ids = cells[..., 0]
+    return {
+        "token_ids": token_ids,
+        "segment_ids": tf.zeros_like(token_ids),
+        "padding_mask": tf.cast(column <= last, tf.int32),
+        "offsets": cells[..., 1:],
+    }

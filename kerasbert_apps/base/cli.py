@@ -24,6 +24,10 @@ from kerasbert.errors import InputDataError
 from kerasbert.errors import KerasbertError
 from kerasbert.training.settings import add_settings_options
 from kerasbert.training.settings import settings_from_args
+from kerasbert_apps.base.onnx_engine import add_engine_option
+from kerasbert_apps.base.onnx_engine import add_format_option
+from kerasbert_apps.base.onnx_engine import export_command
+from kerasbert_apps.base.onnx_engine import onnx_predict
 
 MODEL_HELP = "the model folder written by train (OUTPUT/model), or the training output folder OUTPUT"
 
@@ -87,20 +91,23 @@ def add_task_commands(subparsers, task):
                               "a SavedModel about the size of the model, under $KERASBERT_CACHE or "
                               "~/.cache/kerasbert/serving, and later predicts load it instead; "
                               "KERASBERT_SERVING_CACHE=0 in the environment: --no-cache for every predict)")
+    add_engine_option(predict)
     _precision_option(predict)
     quiet_option(predict)
     task.add_options(predict, "predict")
     predict.set_defaults(func=lambda args: _predict(task, args))
 
     export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving (raw text in, results with offsets out)",
+        "export", help="write a SavedModel for TF Serving (raw text in, results with offsets out), or an ONNX export",
         description="Write EXPORT_BASE/N/ (TF Serving's versioned layout), atomically; N defaults to the next "
-        "free integer and an existing version is never overwritten.",
+        "free integer and an existing version is never overwritten. With --format onnx: model.onnx for ONNX "
+        "Runtime, checked against the TensorFlow graph before it is written.",
     )
     export.add_argument("--model", required=True, help=MODEL_HELP)
     export.add_argument("--output", required=True, metavar="EXPORT_BASE",
-                        help="export base folder; the SavedModel goes to EXPORT_BASE/N/")
+                        help="export base folder; the SavedModel (or ONNX export) goes to EXPORT_BASE/N/")
     export.add_argument("--version", type=int, help="version number N (default: the next free integer)")
+    add_format_option(export)
     export.add_argument("--input", choices=("text", "ids"), default="text",
                         help="text: raw strings in, tokenization in the graph (needs TF-Text ops, which TF Serving "
                         "links); ids: token_ids/segment_ids/padding_mask in, core TensorFlow ops only")
@@ -227,9 +234,12 @@ def _predict(task, args):
     from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
-    no_cache = args.no_cache or switched_off()
+    onnx = onnx_predict(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+    no_cache = args.no_cache or switched_off() or onnx is not None
     with contextlib.nullcontext() if no_cache else without_grappler():
-        if no_cache:
+        if onnx is not None:
+            predict = onnx
+        elif no_cache:
             predict = _load(task, args).predict
         else:
             predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
@@ -239,6 +249,8 @@ def _predict(task, args):
 
 
 def _export(task, args):
+    if args.format == "onnx":
+        return export_command(task, args, lambda: _load(task, args))
     path = _load(task, args).export(args.output, version=args.version, input=args.input, jit_compile=args.jit_compile)
     return print_export(path)
 

@@ -238,8 +238,26 @@ class Pipeline:
     def infer(self, texts, windows, run):
         """Steps 2-3: ``texts`` ``tf.string [batch]``, their :meth:`windows`
         and a runner -> the per-text outputs of the serving signature (a dict
-        of tensors padded per batch, with ``count`` [batch])."""
+        of tensors padded per batch, with ``count`` [batch]). With ``texts``
+        None, the numeric outputs before the string step (label indices for
+        names, no text cut; what the ONNX export's graph returns,
+        :mod:`kerasbert_apps.base.onnx_engine`): :meth:`string_outputs` says
+        how the one gives the other."""
         raise NotImplementedError
+
+    def string_outputs(self):
+        """``(names, spans)``: how the serving signature's strings come from
+        :meth:`infer`'s numeric outputs. ``names``: ``{index output:
+        (name output, labels)}``, ``spans``: ``{string output: (start output,
+        end output)}`` (code points into the text)
+        (:func:`kerasbert.serving.graph_ops.named_outputs` in the graph,
+        :func:`kerasbert.serving.onnx.named_row` on the host)."""
+        raise NotImplementedError
+
+    #: Why this head has no ONNX export (one sentence, said by ``export
+    #: --format onnx`` and the head contract), or None: it has one
+    #: (:func:`kerasbert_apps.base.onnx_engine.export_onnx`).
+    no_onnx_export = None
 
     #: Whether the head after the encoder can run compiled by XLA on its own
     #: (``export(..., jit_compile="head")``, :class:`GraphRunner`).

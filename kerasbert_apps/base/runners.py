@@ -3,8 +3,10 @@
 :class:`GraphRunner` runs inside a TensorFlow graph (a ``tf.function``, the
 SavedModel), :class:`HostRunner` on the host with ``predict_on_batch`` (JAX
 and other backends); both sort rows by length and run them in groups, and
-give the same results. :class:`EndsPadded` wraps a span model so that the
-groups' ``[rows, len, len, k]`` outputs stack (every span head uses it).
+give the same results. :class:`ConvertibleRunner` runs inside the graph that
+the ONNX export converts: one call over all the rows. :class:`EndsPadded`
+wraps a span model so that the groups' ``[rows, len, len, k]`` outputs
+stack (every span head uses it).
 """
 
 import numpy as np
@@ -77,6 +79,31 @@ class GraphRunner:
 
         with serving_graph():
             return _call(model, inputs)
+
+
+class ConvertibleRunner:
+    """Runs models inside the TensorFlow graph that the ONNX export converts
+    (:mod:`kerasbert.serving.onnx`): every model once, over all the rows
+    (``[rows, len]``, padded to the longest), with the encoder's fused
+    serving ops, as :class:`GraphRunner` runs one group of rows. Not
+    :class:`GraphRunner`'s grouping by length (a while loop over
+    TensorArrays that tf2onnx cannot convert), and ``in_graph`` False, so
+    that no head swaps in a kernel of TensorFlow's own (the BIO heads'
+    fused BiLSTM, ``BlockLSTMV2``, which ONNX has no op for): Keras's LSTM
+    loop converts to an ONNX ``Loop``. The outputs are :class:`GraphRunner`'s
+    (padding is masked), up to float rounding."""
+
+    in_graph = False
+    jit_compile = False
+    compiled_heads = False
+
+    def rows(self, model, inputs, one_group=None):  # one_group: a graph-only speed-up
+        from kerasbert.models.fused_encoder import serving_graph
+
+        with serving_graph():
+            return _call(model, inputs)
+
+    call = rows
 
 
 def in_serving_graph(ids_endpoint):

@@ -6,7 +6,7 @@ another package: ``kerasbert heads`` lists them); training is :func:`kerasbert_a
 """
 
 
-def load(folder, verbose=False):
+def load(folder, verbose=False, engine="auto"):
     """The trained NER model saved in ``folder``, whatever its head: a model
     folder, or a training run's output folder (whose ``model/`` is used). The
     head recorded in the folder's settings file picks the pipeline class
@@ -16,7 +16,17 @@ def load(folder, verbose=False):
     ``save``.
 
     With ``verbose``, the folder used is printed on standard error.
+
+    ``engine``: ``"onnx"`` runs an ONNX export (``kerasbert ner export
+    --format onnx``: its version folder, or the export base) with ONNX
+    Runtime, without importing TensorFlow (an
+    :class:`~kerasbert_apps.base.onnx_engine.OnnxEngine`: ``predict`` only);
+    ``"savedmodel"`` loads the model folder; ``"auto"`` (the default) runs
+    ``folder`` with ONNX Runtime when it is an ONNX export and onnxruntime
+    is installed, and loads it as a model folder otherwise
+    (:func:`kerasbert_apps.base.onnx_engine.load`).
     """
+    from kerasbert_apps.base.onnx_engine import load
     from kerasbert_apps.ner.train import NER
 
-    return NER.load(folder, verbose=verbose)
+    return load(NER, folder, engine, verbose)

@@ -16,9 +16,11 @@ import functools
 def without_clashes(*parts, nested=True):
     """The rule of the module docstring on the padded outputs ``parts`` (each
     as :func:`~kerasbert_apps.ner.window_merge.span_outputs` returns them,
-    for the same texts; a span is in one part at most): their entities
-    together, crossing ones dropped (and with ``nested=False`` nested ones
-    too), sorted by start then end. Run eagerly
+    for the same texts, numeric -- the kit's heads name them afterwards --
+    or named; a span is in one part at most): their entities together,
+    crossing ones dropped (and with ``nested=False`` nested ones too),
+    sorted by start then end; every output of the parts comes along (pads:
+    -1 for integers, 0 for scores, ``""`` for strings). Run eagerly
     (the decoding around a model on the JAX backend) it runs as a graph:
     its loop over the entities, op by op in Python, took seconds a batch."""
     import tensorflow as tf
@@ -28,7 +30,7 @@ def without_clashes(*parts, nested=True):
 
     index = [tf.range(tf.shape(p["start"])[1])[None, :] for p in parts]
     valid = tf.concat([i < p["count"][:, None] for i, p in zip(index, parts)], axis=1)
-    field = {k: tf.concat([p[k] for p in parts], axis=1) for k in ("start", "end", "type", "mention", "score")}
+    field = {k: tf.concat([p[k] for p in parts], axis=1) for k in parts[0] if k != "count"}
     # by score, highest first (padding last)
     order = tf.argsort(tf.where(valid, field["score"], -1.0), axis=1, direction="DESCENDING", stable=True)
     field = {k: tf.gather(v, order, batch_dims=1) for k, v in field.items()}
@@ -53,10 +55,14 @@ def without_clashes(*parts, nested=True):
     count = tf.reduce_sum(tf.cast(kept, tf.int32), axis=1)
     width = tf.reduce_max(tf.concat([count, [0]], 0))
     real = tf.range(width)[None, :] < count[:, None]
-    pads = {"start": -1, "end": -1, "type": "", "mention": "", "score": 0.0}
-    out = {k: tf.where(real, tf.gather(v, order, batch_dims=1)[:, :width], pads[k]) for k, v in field.items()}
+    out = {k: tf.where(real, tf.gather(v, order, batch_dims=1)[:, :width], _pad(v.dtype)) for k, v in field.items()}
     out["count"] = count
     return out
+
+
+def _pad(dtype):
+    """What pads an output of ``dtype``: ``""``, 0.0 for floats, -1 for integers."""
+    return "" if dtype.name == "string" else (0.0 if dtype.is_floating else -1)
 
 
 @functools.lru_cache(maxsize=None)

@@ -80,6 +80,13 @@ class NerPipeline(Pipeline):
         except KerasbertError:
             return ""
 
+    def string_outputs(self):
+        """The type names of ``kind`` and the mentions (:mod:`kerasbert_apps.ner.decode`)."""
+        from kerasbert_apps.ner.decode import ENTITY_SPANS
+        from kerasbert_apps.ner.decode import entity_names
+
+        return entity_names(self.types), ENTITY_SPANS
+
     def result(self, text, row):
         return {
             "text": text,

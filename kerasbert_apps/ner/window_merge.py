@@ -13,7 +13,8 @@ tokens (a token tagger's tags and scores, and their token offsets) and
 :func:`merged_spans` to every span of tokens (the span heads, which then
 select the spans they keep from the merged cells' logits, in their own
 ``decode.py``); :func:`span_outputs` turns the selected spans into the
-padded outputs every head gives (:func:`kerasbert_apps.ner.decode.entity_outputs`).
+padded outputs every head gives (:func:`kerasbert_apps.ner.decode.entity_outputs`;
+numeric without texts, for the heads' last numeric rules and the ONNX export).
 """
 
 from kerasbert_apps.ner.decode import entity_outputs
@@ -103,7 +104,9 @@ def merged_spans(windows):
 
     positions, n, row_first, total = _text_tokens(windows)
     i, j = positions[:, :, None], positions[:, None, :]
-    width = tf.shape(positions)[1]
+    # At least 1: a batch without text tokens has no spans, and divides none by it below (ONNX Runtime
+    # refuses an integer division by 0 even of an empty tensor).
+    width = tf.maximum(tf.shape(positions)[1], 1)
     ids = tf.cast((row_first[:, None, None] + i) * width + (j - i), tf.int64)
     rows = chosen_rows(windows, i, j, (i <= j) & (j < n[:, :, None]), ids, tf.cast(total * width, tf.int64))
     seen = tf.cast(tf.reshape(tf.where(rows >= 0), [-1]), tf.int32)
@@ -120,10 +123,11 @@ def merged_spans(windows):
 
 
 def span_outputs(texts, spans, span, kind, score, types):
-    """The padded outputs (:func:`kerasbert_apps.ner.decode.entity_outputs`)
-    of the entities ``span`` [E] (indices into :func:`merged_spans`' cells),
-    of type ``kind`` [E] int32 and ``score`` [E]; a text's entities sorted by
-    start, then end, then type."""
+    """The padded outputs (:func:`kerasbert_apps.ner.decode.entity_outputs`:
+    numeric when ``texts`` is None, else named) of the entities ``span``
+    [E] (indices into :func:`merged_spans`' cells), of type ``kind`` [E]
+    int32 and ``score`` [E]; a text's entities sorted by start, then end,
+    then type."""
     import tensorflow as tf
 
     from kerasbert.serving.graph_ops import argsort

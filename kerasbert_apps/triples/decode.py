@@ -1,10 +1,12 @@
 """What the triple heads' decoders share, as TensorFlow ops: a triple found
 in several windows kept once with its highest score and the triples sorted
 per text by (subject start, subject end, predicate, object start, object
-end) (:func:`unique_triples`, on the character spans of :func:`triple_fields`); the padded outputs of the signatures
-(:func:`per_text`); the rows of an ``ids`` endpoint (:func:`id_rows`). Each
-head's own rule is in its folder (``heads/casrel/decode.py``,
-``heads/gplinker/decode.py``).
+end) (:func:`unique_triples`, on the character spans of :func:`triple_fields`);
+the padded outputs of the signatures, numeric (:func:`triple_numbers`: what
+the ONNX export's graph returns) or named (:func:`per_text`: the predicate
+names looked up and the subjects and objects cut from the texts, last); the
+rows of an ``ids`` endpoint (:func:`id_rows`). Each head's own rule is in
+its folder (``heads/casrel/decode.py``, ``heads/gplinker/decode.py``).
 """
 
 
@@ -29,31 +31,67 @@ def triple_fields(row_text, offsets, window, predicate, subject_first, subject_l
     }
 
 
+#: The order triples are sorted in (and what makes two triples one).
+TRIPLE_KEY = ("text", "subject_start", "subject_end", "predicate", "object_start", "object_end")
+#: The strings the string step cuts from the texts: output -> (start, end) outputs.
+TRIPLE_SPANS = {"subject": ("subject_start", "subject_end"), "object": ("object_start", "object_end")}
+
+
+def triple_names(predicates):
+    """The names the string step gives the predicate indices: ``{"predicate": ("predicate", predicates)}``."""
+    return {"predicate": ("predicate", list(predicates))}
+
+
 def unique_triples(fields, score):
-    """Flat triples (``fields``: 1-D ``text``, ``subject_start``,
+    """Flat triples (``fields``: 1-D int32 ``text``, ``subject_start``,
     ``subject_end``, ``predicate``, ``object_start``, ``object_end``; ``score``)
     with a triple found in several windows kept once, with its highest score,
     sorted by (text, subject start, subject end, predicate, object start,
-    object end); ``score`` joins the returned fields."""
+    object end); ``score`` joins the returned fields. On numbers only: the
+    triples sorted by those fields (stable sorts, the last field first), a
+    triple kept where it differs from the one before it."""
     import tensorflow as tf
 
     from kerasbert.serving.graph_ops import argsort
+    from kerasbert.serving.graph_ops import nonzero
 
-    # The same triple from several windows: keep one, with the highest score.
-    key = tf.strings.reduce_join(tf.strings.as_string(tf.stack(list(fields.values()), 1)), axis=1, separator=",")
-    unique, which = tf.unique(key)
-    n_unique = tf.size(unique)
-    first = tf.math.unsorted_segment_min(tf.range(tf.size(which)), which, n_unique)
-    fields = {k: tf.gather(v, first) for k, v in fields.items()}
-    fields["score"] = tf.math.unsorted_segment_max(score, which, n_unique)
-    order = tf.range(n_unique)
-    for name in ("object_end", "object_start", "predicate", "subject_end", "subject_start", "text"):
+    order = tf.range(tf.size(score))
+    for name in reversed(TRIPLE_KEY):
         order = tf.gather(order, argsort(tf.gather(fields[name], order)))
-    return {k: tf.gather(v, order) for k, v in fields.items()}
+    rows = tf.gather(tf.stack([fields[name] for name in TRIPLE_KEY], 1), order)  # [n, 6], sorted
+    # The same triple from several windows: keep one, with the highest score.
+    first = tf.concat([tf.fill([tf.minimum(tf.size(score), 1)], True),
+                       tf.reduce_any(rows[1:] != rows[:-1], axis=1)], 0)
+    kept = nonzero(first)
+    unique = {name: tf.gather(rows[:, i], kept) for i, name in enumerate(TRIPLE_KEY)}
+    which = tf.cumsum(tf.cast(first, tf.int32)) - 1
+    unique["score"] = tf.math.unsorted_segment_max(tf.gather(score, order), which, tf.size(kept))
+    return unique
+
+
+def triple_numbers(fields, n_texts):
+    """Flat triples (:func:`unique_triples`' fields, sorted by text) -> the
+    numeric outputs, padded per batch::
+
+        subject_start, subject_end, object_start, object_end  int32  -1 pads
+        predicate                                             int32  index; -1 pads
+        score                                                 float32 0 pads
+        count                                                 int32 [batch]
+    """
+    from kerasbert.serving.graph_ops import row_columns
+    from kerasbert.serving.graph_ops import scatter_rows
+
+    where = row_columns(fields["text"], n_texts)
+    out = {name: scatter_rows(fields[name], where, -1) for name in TRIPLE_KEY[1:]}
+    out["score"] = scatter_rows(fields["score"], where, 0.0)
+    out["count"] = where[2]
+    return out
 
 
 def per_text(fields, n_texts, predicates, texts=None):
-    """Flat triples -> the signature's outputs, padded per batch::
+    """Flat triples -> the signature's outputs, padded per batch: the
+    numeric outputs (:func:`triple_numbers`) named by the string step
+    (:func:`kerasbert.serving.graph_ops.named_outputs`)::
 
         subject_start, subject_end, object_start, object_end  int32  -1 pads
         predicate                                             string "" pads
@@ -61,29 +99,9 @@ def per_text(fields, n_texts, predicates, texts=None):
         score                                                 float32
         count                                                 int32 [batch]
     """
-    import tensorflow as tf
+    from kerasbert.serving.graph_ops import named_outputs
 
-    def padded(values, pad):
-        ragged = tf.RaggedTensor.from_value_rowids(
-            values, tf.cast(fields["text"], tf.int64), nrows=tf.cast(n_texts, tf.int64), validate=False
-        )
-        return ragged.to_tensor(default_value=pad)
-
-    outputs = {
-        "subject_start": padded(fields["subject_start"], -1),
-        "subject_end": padded(fields["subject_end"], -1),
-        "predicate": padded(tf.gather(tf.constant(predicates, tf.string), fields["predicate"]), ""),
-        "object_start": padded(fields["object_start"], -1),
-        "object_end": padded(fields["object_end"], -1),
-        "score": padded(fields["score"], 0.0),
-        "count": tf.math.bincount(fields["text"], minlength=n_texts, maxlength=n_texts, dtype=tf.int32),
-    }
-    if texts is not None:
-        source = tf.gather(texts, fields["text"])
-        for side in ("subject", "object"):
-            start, end = fields[f"{side}_start"], fields[f"{side}_end"]
-            outputs[side] = padded(tf.strings.substr(source, start, end - start, unit="UTF8_CHAR"), "")
-    return outputs
+    return named_outputs(texts, triple_numbers(fields, n_texts), triple_names(predicates), TRIPLE_SPANS)
 
 
 def id_rows(token_ids, segment_ids, padding_mask, cls_id, sep_id):

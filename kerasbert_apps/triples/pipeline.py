@@ -185,6 +185,7 @@ class TriplePipeline(Pipeline):
         import tensorflow as tf
 
         from kerasbert_apps.triples.decode import per_text
+        from kerasbert_apps.triples.decode import triple_numbers
         from kerasbert.serving.rows import nonempty_encoder_inputs
 
         n_rows = tf.shape(windows["token_ids"])[0]
@@ -193,7 +194,16 @@ class TriplePipeline(Pipeline):
         n = windows["token_end"] - windows["token_start"]
         allowed = (positions >= 1) & (positions <= n[:, None])
         fields = self.decode(inputs, n_rows, windows["text_index"], windows["offsets"], allowed, run)
+        if texts is None:  # the numeric outputs (string_outputs)
+            return triple_numbers(fields, tf.size(windows["num_tokens"]))
         return per_text(fields, tf.size(windows["num_tokens"]), self.predicates, texts)
+
+    def string_outputs(self):
+        """The predicate names and the subjects and objects (:mod:`kerasbert_apps.triples.decode`)."""
+        from kerasbert_apps.triples.decode import TRIPLE_SPANS
+        from kerasbert_apps.triples.decode import triple_names
+
+        return triple_names(self.predicates), TRIPLE_SPANS
 
     def decode(self, inputs, n_rows, row_text, offsets, allowed, run):
         """The head's in-graph decoding of window rows: the flat triple fields

@@ -10,6 +10,7 @@ from kerasbert.layers.crf.sequence import _EXCLUDED
 from kerasbert.layers.crf.sequence import _constrained
 from kerasbert.layers.crf.sequence import _num_tags
 from kerasbert.layers.crf.sequence import _prepare
+from kerasbert.layers.crf.sequence import _scan
 from kerasbert.layers.crf.sequence import _step_mask
 from kerasbert.layers.crf.sequence import _time_major
 
@@ -78,7 +79,7 @@ def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
         carry = (alpha, beta, unary_back, t + 1)
         return carry, carry
 
-    (last_alpha, _, _, _), (alpha, beta, _, _) = ops.scan(
+    (last_alpha, _, _, _), (alpha, beta, _, _) = _scan(
         step, (zero, zero, zero, ops.zeros((), dtype="int32")), both
     )
     log_norm = ops.logsumexp(last_alpha, axis=1)

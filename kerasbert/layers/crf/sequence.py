@@ -76,6 +76,46 @@ def _fold_over_time(step, init, potentials):
     return carry
 
 
+def _scan(step, init, xs, reverse=False):
+    """`ops.scan(step, init, xs, reverse=reverse)` for one time-major `xs`
+    and per-step outputs shaped like the carry `init` (Keras's rule).
+
+    On TensorFlow it is written as a while loop whose loop variables ARE the
+    carry and whose per-step outputs are written to TensorArrays at the step
+    index (a reverse scan: over the flipped `xs`, its outputs flipped back):
+    the same results, in the form tf2onnx turns into an ONNX `Loop`
+    (Keras's TensorFlow scan keeps the carry in a one-slot TensorArray
+    written and read at index 0 on every step, which it cannot convert).
+    Elsewhere `ops.scan` itself. Not differentiated (decoding and
+    probabilities only; the differentiated forward algorithm is
+    `_fold_over_time`).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.scan(step, init, xs, reverse=reverse)
+    import tensorflow as tf
+
+    xs = tf.convert_to_tensor(xs)
+    if reverse:
+        xs = tf.reverse(xs, [0])
+    steps = tf.shape(xs)[0]
+    carry = [tf.convert_to_tensor(c) for c in keras.tree.flatten(init)]
+    arrays = [tf.TensorArray(c.dtype, size=steps, element_shape=c.shape) for c in carry]
+
+    def pack(flat):
+        return keras.tree.pack_sequence_as(init, flat) if keras.tree.is_nested(init) else flat[0]
+
+    def body(i, carry, arrays):
+        carry, ys = step(pack(carry), tf.gather(xs, i))
+        arrays = [a.write(i, y) for a, y in zip(arrays, keras.tree.flatten(ys))]
+        return i + 1, [tf.convert_to_tensor(c) for c in keras.tree.flatten(carry)], arrays
+
+    _, carry, arrays = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), carry, arrays))
+    ys = [a.stack() for a in arrays]
+    if reverse:
+        ys = [tf.reverse(y, [0]) for y in ys]
+    return pack(carry), pack(ys)
+
+
 def _time_major(x):
     """`[batch, time, num_tags]` -> `[time, batch, num_tags]`.
 
@@ -266,7 +306,7 @@ def crf_decode(
         identity,
         ops.zeros((), dtype="int32"),
     )
-    (score, _, _), (_, pointers, _) = ops.scan(
+    (score, _, _), (_, pointers, _) = _scan(
         forward, init, _time_major(potentials)
     )
 
@@ -276,7 +316,7 @@ def crf_decode(
         return previous, tag
 
     last_tag = ops.cast(ops.argmax(score, axis=1), "int32")
-    _, tags = ops.scan(backward, last_tag, pointers, reverse=True)
+    _, tags = _scan(backward, last_tag, pointers, reverse=True)
     tags = ops.where(mask, ops.transpose(tags, (1, 0)), 0)
     best_score = ops.max(score, axis=1)
     best_score = ops.where(

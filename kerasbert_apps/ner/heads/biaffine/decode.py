@@ -29,9 +29,11 @@ the score temperature ``T = 1`` (the default; fitted on dev by
 same mechanism as the GlobalPointer head's ``sigmoid(logit / T)``). ``T``
 changes no entity: step 3 orders by ``p``, whose order ``T`` keeps.
 Entities of a text are sorted by start, then end. Outputs are those of
-every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`).
+every NER head (:func:`kerasbert_apps.ner.decode.entity_outputs`): the
+rules above on numbers, the type names and mentions looked up last.
 """
 
+from kerasbert_apps.ner.decode import named_entities
 from kerasbert_apps.ner.overlaps import without_clashes
 from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.window_merge import span_outputs
@@ -65,7 +67,8 @@ def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, thresh
     ``len`` its width with ``[CLS]``) -> the padded outputs; candidates
     are decided with ``threshold`` (a float or a scalar tensor) and scored
     ``sigmoid(log-odds / temperature)`` (a Python float > 0); entities
-    inside others are kept with ``nested`` (a Python bool), else dropped."""
+    inside others are kept with ``nested`` (a Python bool), else dropped.
+    Numeric outputs when ``texts`` is None (:mod:`kerasbert_apps.ner.decode`)."""
     import tensorflow as tf
 
     spans = merged_spans(windows)
@@ -73,5 +76,6 @@ def biaffine_entities(texts, windows, row_logits, types, temperature=1.0, thresh
     log_odds, candidate = candidate_log_odds(logits, threshold)  # [spans, types]
     hits = tf.where(candidate)  # [E, 2]: span, type
     score = tf.sigmoid(tf.gather_nd(log_odds, hits) / float(temperature))
-    return without_clashes(span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types),
-                           nested=nested)
+    entities = without_clashes(span_outputs(None, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types),
+                               nested=nested)
+    return entities if texts is None else named_entities(texts, entities, types)

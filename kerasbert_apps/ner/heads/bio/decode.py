@@ -223,7 +223,8 @@ def entity_scores(row_potentials, spans, crf=None, temperature=1.0):
 
 def entities(texts, windows, row_tags, row_potentials, tables, crf=None, temperature=1.0):
     """Steps 1-4 of the module docstring (:func:`entity_spans`,
-    :func:`entity_scores`) -> the padded outputs."""
+    :func:`entity_scores`) -> the padded outputs (numeric when ``texts`` is
+    None: :func:`kerasbert_apps.ner.decode.entity_outputs`)."""
     import tensorflow as tf
 
     spans = entity_spans(windows, row_tags, tables)

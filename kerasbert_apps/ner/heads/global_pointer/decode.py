@@ -27,15 +27,11 @@ Following a batch:
    :func:`kerasbert_apps.ner.calibration.fit_temperature`; it changes no entity).
    Entities of a text are sorted by start, then end, then type.
 
-Outputs, padded per batch (the ``text`` signature's, as for the BIO heads)::
-
-    start, end  int32  [batch, max_entities]   -1 pads
-    type        string [batch, max_entities]   "" pads
-    mention     string [batch, max_entities]   text[start:end]; "" pads
-    score       float32[batch, max_entities]   0 pads
-    count       int32  [batch]
+Outputs, padded per batch: every NER head's (:mod:`kerasbert_apps.ner.decode`),
+the rules above on numbers, the type names and mentions looked up last.
 """
 
+from kerasbert_apps.ner.decode import named_entities
 from kerasbert_apps.ner.overlaps import without_clashes
 from kerasbert_apps.ner.window_merge import merged_spans
 from kerasbert_apps.ner.window_merge import span_outputs
@@ -52,7 +48,8 @@ def span_entities(texts, windows, row_logits, types, temperature=1.0, threshold=
     ``len`` its width with ``[CLS]``) -> the padded outputs: the (span,
     type) pairs whose logit is above ``threshold`` (a float or a scalar
     tensor), as ``decoding`` (one of :data:`DECODINGS`) keeps them; scores
-    are ``sigmoid(logit / temperature)`` (a Python float > 0)."""
+    are ``sigmoid(logit / temperature)`` (a Python float > 0). Numeric
+    outputs when ``texts`` is None (:mod:`kerasbert_apps.ner.decode`)."""
     import tensorflow as tf
 
     if decoding not in DECODINGS:
@@ -64,5 +61,7 @@ def span_entities(texts, windows, row_logits, types, temperature=1.0, threshold=
         above &= tf.one_hot(tf.argmax(logits, axis=-1), tf.shape(logits)[-1], on_value=True, off_value=False)
     hits = tf.where(above)  # [E, 2]: span, type
     score = tf.sigmoid(tf.gather_nd(logits, hits) / float(temperature))
-    entities = span_outputs(texts, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types)
-    return entities if decoding == "all" else without_clashes(entities, nested=decoding == "nested")
+    entities = span_outputs(None, spans, hits[:, 0], tf.cast(hits[:, 1], tf.int32), score, types)
+    if decoding != "all":
+        entities = without_clashes(entities, nested=decoding == "nested")
+    return entities if texts is None else named_entities(texts, entities, types)

@@ -1,0 +1,321 @@
+"""The ONNX Runtime engine: a pipeline exported as an ONNX graph (:func:`export_onnx`), and run without TensorFlow (:class:`OnnxEngine`).
+
+The export holds the pipeline's serving graph (:meth:`~kerasbert_apps.base.pipeline.Pipeline.infer`)
+minus its two string steps (:mod:`kerasbert.serving.onnx`): its inputs are
+the host tokenizer's pieces, its windows are cut by
+:func:`kerasbert.tokenizers.graph_tokenizer.windows_of_tokens` (the
+SavedModel's own windows, from its in-graph tokenizer's same pieces), the
+model runs once over them (:class:`~kerasbert_apps.base.runners.ConvertibleRunner`)
+and the head's decoding gives numbers (``infer`` without texts). The host
+looks up the names and cuts the mentions (:func:`kerasbert.serving.onnx.named_row`)
+and makes the app's results (the pipeline's ``result``): the SavedModel's
+answers, with the scores within float rounding.
+
+An export folder (``EXPORT_BASE/N/``) holds ``model.onnx``, its description
+``kerasbert.json``, and the model folder's settings file and ``vocab.txt``:
+:class:`OnnxEngine` loads the app's pipeline from them without its Keras
+model (:meth:`~kerasbert_apps.base.pipeline.Pipeline.load` with
+``with_model=False``), and imports neither TensorFlow nor Keras.
+
+:func:`load` is what ``kerasbert_apps.ner.load(folder, engine=...)``,
+``kerasbert_apps.triples.load`` and ``predict --engine`` call.
+"""
+
+from pathlib import Path
+
+#: What ``engine`` (``predict --engine``) may be: ``onnx`` (ONNX Runtime on an
+#: ONNX export), ``savedmodel`` (the Keras model folder, run by TensorFlow),
+#: ``auto`` (ONNX Runtime where the folder is an ONNX export and onnxruntime
+#: is installed, else the model folder).
+ENGINES = ("auto", "onnx", "savedmodel")
+#: What ``pip`` installs for the engine.
+INSTALL = "pip install 'kerasbert[onnx]'"
+
+
+def onnxruntime_installed():
+    """Whether ``onnxruntime`` can be imported (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def chosen_export(task, folder, engine="auto"):
+    """The ONNX export folder that ``engine`` (one of :data:`ENGINES`) runs
+    for ``folder``, or None where the model folder's own path runs (the
+    pipeline, TensorFlow); a folder the engine cannot run is a one-line
+    error saying what would."""
+    from kerasbert.errors import KerasbertError
+    from kerasbert.serving.onnx import MODEL_FILE
+    from kerasbert.serving.onnx import export_folder
+
+    if engine not in ENGINES:
+        raise KerasbertError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    found = export_folder(folder)
+    if engine == "savedmodel" or (engine == "auto" and found is None):
+        if found is not None:
+            raise KerasbertError(f"{found}: an ONNX export, which holds no Keras model for TensorFlow: run it with "
+                                 f"the onnx engine (--engine onnx), or give the model folder it was exported from")
+        return None
+    if found is None:
+        raise KerasbertError(f"{folder}: no ONNX export ({MODEL_FILE}) here nor in a version folder; write one "
+                             f"with: kerasbert {task.name} export --format onnx --model MODEL --output {folder}")
+    if not onnxruntime_installed():
+        raise KerasbertError(f"{found}: an ONNX export; running it needs ONNX Runtime: {INSTALL}")
+    return found
+
+
+def load(task, folder, engine="auto", verbose=False):
+    """The pipeline of ``task`` (a :class:`~kerasbert_apps.base.task.Task`)
+    saved in ``folder``, run by ``engine`` (one of :data:`ENGINES`): an
+    :class:`OnnxEngine` for an ONNX export (its version folder, or the
+    export base: its highest version), else the pipeline of the model folder
+    (``task.load``). ``auto`` takes ONNX Runtime when ``folder`` is an ONNX
+    export and onnxruntime is installed. A folder that the engine cannot
+    run is a one-line error saying what would (:func:`chosen_export`)."""
+    found = chosen_export(task, folder, engine)
+    return task.load(folder, verbose=verbose) if found is None else OnnxEngine.load(task, found, verbose=verbose)
+
+
+class OnnxEngine:
+    """A pipeline's ONNX export run by ONNX Runtime, without TensorFlow:
+    ``predict`` as the pipeline's (strings or records in, the app's results
+    out, in order), from the export's graph (:mod:`kerasbert.serving.onnx`).
+
+    Args:
+        pipeline: the app's pipeline loaded without its model (its
+            settings, tokenizer and ``result``).
+        session: the ``onnxruntime.InferenceSession`` of ``model.onnx``.
+        description: the export's ``kerasbert.json``.
+        folder: the export's version folder.
+    """
+
+    #: What ``predict --engine`` and :func:`load` call this engine.
+    engine = "onnx"
+
+    def __init__(self, pipeline, session, description, folder):
+        self.pipeline = pipeline
+        self.session = session
+        self.description = description
+        self.folder = Path(folder)
+
+    @classmethod
+    def load(cls, task, folder, verbose=False, threads=None):
+        """The ONNX export ``folder`` (a version folder) of ``task``:
+        ``threads`` intra-op threads (default: the cores this process may
+        use; :func:`kerasbert.serving.onnx.session`)."""
+        import sys
+
+        from kerasbert.errors import KerasbertError
+        from kerasbert.serving.onnx import MODEL_FILE
+        from kerasbert.serving.onnx import describe
+        from kerasbert.serving.onnx import session
+
+        description = describe(folder)
+        if description.get("task") != task.name:
+            raise KerasbertError(f"{folder}: an ONNX export of a {description.get('task')} model, not of a "
+                                 f"{task.name} model")
+        pipeline = task.load(folder, with_model=False)
+        if verbose:
+            print(f"model: {folder} (ONNX Runtime)", file=sys.stderr)
+        return cls(pipeline, session(Path(folder) / MODEL_FILE, threads), description, folder)
+
+    # -------------------------------------------------------- the pipeline's
+    @property
+    def tokenizer(self):
+        return self.pipeline.tokenizer
+
+    @property
+    def labels(self):
+        return self.pipeline.labels
+
+    def settings(self):
+        return self.pipeline.settings()
+
+    def result(self, text, row):
+        """The app's result of one text (the pipeline's ``result``)."""
+        return self.pipeline.result(text, row)
+
+    def predict(self, texts, batch_size=32, jit_compile=False, serving=None, progress=False):
+        """The pipeline's ``predict`` (:meth:`kerasbert_apps.base.pipeline.Pipeline.predict`:
+        the same inputs and results) with the rows of :meth:`output_rows`."""
+        from kerasbert.errors import KerasbertError
+        from kerasbert_apps.base.pipeline import Pipeline
+
+        if jit_compile or serving is not None:
+            raise KerasbertError("the onnx engine runs its ONNX graph: jit_compile and serving are the TensorFlow "
+                                 "engine's")
+        return Pipeline.predict(self, texts, batch_size, progress=progress)
+
+    def output_rows(self, texts, batch_size=32, jit_compile=False, serving=None):
+        """The unpadded outputs of each text, named as the SavedModel names
+        them (output name -> list), in the input order: texts sorted by
+        length and run ``batch_size`` at a time (each batch done moves the
+        open progress bar, :func:`kerasbert.progress.advance`)."""
+        from kerasbert.progress import advance
+        from kerasbert.serving.onnx import named_row
+        from kerasbert.serving.onnx import pieces_of
+        from kerasbert.serving.onnx import run
+        from kerasbert.serving.rows import unpad
+
+        names, spans = self.description["names"], self.description["spans"]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows = [None] * len(texts)
+        for begin in range(0, len(texts), batch_size):
+            chunk = order[begin : begin + batch_size]
+            batch = [texts[i] for i in chunk]
+            for i, text, row in zip(chunk, batch, unpad(run(self.session, *pieces_of(self.tokenizer, batch)))):
+                rows[i] = named_row(text, row, names, spans)
+            advance(len(chunk))
+        return rows
+
+
+# ------------------------------------------------------------------------ export
+def export_onnx(pipeline, base, version=None, check_texts=None):
+    """Write ``pipeline`` as an ONNX export in ``base/<version>`` (``version``
+    None: the next free integer; never overwritten; atomic), checked in
+    ONNX Runtime against the TensorFlow graph it was converted from on
+    ``check_texts`` (default: the pipeline's warmup texts, a text longer
+    than one window, and an empty batch). Returns the version folder. A
+    head that has no ONNX export (its pipeline's ``no_onnx_export``), an op
+    that does not convert, a model ONNX Runtime refuses or one that answers
+    otherwise is a one-line :class:`~kerasbert.errors.KerasbertError`, and
+    nothing is written."""
+    import tensorflow as tf
+
+    import kerasbert
+    from kerasbert.checkpoints.saving import VOCAB_FILE
+    from kerasbert.checkpoints.saving import write_settings
+    from kerasbert.errors import KerasbertError
+    from kerasbert.serving.onnx import check
+    from kerasbert.serving.onnx import convert
+    from kerasbert.serving.onnx import pieces_of
+    from kerasbert.serving.onnx import write_export
+    from kerasbert.serving.saved_model import require_tensorflow_backend
+    from kerasbert_apps.base.runners import ConvertibleRunner
+    from kerasbert_apps.base.runners import keras_dtype
+    from kerasbert.tokenizers.graph_tokenizer import windows_of_tokens
+
+    head = pipeline.settings().get("head") or pipeline.head_name or type(pipeline).__name__
+    if pipeline.no_onnx_export:
+        raise KerasbertError(f"the {head} head has no ONNX export: {pipeline.no_onnx_export}")
+    require_tensorflow_backend()
+    if version is not None and (Path(base) / str(int(version))).exists():  # before the conversion's minutes
+        raise KerasbertError(f"{Path(base) / str(int(version))} already exists; versions are never overwritten "
+                             "(pick another --version)")
+    if pipeline.lora:  # plain kernels with the adapters merged in
+        pipeline = pipeline.merged()
+    if keras_dtype(pipeline.model.encoder) != "float32":
+        raise KerasbertError(f"the ONNX export is float32 only (this model's encoder is "
+                             f"{keras_dtype(pipeline.model.encoder)}): export without --precision")
+    tokenizer = pipeline.tokenizer
+    special = (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.int32, name="pieces"),
+                                  tf.TensorSpec([None], tf.int32, name="counts")], autograph=False)
+    def numbers(pieces, counts):
+        windows = windows_of_tokens(pieces, counts, special, pipeline.max_length, pipeline.overlap)
+        return pipeline.infer(None, windows, ConvertibleRunner())
+
+    texts = list(check_texts) if check_texts is not None else default_check_texts(pipeline)
+    feeds = [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in ([t] for t in texts)]
+    feeds += [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in (texts, [])]
+    model = convert(numbers)
+    check(model, numbers, feeds)
+    names, spans = pipeline.string_outputs()
+    description = {"kerasbert": kerasbert.__version__, "task": pipeline.task, "head": head,
+                   pipeline.labels_key: pipeline.labels,
+                   "names": {k: [name, list(labels)] for k, (name, labels) in names.items()},
+                   "spans": {k: list(v) for k, v in spans.items()},
+                   "max_length": pipeline.max_length, "overlap": pipeline.overlap,
+                   "tokenizer": tokenizer.get_config()}
+
+    def write_more(folder):
+        write_settings(folder, tokenizer, pipeline._stored_settings(), pipeline.settings_file)
+        (folder / VOCAB_FILE).write_text("".join(t + "\n" for t in tokenizer.vocab), encoding="utf-8")
+
+    return write_export(base, version, model, description, write_more)
+
+
+def default_check_texts(pipeline):
+    """The texts an export is checked on: the pipeline's warmup texts and
+    one text longer than a window (its windows merged)."""
+    texts = [t for t in pipeline.warmup_texts]
+    sample = next((t for t in texts if t.strip()), "a b c")
+    long_text = sample
+    while len(pipeline.tokenizer.pieces([long_text])[0][0]) <= 2 * pipeline.max_length:
+        long_text = f"{long_text} {sample}"
+    return texts + [long_text]
+
+
+# -------------------------------------------------------------------- the command
+def add_engine_option(parser):
+    """``predict --engine``."""
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="auto",
+        help="onnx: run an ONNX export (export --format onnx; --model its folder or export base) with ONNX Runtime, "
+        "without TensorFlow; savedmodel: the model folder with TensorFlow; auto: onnx when --model is an ONNX export "
+        "and onnxruntime is installed, else savedmodel (default: %(default)s)")
+
+
+def add_format_option(parser):
+    """``export --format``."""
+    parser.add_argument(
+        "--format", choices=("savedmodel", "onnx"), default="savedmodel",
+        help="savedmodel: for TF Serving; onnx: model.onnx for ONNX Runtime (the graph takes the host tokenizer's "
+        "pieces and gives numbers; predict --engine onnx and kerasbert_apps.APP.load run it without TensorFlow), "
+        "with the settings and vocabulary the host needs (default: %(default)s)")
+
+
+def onnx_predict(task, args):
+    """``predict``'s function when ``--engine`` picks ONNX Runtime for
+    ``--model`` (:func:`chosen_export`), else None. The decoding settings
+    are the export's: options that would change them (the triples'
+    ``--threshold-*``) and ``--precision`` other than float32 are refused
+    in one line."""
+    from kerasbert.errors import KerasbertError
+
+    found = chosen_export(task, args.model, getattr(args, "engine", "auto"))
+    if found is None:
+        return None
+    if getattr(args, "precision", "float32") != "float32":
+        raise KerasbertError(f"--precision {args.precision}: an ONNX export runs in float32")
+    engine = OnnxEngine.load(task, found, verbose=True)
+    if task.configure(engine.pipeline, args).settings() != engine.settings():
+        raise KerasbertError(f"{found}: its decoding settings are part of its ONNX graph; export again with these "
+                             f"options (kerasbert {task.name} export --format onnx ...), or predict without them")
+    return engine.predict
+
+
+def export_command(task, args, load_pipeline):
+    """``export --format onnx``: check the options that apply to SavedModels
+    only, export the pipeline that ``load_pipeline()`` gives
+    (:func:`export_onnx`) and say what was written; returns the exit status."""
+    from kerasbert.errors import KerasbertError
+
+    if getattr(args, "input", "text") != "text":
+        raise KerasbertError("--input ids is for SavedModels: an ONNX export takes the host tokenizer's pieces")
+    if getattr(args, "jit_compile", False):
+        raise KerasbertError("--jit-compile is for SavedModels (XLA in TF Serving); ONNX Runtime optimizes the graph "
+                             "itself")
+    if getattr(args, "precision", "float32") != "float32":
+        raise KerasbertError(f"--precision {args.precision}: the ONNX export is float32 only")
+    path = export_onnx(load_pipeline(), args.output, version=args.version)
+    print_onnx_export(task, path)
+    return 0
+
+
+def print_onnx_export(task, path):
+    """Summarise an ONNX export written by ``APP export --format onnx``."""
+    import shlex
+
+    from kerasbert.serving.onnx import describe
+
+    info = describe(path)
+    print(f"ONNX: {path}")
+    for kind in ("inputs", "outputs"):
+        items = ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in sorted(info[kind].items()))
+        print(f"  {kind}: {items}")
+    print(f"  checked in ONNX Runtime {info['checked_with_onnxruntime']} against the TensorFlow graph "
+          f"(opset {info['opset']})")
+    print(f"  predict: kerasbert {task.name} predict --engine onnx --model {shlex.quote(str(path))} FILE")
+    print(f"  python:  kerasbert_apps.{task.name}.load({str(path)!r}).predict([...])")

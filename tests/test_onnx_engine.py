@@ -1,0 +1,238 @@
+"""The ONNX Runtime engine (kerasbert.serving.onnx, kerasbert_apps.base.onnx_engine): ``export --format
+onnx`` of the BIO heads through the command line, run by ``kerasbert_apps.ner.load`` and ``ner predict
+--engine`` in a fresh process that imports no TensorFlow, with predict's answers; the engine chosen
+as the option says; the conversion's and the check's one-line errors; the string step the same on
+both sides. Every head's parity (long texts included) is the head contract's check
+(kerasbert_apps.testing, tests/test_heads_*.py)."""
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kerasbert.errors import KerasbertError
+from kerasbert_apps.testing import TEXTS
+from kerasbert_apps.testing.compare import same_answers
+from kerasbert_apps.testing.processes import fresh_env
+from kerasbert_apps.testing.processes import require_module
+
+require_module("onnxruntime")
+require_module("tf2onnx")
+
+#: Modules the engine's process must not import.
+HEAVY = ("tensorflow", "keras", "tf2onnx", "tensorflow_text", "jax")
+
+
+def run_cli(argv):
+    """``kerasbert ARGV`` in this process: (status, stdout, stderr)."""
+    from kerasbert.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as e:
+            status = e.code
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module", params=["crf", "softmax"])
+def tagger(request, tmp_path_factory):
+    """A BIO tagger of the head on the toy checkpoint, its head shaken so that it predicts
+    many entities, saved as a model folder."""
+    import keras
+
+    import kerasbert
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+    from kerasbert_apps.testing import tiny_checkpoint
+    from kerasbert_apps.testing.trained import shake
+
+    tmp = tmp_path_factory.mktemp(f"onnx_{request.param}")
+    checkpoint = tiny_checkpoint(tmp / "checkpoint")
+    keras.utils.set_random_seed(1)
+    tags = bio_tags(["PER", "THING"])
+    model = NerModel(kerasbert.load_encoder(str(checkpoint)), len(tags), lstm_units=4, use_crf=request.param == "crf")
+    pipeline = Tagger(model, kerasbert.load_tokenizer(str(checkpoint)), tags, max_length=16, temperature=1.3)
+    pipeline.predict(TEXTS[:1])
+    shake(pipeline, 3)
+    pipeline.save(tmp / "model")
+    assert pipeline.head_name == request.param
+    return pipeline, tmp
+
+
+def test_export_runs_without_tensorflow_and_answers_as_predict(tagger):
+    """``ner export --format onnx`` writes EXPORT_BASE/1 (model.onnx, its description, the settings
+    file and the vocabulary); ``kerasbert_apps.ner.load`` (auto: the export base is an ONNX export)
+    and ``ner predict --engine onnx`` run it in a fresh process that imports none of TensorFlow,
+    Keras, tf2onnx, TF-Text or JAX, and answer what the pipeline's predict answers: the same
+    entities, long texts across windows, scores within 1e-3; records come back with their fields."""
+    pipeline, tmp = tagger
+    status, out, err = run_cli(["ner", "export", "--format", "onnx", "--model", str(tmp / "model"),
+                                "--output", str(tmp / "onnx")])
+    assert status == 0, err
+    version = tmp / "onnx" / "1"
+    assert out.startswith(f"ONNX: {version}\n") and "--engine onnx" in out
+    assert sorted(p.name for p in version.iterdir()) == ["kerasbert.json", "model.onnx", "tagger.json", "vocab.txt"]
+    description = json.loads((version / "kerasbert.json").read_text(encoding="utf-8"))
+    assert description["format"] == "onnx" and description["head"] == pipeline.head_name
+    assert set(description["inputs"]) == {"pieces", "counts"}
+    assert set(description["outputs"]) == {"start", "end", "kind", "score", "count"}
+    assert description["names"] == {"kind": ["type", pipeline.types]}
+
+    (tmp / "texts.txt").write_text("".join(t + "\n" for t in TEXTS[:4]), encoding="utf-8")
+    script = r"""
+import contextlib, io, json, sys
+import kerasbert_apps.ner
+from kerasbert.cli import main
+
+engine = kerasbert_apps.ner.load(sys.argv[1])
+results = engine.predict(json.loads(sys.argv[2]))
+records = engine.predict([{"id": 7, "text": "jack"}])
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    status = main(["ner", "predict", "--engine", "onnx", "--model", sys.argv[1], sys.argv[3]])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in json.loads(sys.argv[4]))
+print(json.dumps({"type": type(engine).__name__, "results": results, "records": records, "status": status,
+                  "lines": out.getvalue().splitlines(), "heavy": heavy}))
+"""
+    run = subprocess.run([sys.executable, "-c", script, str(tmp / "onnx"), json.dumps(TEXTS), str(tmp / "texts.txt"),
+                          json.dumps(HEAVY)], capture_output=True, text=True, env=fresh_env())
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got["heavy"] == [] and got["type"] == "OnnxEngine"
+    want = pipeline.predict(TEXTS)
+    long_text = max(range(len(TEXTS)), key=lambda i: len(TEXTS[i]))
+    assert len(pipeline.tokenizer.pieces([TEXTS[long_text]])[0][0]) > 3 * pipeline.max_length
+    assert len(want[long_text]["entities"]) > 5 and sum(len(r["entities"]) for r in want) > 40
+    same_answers(got["results"], want, 1e-3, "ONNX engine")
+    assert got["records"][0]["id"] == 7 and got["records"][0]["text"] == "jack"
+    assert got["status"] == 0
+    lines = [json.loads(line) for line in got["lines"]]
+    same_answers([{k: v for k, v in line.items() if k != "line"} for line in lines], want[:4], 1e-3, "predict")
+
+
+def test_the_engine_is_the_one_asked_for(tagger):
+    """``auto`` loads a model folder as before; ``onnx`` on a model folder and ``savedmodel`` on an
+    ONNX export are one-line errors saying what would run it; options the ONNX graph cannot honour
+    are refused."""
+    from kerasbert_apps.base.onnx_engine import OnnxEngine
+    from kerasbert_apps.base.pipeline import Pipeline
+    from kerasbert_apps.ner import load
+
+    pipeline, tmp = tagger
+    if not (tmp / "onnx").exists():
+        assert run_cli(["ner", "export", "--format", "onnx", "--model", str(tmp / "model"),
+                        "--output", str(tmp / "onnx")])[0] == 0
+    assert isinstance(load(tmp / "model"), Pipeline)
+    assert isinstance(load(tmp / "onnx" / "1", engine="onnx"), OnnxEngine)
+    with pytest.raises(KerasbertError, match="no ONNX export .*export --format onnx") as error:
+        load(tmp / "model", engine="onnx")
+    assert "\n" not in str(error.value)
+    with pytest.raises(KerasbertError, match="an ONNX export, which holds no Keras model"):
+        load(tmp / "onnx", engine="savedmodel")
+    with pytest.raises(KerasbertError, match="engine must be one of auto, onnx, savedmodel"):
+        load(tmp / "onnx", engine="tensorrt")
+    status, _, err = run_cli(["ner", "predict", "--engine", "onnx", "--precision", "bfloat16", "--model",
+                              str(tmp / "onnx"), "-"])
+    assert status == 2 and "an ONNX export runs in float32" in err
+    for option in (["--input", "ids"], ["--jit-compile"], ["--precision", "bfloat16"]):
+        status, _, err = run_cli(["ner", "export", "--format", "onnx", "--model", str(tmp / "model"),
+                                  "--output", str(tmp / "refused"), *option])
+        assert status == 2 and len(err.strip().splitlines()) == 1, (option, err)
+        assert not (tmp / "refused").exists() or not any((tmp / "refused").iterdir())
+
+
+@pytest.mark.parametrize("tagger", ["crf"], indirect=True)
+def test_versions_are_never_overwritten(tagger, tmp_path):
+    from kerasbert_apps.base.onnx_engine import export_onnx
+
+    pipeline, _ = tagger
+    first = export_onnx(pipeline, tmp_path, check_texts=["jack"])
+    second = export_onnx(pipeline, tmp_path, check_texts=["jack"])
+    assert (first.name, second.name) == ("1", "2")
+    with pytest.raises(KerasbertError, match="already exists; versions are never overwritten"):
+        export_onnx(pipeline, tmp_path, version=1, check_texts=["jack"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "2"]  # no staging folder left
+
+
+@pytest.mark.parametrize("tagger", ["crf"], indirect=True)
+def test_a_head_without_an_onnx_export_says_why(tagger, tmp_path):
+    from kerasbert_apps.base.onnx_engine import export_onnx
+
+    pipeline, _ = tagger
+
+    class Unconvertible(type(pipeline)):
+        no_onnx_export = "its decoding runs a TensorFlow op ONNX has no counterpart for"
+
+    refusing = Unconvertible.from_settings(pipeline.model, pipeline.tokenizer, pipeline.settings())
+    with pytest.raises(KerasbertError, match=f"has no ONNX export: {Unconvertible.no_onnx_export}$"):
+        export_onnx(refusing, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_conversion_and_check_name_what_fails():
+    """tf2onnx only logs an op it cannot convert (and writes a model ONNX Runtime refuses): the
+    conversion is a one-line error naming it; a model that answers otherwise than its function,
+    or that ONNX Runtime refuses, is a one-line error naming the output, or the op."""
+    import onnx
+    import tensorflow as tf
+
+    from kerasbert.serving.onnx import check
+    from kerasbert.serving.onnx import convert
+
+    spec = [tf.TensorSpec([None], tf.int32, name="x")]
+
+    @tf.function(input_signature=spec, autograph=False)
+    def joined(x):
+        return {"y": tf.strings.reduce_join(tf.strings.as_string(x))}
+
+    with pytest.raises(KerasbertError, match=r"^the ONNX conversion failed: tf2onnx cannot convert the TensorFlow "
+                                             r"op\(s\) \w*ReduceJoin") as error:
+        convert(joined)
+    assert "\n" not in str(error.value)
+
+    @tf.function(input_signature=spec, autograph=False)
+    def plus_one(x):
+        return {"y": x + 1}
+
+    @tf.function(input_signature=spec, autograph=False)
+    def plus_two(x):
+        return {"y": x + 2}
+
+    model = convert(plus_one)
+    check(model, plus_one, [{"x": np.arange(3, dtype=np.int32)}])
+    with pytest.raises(KerasbertError, match="answers otherwise .* output 'y' differs"):
+        check(model, plus_two, [{"x": np.arange(3, dtype=np.int32)}])
+    model.graph.node[0].op_type = "NoSuchOp"
+    with pytest.raises(KerasbertError, match="does not load in ONNX Runtime: .*NoSuchOp"):
+        check(model, plus_one, [{"x": np.arange(3, dtype=np.int32)}])
+    onnx.checker.check_model(convert(plus_one))
+
+
+def test_the_host_names_as_the_graph_does():
+    """The string step, in the graph (named_outputs) and on the host (named_row), on the same padded
+    numeric outputs: the same names and the same substrings (code points, pads dropped)."""
+    import tensorflow as tf
+
+    from kerasbert.serving.graph_ops import named_outputs
+    from kerasbert.serving.onnx import named_row
+    from kerasbert.serving.rows import unpad
+
+    texts = ["李白 jack 在北京 😀", "", "dull boy"]
+    numbers = {"start": np.array([[0, 3, 12], [-1, -1, -1], [5, -1, -1]], np.int32),
+               "end": np.array([[2, 7, 13], [-1, -1, -1], [8, -1, -1]], np.int32),
+               "kind": np.array([[1, 0, 1], [-1, -1, -1], [0, -1, -1]], np.int32),
+               "score": np.array([[0.5, 0.25, 0.125], [0, 0, 0], [1, 0, 0]], np.float32),
+               "count": np.array([3, 0, 1], np.int32)}
+    names, spans = {"kind": ("type", ["PER", "THING"])}, {"mention": ("start", "end")}
+    graph = unpad(named_outputs(tf.constant(texts), {k: tf.constant(v) for k, v in numbers.items()}, names, spans))
+    host = [named_row(text, row, names, spans) for text, row in zip(texts, unpad(numbers))]
+    assert graph == host
+    assert host[0]["mention"] == ["李白", "jack", "😀"] and host[0]["type"] == ["THING", "PER", "THING"]
+    assert host[1] == {"start": [], "end": [], "score": [], "type": [], "mention": []}
