@@ -208,6 +208,10 @@ def rooms():
 def layers(rooms_imports, names):
     """Each room's floor: 0 for a room that imports no other room, else one
     above the highest room it imports (the room graph has no circle)."""
+    cycles = import_cycles(rooms_imports)
+    if cycles:
+        raise ValueError("rooms that import each other cannot be drawn in floors: "
+                         + "; ".join(" -> ".join(cycle) for cycle in cycles))
     floor = {}
 
     def of(room):
