@@ -28,6 +28,10 @@ temperature, thresholds):
 * the text SavedModel and its bfloat16 twin, served in a fresh process that imports only
   TensorFlow and TF-Text, give ``predict``'s outputs (offsets, labels, scores within 2e-4) with
   core ops plus the allowed TF-Text op only;
+* the ONNX export (``export --format onnx``), run by ONNX Runtime in a fresh process that
+  imports no TensorFlow, gives ``predict``'s outputs and answers (scores within 1e-3); a head
+  that cannot be converted declares why (its pipeline's ``no_onnx_export``) and its export is
+  refused in one line saying so;
 * the ``--input ids`` export, with core ops only, gives ``predict``'s answers (an NER head's
   outputs through the head's own decoding; a triples head's token positions read as character
   offsets through the tokenizer's); ``--jit-compile head`` is refused in one line for a head
@@ -53,6 +57,7 @@ with no line of test code.
 Modules: :mod:`~kerasbert_apps.testing.toy` (the toy world), :mod:`~kerasbert_apps.testing.trained`
 (the trained heads), :mod:`~kerasbert_apps.testing.compare` (how answers are compared),
 :mod:`~kerasbert_apps.testing.processes` (the other processes' scripts),
+:mod:`~kerasbert_apps.testing.onnx_check` (the ONNX export's check),
 :mod:`~kerasbert_apps.testing.contract` (the checks).
 """
 

@@ -17,6 +17,8 @@ from kerasbert_apps.testing.compare import same_answers
 from kerasbert_apps.testing.compare import same_rows
 from kerasbert_apps.testing.compare import triples_ids_rows
 from kerasbert_apps.testing.compare import without_scores
+from kerasbert_apps.testing.onnx_check import check_onnx_answers
+from kerasbert_apps.testing.onnx_check import onnx_exports
 from kerasbert_apps.testing.processes import FRESH_PROCESS
 from kerasbert_apps.testing.processes import JAX_PREDICT
 from kerasbert_apps.testing.processes import LISTING
@@ -103,6 +105,16 @@ class HeadContract:
                                         lora_expected=lora_expected,
                                         **json.loads((tmp / "out.json").read_text(encoding="utf-8")))
         return out
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def onnx(cls, tmp_path_factory):
+        """Per task: every head's ONNX export (or its refusal), run by ONE
+        fresh process that imports no TensorFlow (:func:`~kerasbert_apps.testing.onnx_check.onnx_exports`)."""
+        require_module("onnxruntime")
+        require_module("tf2onnx")
+        return {task: onnx_exports(task, cls._every(task, tmp_path_factory), TEXTS, tmp_path_factory.mktemp(f"onnx_{task}"))
+                for task in cls._tasks()}
 
     # --------------------------------------------------------------------- the checks
 
@@ -201,6 +213,20 @@ class HeadContract:
         if not pipeline.compiled_head:  # jit_compile="head" is refused before anything is traced
             with pytest.raises(KerasbertError, match="no part that compiles on its own"):
                 pipeline.export(tmp_path / "head", jit_compile="head")
+
+    def test_onnx_export_runs_without_tensorflow_and_gives_what_predict_gives(self, onnx):
+        """Every head's ONNX export (``export --format onnx``), loaded by the
+        task's one loader in a fresh process that imports none of TensorFlow,
+        Keras, tf2onnx, TF-Text or JAX, gives the pipeline's output rows and
+        ``predict`` results: the same entities / triples, long texts across
+        windows, scores within 1e-3. A head that cannot be converted says so
+        (its pipeline's ``no_onnx_export``, a sentence): its export is then
+        refused in one line giving that reason, and this check holds it to
+        that (:func:`~kerasbert_apps.testing.onnx_check.check_onnx_answers`)."""
+        for task, got in onnx.items():
+            assert got.heavy == [], got.heavy[:10]
+            for trained, export, refused, answers in zip(got.every, got.exports, got.refused, got.heads):
+                check_onnx_answers(trained, export, refused, answers, TEXTS)
 
     def test_lora_folder_loads_back_and_merges(self, trained, tmp_path, tmp_path_factory):
         """A LoRA folder (adapters and head only) loads back to the same
