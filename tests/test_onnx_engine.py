@@ -236,3 +236,38 @@ def test_the_host_names_as_the_graph_does():
     assert graph == host
     assert host[0]["mention"] == ["李白", "jack", "😀"] and host[0]["type"] == ["THING", "PER", "THING"]
     assert host[1] == {"start": [], "end": [], "score": [], "type": [], "mention": []}
+
+
+def test_triples_thresholds_are_the_exports(tmp_path):
+    """A triples export runs with the thresholds it was exported with: ``predict --engine onnx``
+    with other ``--threshold-*`` is refused in one line (they are constants of its graph), with
+    the same ones it runs; the engine's triples are the extractor's."""
+    import keras
+
+    import kerasbert
+    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.testing import tiny_checkpoint
+    from kerasbert_apps.testing.trained import shake
+    from kerasbert_apps.triples import load
+    from kerasbert_apps.triples.heads.casrel.model import TripleModel
+    from kerasbert_apps.triples.heads.casrel.pipeline import Extractor
+
+    checkpoint = tiny_checkpoint(tmp_path / "checkpoint")
+    keras.utils.set_random_seed(2)
+    model = TripleModel(kerasbert.load_encoder(str(checkpoint)), 2)
+    extractor = Extractor(model, kerasbert.load_tokenizer(str(checkpoint)), ["likes", "is"], max_length=16,
+                          thresholds=(0.3, 0.3))
+    extractor.predict(TEXTS[:1])
+    shake(extractor, 1)
+    path = export_onnx(extractor, tmp_path / "onnx", check_texts=TEXTS[:2])
+    want = extractor.predict(TEXTS)
+    assert sum(len(r["triples"]) for r in want) > 20
+    same_answers(load(path).predict(TEXTS), want, 1e-3, "casrel ONNX export")
+    (tmp_path / "texts.txt").write_text("jack likes dull boy\n", encoding="utf-8")
+    status, _, err = run_cli(["triples", "predict", "--model", str(path), "--threshold-start", "0.6",
+                              str(tmp_path / "texts.txt")])
+    assert status == 2 and "decoding settings are part of its ONNX graph" in err and len(err.splitlines()) == 2
+    status, out, err = run_cli(["triples", "predict", "--model", str(path), "--threshold-start", "0.3",
+                                str(tmp_path / "texts.txt")])
+    assert status == 0, err
+    same_answers(json.loads(out)["triples"], extractor.predict(["jack likes dull boy"])[0]["triples"], 1e-3, "cli")

@@ -262,7 +262,10 @@ class SpanPipeline(ScoreTemperature, NerPipeline):
     def decode(self, texts, windows, logits):
         """Step 3: the entities of ``logits`` float32 ``[rows, len, len,
         classes]`` (one row per window of ``windows``), as the padded outputs
-        of :func:`kerasbert_apps.ner.window_merge.span_outputs`."""
+        of :func:`kerasbert_apps.ner.window_merge.span_outputs`: numeric when
+        ``texts`` is None (what the ONNX export's graph returns; pass
+        ``texts`` through to ``span_outputs``, or name the numeric outputs
+        last with :func:`kerasbert_apps.ner.decode.named_entities`)."""
         raise NotImplementedError
 
     # ``kerasbert ner select`` (:mod:`kerasbert_apps.ner.select`): the head's
