@@ -139,12 +139,14 @@ def build_parser():
 
     pretrain = subparsers.add_parser(
         "pretrain",
-        help="continue masked-LM pre-training of a BERT encoder on your text",
-        description="Train a BERT checkpoint's encoder and masked-LM head further on plain text (files streamed "
-        "line by line, .gz too), with BERT's masking (15% of the tokens, whole words; 80% [MASK], 10% random, "
-        "10% kept); an epoch is one pass over the text unless --steps-per-epoch caps it; the held-out masked-token accuracy after each epoch goes to OUTPUT/history.jsonl, the result "
-        "to OUTPUT/encoder in Google's official layout, for --checkpoint of the train commands. Settings: their "
-        "defaults, then --settings FILE, then these options.",
+        help="masked-LM pre-training of a BERT encoder on your text, continued or from scratch",
+        description="Train a BERT checkpoint's encoder and masked-LM head further on plain text (--checkpoint), or "
+        "a new one from scratch (--from-scratch: a WordPiece vocabulary learnt from the text, every CJK character "
+        "a token, and a randomly initialised BERT of --size), on files streamed line by line (.gz too), with "
+        "BERT's masking (15% of the tokens, whole words; 80% [MASK], 10% random, 10% kept); an epoch is one pass "
+        "over the text unless --steps-per-epoch caps it; the held-out masked-token accuracy after each epoch goes "
+        "to OUTPUT/history.jsonl, the result to OUTPUT/encoder in Google's official layout, for --checkpoint of "
+        "the train commands. Settings: their defaults, then --settings FILE, then these options.",
     )
     add_settings_options(pretrain, PretrainSettings)
     pretrain.set_defaults(func=cmd_pretrain)

@@ -1,4 +1,5 @@
-"""Continued masked-LM pre-training of a BERT encoder on plain text.
+"""Masked-LM pre-training of a BERT encoder on plain text: continued from a
+checkpoint, or from scratch.
 
 ``kerasbert pretrain --checkpoint CK --text FILE [FILE...] --output OUT``
 trains an encoder and its masked-LM head (:class:`~kerasbert.models.masked_lm.BertMaskedLM`)
@@ -6,6 +7,13 @@ further on in-domain text, as BERT was pre-trained, and writes both to
 ``OUT/encoder`` in Google's official layout (``cls/predictions/*`` included),
 which ``--checkpoint`` of every training command, :func:`kerasbert.load_encoder`
 and :func:`kerasbert.load_masked_lm` read.
+
+``kerasbert pretrain --from-scratch --text FILE [FILE...] --output OUT``
+starts from nothing instead (:func:`scratch_model`): a WordPiece vocabulary
+learnt from the text (:func:`kerasbert.tokenizers.vocab.build_vocab`, written
+to ``OUT/vocab.txt`` first and read back by ``--resume``) and a BERT of the
+chosen size, randomly initialised as BERT is (truncated normal, 0.02); then
+the same training and the same ``OUT/encoder``.
 
 The pieces, in the order the data goes through them:
 
@@ -38,8 +46,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from kerasbert.training.callbacks import EpochRecords
 from kerasbert.errors import KerasbertError
+from kerasbert.tokenizers.vocab import is_cjk
+from kerasbert.training.callbacks import EpochRecords
 from kerasbert.training.runs import run_command
 from kerasbert.training.settings import PretrainSettings  # noqa: F401 (kerasbert.training.pretraining.PretrainSettings)
 
@@ -68,13 +77,6 @@ def read_lines(paths):
             line = line.strip()
             if line:
                 yield line
-
-
-def is_cjk(char):
-    """A CJK ideograph (the characters BERT's tokenizer splits one by one)."""
-    cp = ord(char)
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B81F
-            or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
 def has_cjk(text):
@@ -344,10 +346,65 @@ def epoch_steps(settings, count):
     return steps
 
 
+#: A from-scratch run's vocabulary, in ``OUTPUT`` (read back by ``--resume``).
+VOCAB_FILE = "vocab.txt"
+
+
+def scratch_vocab(settings):
+    """``(tokens, learnt)``: the vocabulary of a ``--from-scratch`` run:
+    ``OUTPUT/vocab.txt`` when resuming a run that wrote it (``learnt``
+    False), else learnt from the text (:func:`kerasbert.tokenizers.vocab.build_vocab`,
+    ``learnt`` True; the caller writes it once ``OUTPUT`` is claimed).
+    Prints what it made."""
+    from kerasbert.tokenizers.vocab import build_vocab
+    from kerasbert.tokenizers.vocab import read_vocab
+
+    path = Path(settings.output) / VOCAB_FILE
+    if settings.resume and path.is_file():
+        tokens = read_vocab(path)
+        print(f"vocabulary: {path}, {len(tokens)} tokens (the run's own, resumed)")
+        return tokens, False
+    tokens, report = build_vocab(read_lines(settings.text), settings.vocab_size, settings.lowercase)
+    cased = "lower-cased" if settings.lowercase else "cased"
+    print(f"vocabulary: {len(tokens)} tokens ({cased}) learnt from {report['lines']} lines of text, "
+          f"{report['cjk_characters']} distinct CJK characters among them, one token each"
+          + (f" ({len(report['added'])} of them added after the WordPiece trainer's)" if report["added"] else ""))
+    if len(tokens) > settings.vocab_size:
+        print(f"note: the text has more distinct characters than --vocab-size {settings.vocab_size} leaves room for; "
+              f"each is kept: {len(tokens)} tokens")
+    return tokens, True
+
+
+def scratch_model(settings, vocab_size):
+    """A randomly initialised :class:`~kerasbert.models.masked_lm.BertMaskedLM`
+    of ``settings.encoder_size()`` over ``vocab_size`` tokens, with
+    ``settings.max_positions`` position embeddings; every kernel and
+    embedding drawn as BERT draws them (truncated normal, standard deviation
+    0.02; the masked-LM head's transform too, where keras-hub would start
+    from Glorot), biases 0, LayerNorms 1 and 0. Uses Keras's global seed."""
+    from kerasbert.checkpoints.config import EncoderConfig
+    from kerasbert.models.masked_lm import BertMaskedLM
+
+    size = settings.encoder_size()
+    config = EncoderConfig(vocab_size=vocab_size, hidden_size=size["hidden"], num_layers=size["layers"],
+                           num_heads=size["heads"], intermediate_size=size["intermediate"],
+                           max_position_embeddings=settings.max_positions)
+    model = BertMaskedLM(config.encoder_class()(**config.encoder_kwargs()))
+    initializer = keras.initializers.TruncatedNormal(stddev=0.02)
+    for variable in model.masked_lm_head.weights:
+        if variable.path == "masked_lm_head/intermediate_dense/kernel":
+            variable.assign(initializer(variable.shape, dtype=variable.dtype))
+    print(f"new encoder: BERT, {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads, "
+          f"intermediate {size['intermediate']}, vocabulary {vocab_size}, max positions {settings.max_positions}; "
+          f"{model.count_params():,} parameters with the masked-LM head")
+    return model
+
+
 @run_command
 def pretrain(settings, callbacks=(), segment=None):
-    """Run continued masked-LM pre-training (module docstring); returns the
-    metrics dict (also ``OUTPUT/metrics.json``).
+    """Run masked-LM pre-training (module docstring), continued from
+    ``settings.checkpoint`` or from scratch (``settings.from_scratch``);
+    returns the metrics dict (also ``OUTPUT/metrics.json``).
 
     ``callbacks``: more Keras callbacks for ``fit``. ``segment``: the word
     segmenter of Chinese lines (text -> words), :func:`jieba_segmenter` when
@@ -358,11 +415,14 @@ def pretrain(settings, callbacks=(), segment=None):
     ``history.jsonl`` (per epoch: loss, training accuracy,
     ``held_out_accuracy``), ``logs/`` (TensorBoard), ``backup/`` while it
     runs (for ``--resume``), ``metrics.json`` and, at the end and
-    atomically, ``encoder/`` (official layout, masked-LM head included).
+    atomically, ``encoder/`` (official layout, masked-LM head included; from
+    scratch also ``tokenizer_config.json``, which says whether it lower-cases,
+    and ``OUTPUT/vocab.txt`` from the start).
     """
     from kerasbert.training.callbacks import training_callbacks
     from kerasbert.training.callbacks import TrainingSpeed
     from kerasbert.files.atomic import atomic_write_dir
+    from kerasbert.files.atomic import atomic_write_text
     from kerasbert.training.fit import open_encoder_checkpoint
     from kerasbert.training.fit import progress_verbosity
     from kerasbert.training.fit import start_run
@@ -375,9 +435,20 @@ def pretrain(settings, callbacks=(), segment=None):
     from kerasbert.training.optimizer import make_optimizer
 
     settings.check()
-    folder, tokenizer = open_encoder_checkpoint(settings)
-    if folder.config.family != "bert":
-        raise KerasbertError(f"pretrain supports BERT checkpoints only; {settings.checkpoint} is {folder.config.family}")
+    if settings.from_scratch:
+        from kerasbert.tokenizers.tokenizer import OFFICIAL_MAX_CHARS_PER_WORD
+        from kerasbert.tokenizers.tokenizer import BertTokenizer
+
+        folder = None
+        vocab, learnt = scratch_vocab(settings)
+        # As load_tokenizer will read OUTPUT/encoder (Google's layout): the same tokens before and after.
+        tokenizer = BertTokenizer(vocab, lowercase=settings.lowercase, max_length=settings.max_length,
+                                  max_chars_per_word=OFFICIAL_MAX_CHARS_PER_WORD)
+    else:
+        folder, tokenizer = open_encoder_checkpoint(settings)
+        if folder.config.family != "bert":
+            raise KerasbertError(f"pretrain supports BERT checkpoints only; {settings.checkpoint} is "
+                                 f"{folder.config.family}")
     masker = Masker(tokenizer, settings.max_length)
     if segment is None and settings.whole_word_masking:
         segment = _lazy_segmenter()
@@ -393,7 +464,13 @@ def pretrain(settings, callbacks=(), segment=None):
     steps_per_epoch = epoch_steps(settings, count)
     output = start_run(settings, "pretrain")  # after the text was read through: a bad file leaves nothing in OUTPUT
 
-    if any(name.startswith("cls/predictions/") for name in folder.shapes):
+    if folder is None:
+        if learnt:
+            from kerasbert.tokenizers.vocab import write_vocab
+
+            write_vocab(output / VOCAB_FILE, tokenizer.vocab)
+        model = scratch_model(settings, tokenizer.vocabulary_size)
+    elif any(name.startswith("cls/predictions/") for name in folder.shapes):
         model = load_masked_lm(folder)
     else:
         print(f"note: {folder.directory} has no masked-LM head (cls/predictions/*); a new one is trained")
@@ -402,7 +479,8 @@ def pretrain(settings, callbacks=(), segment=None):
     # masked-LM loss; it is kept as it is.
     model.encoder.get_layer("pooled_dense").trainable = False
     total_steps = steps_per_epoch * settings.epochs
-    optimizer = make_optimizer(total_steps, settings.learning_rate, settings.learning_rate, "masked_lm_head",
+    rate = settings.peak_learning_rate()
+    optimizer = make_optimizer(total_steps, rate, rate, "masked_lm_head",
                                warmup_ratio=settings.warmup_ratio, weight_decay=settings.weight_decay,
                                precision=settings.precision)
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -424,7 +502,7 @@ def pretrain(settings, callbacks=(), segment=None):
     history_path = output / "history.jsonl"
     evaluator = HeldOutAccuracy(held_batch, history_path, settings.batch_size)
     before = _accuracy_before(history_path)  # a resumed run measured it already
-    if before is None and held_batch is not None:  # the checkpoint's own accuracy, as "epoch 0"
+    if before is None and held_batch is not None:  # the checkpoint's own (or the random start's) accuracy, as "epoch 0"
         evaluator.set_model(model)
         evaluator.on_epoch_end(-1)
         before = evaluator.last
@@ -437,7 +515,14 @@ def pretrain(settings, callbacks=(), segment=None):
               callbacks=[speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None)
               + list(callbacks))
     encoder_dir = output / "encoder"
-    atomic_write_dir(encoder_dir, lambda directory: save_encoder(model, directory, tokenizer.vocab))
+
+    def write_encoder(directory):
+        save_encoder(model, directory, tokenizer.vocab)
+        if folder is None:  # no checkpoint's to follow: say whether the vocabulary is lower-cased
+            atomic_write_text(Path(directory) / "tokenizer_config.json",
+                              json.dumps({"do_lower_case": bool(settings.lowercase)}, indent=2) + "\n")
+
+    atomic_write_dir(encoder_dir, write_encoder)
     later = speed.epoch_seconds[1:]
     metrics = {
         "held_out_sequences": len(held),
@@ -446,6 +531,8 @@ def pretrain(settings, callbacks=(), segment=None):
         "held_out_accuracy_before": before,
         "held_out_accuracy": evaluator.last,
         "steps": total_steps,
+        "learning_rate": rate,
+        "vocabulary_size": tokenizer.vocabulary_size,
         "train_seconds": time.perf_counter() - started,
         "train_epoch_seconds": speed.epoch_seconds,
         "train_tokens_per_s_after_first_epoch": speed.tokens_per_epoch * len(later) / sum(later) if later else None,

@@ -388,15 +388,42 @@ class DistillSettings(RunSettings):
 
 @dataclasses.dataclass
 class PretrainSettings:
-    """``kerasbert pretrain``: continued masked-LM training of a BERT encoder."""
+    """``kerasbert pretrain``: masked-LM training of a BERT encoder, continued
+    from a checkpoint (``checkpoint``) or from scratch (``from_scratch``: a
+    vocabulary learnt from the text and a randomly initialised encoder of the
+    size the ``size`` preset or ``layers``/``hidden``/``heads``/``intermediate``
+    give)."""
 
-    required: ClassVar[tuple] = ("checkpoint", "text", "output")
+    required: ClassVar[tuple] = ("text", "output")
+    #: BERT's published small sizes (Turc et al. 2019): layers and hidden size;
+    #: the heads are hidden / 64 and the feed-forward 4 x hidden.
+    sizes: ClassVar[dict] = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512)}
+    #: The peak learning rate of ``learning_rate auto``: continuing a checkpoint, from scratch.
+    auto_learning_rates: ClassVar[tuple] = (5e-5, 5e-4)
 
     checkpoint: str = setting("", "BERT checkpoint folder (official or Hugging Face layout), or 'starter'; its "
-                              "masked-LM head (cls/predictions/*) is trained further, or a new one is started")
+                              "masked-LM head (cls/predictions/*) is trained further, or a new one is started "
+                              "(this or --from-scratch)")
+    from_scratch: bool = setting(False, "pretrain a new encoder instead of a checkpoint: a WordPiece vocabulary "
+                                 "learnt from the text (every CJK character a token of its own, as in Chinese BERT; "
+                                 "OUTPUT/vocab.txt) and a randomly initialised BERT of --size (this or --checkpoint)")
     text: tuple = setting((), "plain-text or .gz files, one document or paragraph a line (streamed, never read "
                           "whole)")
     output: str = setting("", "output folder; the trained encoder and its masked-LM head go to OUTPUT/encoder")
+    size: str = setting("mini", "with --from-scratch: BERT's published sizes, tiny (2 layers, hidden 128), mini "
+                        "(4, 256) or small (4, 512), heads hidden/64, feed-forward 4 x hidden; --layers, --hidden, "
+                        "--heads and --intermediate override a part", tuple(sizes))
+    layers: int = setting(0, "with --from-scratch: transformer layers (0: those of --size)")
+    hidden: int = setting(0, "with --from-scratch: hidden size (0: that of --size)")
+    heads: int = setting(0, "with --from-scratch: attention heads (0: hidden / 64, at least 1)")
+    intermediate: int = setting(0, "with --from-scratch: feed-forward size (0: 4 x hidden)")
+    max_positions: int = setting(512, "with --from-scratch: position embeddings, the longest input the encoder "
+                                 "takes in any later use (BERT: 512)")
+    vocab_size: int = setting(21128, "with --from-scratch: tokens of the vocabulary at most (Chinese BERT: 21128), "
+                              "special and unused ones included; more when the text has more distinct characters, "
+                              "each of which is kept")
+    lowercase: bool = setting(True, "with --from-scratch: lower-case the text and strip accents (an uncased "
+                              "vocabulary, as Chinese BERT's)")
     max_length: int = setting(128, "tokens per packed sequence, [CLS]/[SEP] included")
     batch_size: int = setting(32, "sequences per batch")
     steps_per_epoch: int = setting(0, "at most N batches per epoch; 0: an epoch is one pass over the text files "
@@ -407,24 +434,70 @@ class PretrainSettings:
                             "masked-token accuracy after each epoch")
     whole_word_masking: bool = setting(True, "mask all pieces of a word together (English: WordPiece ## pieces; "
                                        "Chinese: words from the jieba segmenter, pip install jieba)")
-    learning_rate: float = setting(5e-5, "peak learning rate")
+    learning_rate: float | str = setting("auto", "peak learning rate; auto: {auto_learning_rates[0]:g} continuing "
+                                         "a checkpoint, {auto_learning_rates[1]:g} from scratch", type=auto_or_float)
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
     precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
-    seed: int = setting(42, "random seed (initialisation of a new head, masking of the training batches)")
+    seed: int = setting(42, "random seed (initialisation of a new head or encoder, masking of the training "
+                        "batches)")
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
     overwrite: bool = setting(False, OVERWRITE_HELP)
 
     def check(self):
+        from kerasbert.tokenizers.vocab import BERT_SPECIAL_TOKENS
+
+        if self.checkpoint and self.from_scratch:
+            raise KerasbertError("give --checkpoint (continue its pre-training) or --from-scratch (a new vocabulary "
+                                 "and encoder), not both")
+        if not self.checkpoint and not self.from_scratch:
+            raise KerasbertError("pretrain needs --checkpoint CHECKPOINT (continue its pre-training) or "
+                                 "--from-scratch (a new vocabulary and encoder learnt from the text)")
         check_settings(self, required=self.required)
         for key in ("batch_size", "epochs"):
             if getattr(self, key) < 1:
                 raise KerasbertError(f"{key} must be at least 1, got {getattr(self, key)}")
+        new = ("layers", "hidden", "heads", "intermediate")
+        for key in new:
+            if getattr(self, key) < 0:
+                raise KerasbertError(f"{key} must be 0 (from --size) or more, got {getattr(self, key)}")
+        if self.checkpoint and any(getattr(self, key) for key in new):
+            given = ", ".join(f"--{key}" for key in new if getattr(self, key))
+            raise KerasbertError(f"{given}: the size of a new encoder (--from-scratch); --checkpoint "
+                                 f"{self.checkpoint} has its own")
+        if self.from_scratch:
+            config = self.encoder_size()
+            if config["hidden"] % config["heads"]:
+                raise KerasbertError(f"hidden size {config['hidden']} is not divisible by {config['heads']} heads: "
+                                     "give --heads a divisor of --hidden")
+            if self.vocab_size <= len(BERT_SPECIAL_TOKENS):
+                raise KerasbertError(f"vocab_size must be more than the {len(BERT_SPECIAL_TOKENS)} special and unused "
+                                     f"tokens ([PAD], [unused1] .. [unused99], [UNK], [CLS], [SEP], [MASK]), got "
+                                     f"{self.vocab_size}")
+            if self.max_length > self.max_positions:
+                raise KerasbertError(f"max_length {self.max_length} is longer than --max-positions "
+                                     f"{self.max_positions}")
         if self.steps_per_epoch < 0:
             raise KerasbertError(f"steps_per_epoch must be 0 (one pass over the text) or more, got {self.steps_per_epoch}")
         if self.max_length < 8:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         if self.held_out < 0:
             raise KerasbertError(f"held_out must be 0 or more, got {self.held_out}")
+
+    def encoder_size(self):
+        """The new encoder's ``layers``, ``hidden``, ``heads`` and
+        ``intermediate`` (``--from-scratch``): ``size``'s, each one given
+        instead where it is not 0."""
+        layers, hidden = self.sizes[self.size]
+        hidden = self.hidden or hidden
+        return {"layers": self.layers or layers, "hidden": hidden, "heads": self.heads or max(1, hidden // 64),
+                "intermediate": self.intermediate or 4 * hidden}
+
+    def peak_learning_rate(self):
+        """``learning_rate``, or with ``auto`` the rate for a checkpoint or
+        from scratch (:attr:`auto_learning_rates`)."""
+        if self.learning_rate != "auto":
+            return float(self.learning_rate)
+        return self.auto_learning_rates[bool(self.from_scratch)]
