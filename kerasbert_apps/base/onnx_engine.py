@@ -191,9 +191,9 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
     from kerasbert.serving.onnx import pieces_of
     from kerasbert.serving.onnx import write_export
     from kerasbert.serving.saved_model import require_tensorflow_backend
+    from kerasbert.tokenizers.graph_tokenizer import windows_of_tokens
     from kerasbert_apps.base.runners import ConvertibleRunner
     from kerasbert_apps.base.runners import keras_dtype
-    from kerasbert.tokenizers.graph_tokenizer import windows_of_tokens
 
     head = pipeline.settings().get("head") or pipeline.head_name or type(pipeline).__name__
     if pipeline.no_onnx_export:
@@ -239,8 +239,8 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
 def default_check_texts(pipeline):
     """The texts an export is checked on: the pipeline's warmup texts and
     one text longer than a window (its windows merged)."""
-    texts = [t for t in pipeline.warmup_texts]
-    sample = next((t for t in texts if t.strip()), "a b c")
+    texts = list(pipeline.warmup_texts)
+    sample = next((t for t in texts if len(pipeline.tokenizer.pieces([t])[0][0])), "a b c")  # one with tokens
     long_text = sample
     while len(pipeline.tokenizer.pieces([long_text])[0][0]) <= 2 * pipeline.max_length:
         long_text = f"{long_text} {sample}"
