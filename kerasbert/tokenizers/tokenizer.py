@@ -31,6 +31,8 @@ from tokenizers import pre_tokenizers
 from tokenizers import processors
 
 from kerasbert.errors import KerasbertError
+from kerasbert.tokenizers.vocab import HF_MAX_CHARS_PER_WORD
+from kerasbert.tokenizers.vocab import OFFICIAL_MAX_CHARS_PER_WORD
 from kerasbert.tokenizers.vocab import read_vocab
 
 logger = logging.getLogger("kerasbert")
@@ -241,12 +243,6 @@ class BertTokenizer:
                 int(truncated.sum()), n, max_length,
             )
         return TokenizedBatch(token_ids, segment_ids, padding_mask, offsets, truncated, word_ids)
-
-
-#: google-research/bert ``tokenization.py``: ``WordpieceTokenizer(max_input_chars_per_word=200)``.
-OFFICIAL_MAX_CHARS_PER_WORD = 200
-#: Hugging Face's BERT tokenizers (``tokenizers`` and ``transformers``) default.
-HF_MAX_CHARS_PER_WORD = 100
 
 
 def max_chars_per_word_of(folder):

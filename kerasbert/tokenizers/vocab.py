@@ -1,8 +1,13 @@
-"""WordPiece vocabularies on disk: ``vocab.txt``, one token a line."""
+"""WordPiece vocabularies: ``vocab.txt`` read strictly, built from a text (``kerasbert pretrain --from-scratch``), written."""
 
 from pathlib import Path
 
 from kerasbert.errors import CheckpointError
+
+#: google-research/bert ``tokenization.py``: ``WordpieceTokenizer(max_input_chars_per_word=200)``.
+OFFICIAL_MAX_CHARS_PER_WORD = 200
+#: Hugging Face's BERT tokenizers (``tokenizers`` and ``transformers``) default.
+HF_MAX_CHARS_PER_WORD = 100
 
 
 def read_vocab(path):
@@ -89,7 +94,6 @@ def build_vocab(lines, vocab_size=DEFAULT_VOCAB_SIZE, lowercase=True, min_freque
     from kerasbert.errors import KerasbertError
     from kerasbert.progress import advance
     from kerasbert.progress import progress as progress_bar
-    from kerasbert.tokenizers.tokenizer import OFFICIAL_MAX_CHARS_PER_WORD
 
     if vocab_size <= len(BERT_SPECIAL_TOKENS):
         raise KerasbertError(f"vocab_size must be more than the {len(BERT_SPECIAL_TOKENS)} special and unused tokens, "

@@ -436,7 +436,7 @@ def pretrain(settings, callbacks=(), segment=None):
 
     settings.check()
     if settings.from_scratch:
-        from kerasbert.tokenizers.tokenizer import OFFICIAL_MAX_CHARS_PER_WORD
+        from kerasbert.tokenizers.vocab import OFFICIAL_MAX_CHARS_PER_WORD
         from kerasbert.tokenizers.tokenizer import BertTokenizer
 
         folder = None
