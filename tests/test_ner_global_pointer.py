@@ -348,5 +348,5 @@ def test_head_settings():
     assert settings.head == "softmax"
     with pytest.raises(KerasbertError, match="--no-crf is the softmax head"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", crf=False, head="global-pointer").check()
-    with pytest.raises(KerasbertError, match="head must be one of"):
+    with pytest.raises(KerasbertError, match="unknown ner head .pointer.; the heads are: crf, softmax"):
         NerTrainSettings(checkpoint="c", train="t", dev="d", output="o", head="pointer").check()

@@ -368,7 +368,7 @@ def test_bad_head_and_settings_that_do_not_apply_are_clear_errors(tmp_path, caps
     err = capsys.readouterr().err
     assert "--head: invalid choice: 'tplinker'" in err and "'casrel', 'gplinker'" in err
     base = dict(checkpoint="c", train="t", dev="d", output="o")
-    with pytest.raises(KerasbertError, match="head must be one of"):
+    with pytest.raises(KerasbertError, match="unknown triples head .tplinker.; the heads are: casrel, gplinker"):
         TriplesTrainSettings(**base, head="tplinker").check()
     with pytest.raises(KerasbertError, match="are the casrel head's; the gplinker head's are --threshold-entity"):
         TriplesTrainSettings(**base, head="gplinker", threshold_start=0.3).check()
