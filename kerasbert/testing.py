@@ -86,7 +86,7 @@ def check_layer(check, cls, init_kwargs, input_data, *, output_dtype=None, toler
     """One check of :data:`CHECKS` (arguments as :func:`run_layer_test`'s)."""
     tolerances = {**TOLERANCES, **(tolerances or {})}
     where = f"{cls.__name__} ({check})"
-    with _float32_policy():
+    with dtype_policy():
         if check == "call":
             return _check_call(cls, init_kwargs, input_data, where)
         reference, outputs = reference_layer(cls, init_kwargs, input_data, seed)
@@ -144,12 +144,13 @@ def _is_float(dtype):
 
 
 @contextlib.contextmanager
-def _float32_policy():
-    """The global dtype policy float32 for the block (a policy given to the layer is explicit)."""
+def dtype_policy(name="float32"):
+    """The global dtype policy ``name`` for the block, the previous one after
+    it (the harness runs under float32: a policy given to the layer is explicit)."""
     import keras
 
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
+    keras.config.set_dtype_policy(name)
     try:
         yield
     finally:

@@ -169,6 +169,29 @@ def demo_run(tmp_path_factory):
     return SimpleNamespace(folder=folder, run=folder / "run", stdout=run.stdout, seconds=seconds)
 
 
+def untrained_tiny_folders(root):
+    """An untrained NER tagger (crf head) and triples extractor (casrel head)
+    on the toy checkpoint, saved in ``root/ner`` and ``root/triples``
+    (windows of 16 tokens): for the tests of what commands print, not of
+    what models find."""
+    import keras
+
+    from kerasbert.checkpoints.loader import load_encoder
+    from kerasbert.checkpoints.loader import load_tokenizer
+    from kerasbert_apps.base import heads
+
+    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
+    tokenizer = load_tokenizer(toy)
+    settings = SimpleNamespace(dropout=0.0, freeze_encoder=False, lstm=True, lstm_units=4, crf=True,
+                               constrained_decoding=True, pointer_size=8)
+    for task, head, labels in (("ner", "crf", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]),
+                               ("triples", "casrel", ["likes", "works_for"])):
+        cls = heads.get(task, head).pipeline_class()
+        keras.utils.set_random_seed(7)
+        cls(cls.build_model(load_encoder(toy), labels, settings), tokenizer, labels, max_length=16).save(root / task)
+    return root
+
+
 def same_results(got, expected):
     """``predict`` results equal to ``expected`` (read from a JSON file):
     equal but for the scores, within 2e-4 (both rounded to 4 decimals)."""

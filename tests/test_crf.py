@@ -578,12 +578,10 @@ def test_layer_trains():
 
 @pytest.fixture
 def mixed_bfloat16():
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
+    from kerasbert.testing import dtype_policy
+
+    with dtype_policy("mixed_bfloat16"):
         yield
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
 
 
 def test_layer_under_mixed_precision(mixed_bfloat16):

@@ -7,11 +7,10 @@ The models are tiny and untrained (the toy checkpoint): what is checked is what 
 around the results, not the results."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
-from conftest import require_shared
+from conftest import untrained_tiny_folders
 from kerasbert.cli import main
 
 LONG = " ".join(["Peter lives in Paris"] * 150)  # 3,000 characters: many windows of 16 tokens
@@ -20,23 +19,7 @@ LONG = " ".join(["Peter lives in Paris"] * 150)  # 3,000 characters: many window
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Untrained tiny NER (crf) and triples (casrel) model folders on the toy checkpoint."""
-    import keras
-
-    from kerasbert.checkpoints.loader import load_encoder
-    from kerasbert.checkpoints.loader import load_tokenizer
-    from kerasbert_apps.base import heads
-
-    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
-    tmp = tmp_path_factory.mktemp("records")
-    tokenizer = load_tokenizer(toy)
-    settings = SimpleNamespace(dropout=0.0, freeze_encoder=False, lstm=True, lstm_units=4, crf=True,
-                               constrained_decoding=True, pointer_size=8)
-    for task, head, labels in (("ner", "crf", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]),
-                               ("triples", "casrel", ["likes", "works_for"])):
-        cls = heads.get(task, head).pipeline_class()
-        keras.utils.set_random_seed(7)
-        cls(cls.build_model(load_encoder(toy), labels, settings), tokenizer, labels, max_length=16).save(tmp / task)
-    return tmp
+    return untrained_tiny_folders(tmp_path_factory.mktemp("records"))
 
 
 def records(count):

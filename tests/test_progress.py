@@ -15,11 +15,10 @@ import struct
 import subprocess
 import sys
 import termios
-from types import SimpleNamespace
 
 import pytest
 
-from conftest import require_shared
+from conftest import untrained_tiny_folders
 
 CONLL = "Peter NNP B-NP B-PER\nlives VBZ B-VP O\nin IN B-PP O\nParis NNP B-NP B-LOC\n. . O O\n\n" \
         "Anna NNP B-NP B-PER\nsaw VBD B-VP O\nBerlin NNP B-NP B-LOC\n. . O O\n"
@@ -34,22 +33,7 @@ def models(tmp_path_factory):
     checkpoint; the files the commands read."""
     import random
 
-    import keras
-
-    from kerasbert.checkpoints.loader import load_encoder
-    from kerasbert.checkpoints.loader import load_tokenizer
-    from kerasbert_apps.base import heads
-
-    toy = require_shared("data", "models", "keras_bert_test_checkpoint")
-    tmp = tmp_path_factory.mktemp("progress")
-    tokenizer = load_tokenizer(toy)
-    settings = SimpleNamespace(dropout=0.0, freeze_encoder=False, lstm=True, lstm_units=4, crf=True,
-                               constrained_decoding=True, pointer_size=8)
-    for task, head, labels in (("ner", "crf", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]),
-                               ("triples", "casrel", ["likes", "works_for"])):
-        cls = heads.get(task, head).pipeline_class()
-        keras.utils.set_random_seed(7)
-        cls(cls.build_model(load_encoder(toy), labels, settings), tokenizer, labels, max_length=16).save(tmp / task)
+    tmp = untrained_tiny_folders(tmp_path_factory.mktemp("progress"))
     rng = random.Random(0)
     (tmp / "texts.txt").write_text("".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 20))) + "\n"
                                            for _ in range(600)), encoding="utf-8")

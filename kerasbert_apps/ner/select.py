@@ -48,14 +48,13 @@ kept). When the candidates run out before
 **Streaming.** The pool is read ``chunk`` lines at a time; texts are not
 kept, only the candidates of the heap (at most ``budget x pool_factor``
 texts), a 64-bit hash of each distinct text (8 bytes in a sorted array,
-:class:`SeenTexts`: repeated texts are skipped and counted) and each scored
+:class:`~kerasbert_apps.ner.seen_texts.SeenTexts`: repeated texts are skipped and counted) and each scored
 text's score (8 bytes, for the summary's quantiles). Empty lines and
 repeats of an earlier text are skipped and counted. Ties are broken by a
 random number per text drawn from ``seed``, so a run is reproducible.
 """
 
 import dataclasses
-import hashlib
 import heapq
 import json
 
@@ -63,6 +62,7 @@ import numpy as np
 
 from kerasbert.errors import InputDataError
 from kerasbert.errors import KerasbertError
+from kerasbert_apps.ner.seen_texts import SeenTexts
 
 #: ``--strategy`` choices.
 STRATEGIES = ("least-confident", "entropy", "random")
@@ -319,40 +319,6 @@ class Selection:
 def _numbered(texts):
     for number, item in enumerate(texts, 1):
         yield item if isinstance(item, tuple) else (number, item)
-
-
-def _text_hash(text):
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-class SeenTexts:
-    """The texts seen so far, as 64-bit hashes: a sorted ``uint64`` array
-    (8 bytes per distinct text) and a small set of the latest ones, merged
-    into the array every ``merge_every`` texts. ``add(text)`` says whether
-    the text is new."""
-
-    def __init__(self, merge_every=4096):
-        self.sorted = np.zeros(0, np.uint64)
-        self.recent = set()
-        self.merge_every = int(merge_every)
-
-    def add(self, text):
-        digest = _text_hash(text)
-        if digest in self.recent:
-            return False
-        at = int(np.searchsorted(self.sorted, np.uint64(digest)))
-        if at < len(self.sorted) and int(self.sorted[at]) == digest:
-            return False
-        self.recent.add(digest)
-        if len(self.recent) >= self.merge_every:
-            merged = np.concatenate([self.sorted, np.fromiter(self.recent, np.uint64, len(self.recent))])
-            merged.sort()
-            self.sorted = merged
-            self.recent = set()
-        return True
-
-    def __len__(self):
-        return len(self.sorted) + len(self.recent)
 
 
 def stream_candidates(texts, keep, score_chunk, seed=0, chunk=1024, summary=None):
