@@ -28,6 +28,8 @@ from pathlib import Path
 #: ``auto`` (ONNX Runtime where the folder is an ONNX export and onnxruntime
 #: is installed, else the model folder).
 ENGINES = ("auto", "onnx", "savedmodel")
+#: Texts per call of the ONNX graph: the SavedModel's groups (:func:`kerasbert.serving.rows.by_length`).
+ROWS_PER_CALL = 8
 #: What ``pip`` installs for the engine.
 INSTALL = "pip install 'kerasbert[onnx]'"
 
@@ -149,8 +151,12 @@ class OnnxEngine:
     def output_rows(self, texts, batch_size=32, jit_compile=False, serving=None):
         """The unpadded outputs of each text, named as the SavedModel names
         them (output name -> list), in the input order: texts sorted by
-        length and run ``batch_size`` at a time (each batch done moves the
-        open progress bar, :func:`kerasbert.progress.advance`)."""
+        length and run ``batch_size`` at a time, each batch in calls of at
+        most :data:`ROWS_PER_CALL` texts of similar length (as the
+        SavedModel's :func:`kerasbert.serving.rows.by_length` groups its
+        rows: one long text does not make every short one pay for its
+        padding); each batch done moves the open progress bar
+        (:func:`kerasbert.progress.advance`)."""
         from kerasbert.progress import advance
         from kerasbert.serving.onnx import named_row
         from kerasbert.serving.onnx import pieces_of
@@ -163,8 +169,10 @@ class OnnxEngine:
         for begin in range(0, len(texts), batch_size):
             chunk = order[begin : begin + batch_size]
             batch = [texts[i] for i in chunk]
-            for i, text, row in zip(chunk, batch, unpad(run(self.session, *pieces_of(self.tokenizer, batch)))):
-                rows[i] = named_row(text, row, names, spans)
+            for at in range(0, len(chunk), ROWS_PER_CALL):
+                group, texts_of = chunk[at : at + ROWS_PER_CALL], batch[at : at + ROWS_PER_CALL]
+                for i, text, row in zip(group, texts_of, unpad(run(self.session, *pieces_of(self.tokenizer, texts_of)))):
+                    rows[i] = named_row(text, row, names, spans)
             advance(len(chunk))
         return rows
 
