@@ -321,6 +321,8 @@ def compare(ours, peer, how):
 def export_words(row):
     """What a row of ours is, in the words of its options (an export's precision and compile, or
     the system the record names)."""
+    if row.get("export") == "onnx":  # export --format onnx, run by ONNX Runtime (predict --engine onnx)
+        return "export --format onnx (ONNX Runtime)"
     if "precision" in row and "jit_compile" in row:
         words = []
         if row["precision"] != "float32":
