@@ -249,7 +249,3 @@ def _in_main_thread():
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
