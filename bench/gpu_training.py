@@ -332,13 +332,18 @@ def run_child(kind, config, log):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(os.environ, PYTHONUNBUFFERED="1")) as child:
         for line in child.stdout:
-            log.write(line)
-            log.flush()
-            if line.startswith("ROW "):
-                rows.append(json.loads(line[4:]))
-            else:
-                lines.append(line.rstrip())
+            child_line(line, log, rows, lines)
     return rows, child.returncode, time.perf_counter() - started, lines[-3:]
+
+
+def child_line(line, log, rows, lines):
+    """One line of a job's child process: logged, and kept as a row (``ROW {json}``) or as text."""
+    log.write(line)
+    log.flush()
+    if line.startswith("ROW "):
+        rows.append(json.loads(line[4:]))
+    else:
+        lines.append(line.rstrip())
 
 
 class Runner:

@@ -163,12 +163,7 @@ def run_child(kind, config, timeout, block_tensorflow, log):
                 line = child.stdout.readline()
                 if not line:
                     break
-                log.write(line)
-                log.flush()
-                if line.startswith("ROW "):
-                    rows.append(json.loads(line[4:]))
-                else:
-                    lines.append(line.rstrip())
+                bench.child_line(line, log, rows, lines)
             child.wait(timeout=max(1, deadline - time.perf_counter()))
             status = child.returncode
         except subprocess.TimeoutExpired:
