@@ -26,6 +26,11 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# ``--precision auto`` (the training default) chooses by the CPU's flags: the suite chooses as on
+# an AVX2-only CPU (float32) on every machine, so its figures do not depend on the machine's
+# bfloat16 units; test_precision.py checks the choice for each CPU class. Child processes inherit it.
+os.environ.setdefault("KERASBERT_CPU_FLAGS", "avx2")
+
 #: The test files that take longest (minutes each, measured on CI's 2 cores),
 #: longest first. They are collected first and, with ``--no-loadscope-reorder``
 #: (pyproject.toml), handed out first: without it xdist hands out the files

@@ -53,11 +53,21 @@ def progress_verbosity(stream=None):
 
 
 def set_precision(precision):
-    """Set the global Keras dtype policy: float32, mixed_bfloat16 or mixed_float16."""
-    allowed = ("float32", "mixed_bfloat16", "mixed_float16")
-    if precision not in allowed:
-        raise KerasbertError(f"precision must be one of {', '.join(allowed)}, got {precision!r}")
+    """Set the global Keras dtype policy: float32, mixed_bfloat16 or
+    mixed_float16, or ``"auto"``: the one this hardware trains fastest
+    (:func:`kerasbert.training.precision.choose_training_precision`, which
+    prints what it chose, and a line when an explicit choice will be slower
+    here). Returns the policy set."""
+    from kerasbert.training.precision import choose_training_precision
+    from kerasbert.training.settings import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise KerasbertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    precision, line = choose_training_precision(precision)
+    if line:
+        print(line)
     keras.mixed_precision.set_global_policy(precision)
+    return precision
 
 
 SETTINGS_FILE = "settings.json"
@@ -70,19 +80,20 @@ def start_run(settings, command=None):
     ``settings.overwrite``; anything else is refused; the folder stays locked
     until the run ends), write its marker and the filled-in settings to
     ``OUTPUT/settings.json`` (a resume: once its backup is restored); seed
-    everything; set the precision policy. ``command`` defaults to the
+    everything; set the precision policy (``"auto"`` resolved, and written
+    resolved). ``command`` defaults to the
     settings' class name. Returns the output folder."""
     import dataclasses
 
     from kerasbert.training.runs import claim
 
     output = Path(settings.output)
+    settings.precision = set_precision(settings.precision)  # "auto" resolved before the settings are written
     if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
         claim(output, command or type(settings).__name__,
               json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n",
               resume=settings.resume, overwrite=getattr(settings, "overwrite", False))
     keras.utils.set_random_seed(settings.seed)
-    set_precision(settings.precision)
     return output
 
 

@@ -28,7 +28,10 @@ from typing import ClassVar
 
 from kerasbert.errors import KerasbertError
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+PRECISION_HELP = ("auto (mixed_bfloat16 on a CPU with bfloat16 units, avx512_bf16 or amx_bf16, and on a GPU of "
+                  "compute capability 8 or more; float32 elsewhere, where bfloat16 is emulated and slower), "
+                  "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)")
 STRATEGIES = ("default", "mirrored", "multiworker")
 
 # The "auto" rule of batch_size / epochs / patience / head_learning_rate (RunSettings.resolve_auto).
@@ -231,7 +234,7 @@ class RunSettings:
     head_learning_rate: float | str = setting("auto", HEAD_LEARNING_RATE_HELP, type=auto_or_float)
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
+    precision: str = setting("auto", PRECISION_HELP, PRECISIONS)
     strategy: str = setting("default", "default (one device), mirrored (tf.distribute.MirroredStrategy: the devices of "
                             "this machine) or multiworker (MultiWorkerMirroredStrategy: several machines, set up by "
                             "the TF_CONFIG environment variable; the chief writes OUTPUT)", STRATEGIES)
@@ -438,7 +441,7 @@ class PretrainSettings:
                                          "a checkpoint, {auto_learning_rates[1]:g} from scratch", type=auto_or_float)
     warmup_ratio: float = setting(0.1, "fraction of steps with linear warm-up")
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    precision: str = setting("float32", "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)", PRECISIONS)
+    precision: str = setting("auto", PRECISION_HELP, PRECISIONS)
     seed: int = setting(42, "random seed (initialisation of a new head or encoder, masking of the training "
                         "batches)")
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")

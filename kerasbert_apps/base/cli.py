@@ -189,11 +189,25 @@ def _precision_option(parser, export=False):
     from kerasbert_apps.base.pipeline import PRECISIONS
 
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default="float32",
+        "--precision", choices=("auto",) + PRECISIONS, default="float32",
         help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head and decoding stay float32)"
         + ("; the export is half the size" if export else "; to see what a bfloat16 export would give")
-        + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo); see "
-        "'Which export for which CPU' in the docs, docs/serving-speed.md (default: %(default)s)")
+        + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo), slower "
+        "than float32 elsewhere; auto: bfloat16 on a CPU with them, float32 elsewhere"
+        + (" (this machine's CPU: choose explicitly for a model served on another)" if export else "")
+        + "; see 'Which export for which CPU' in the docs, docs/serving-speed.md (default: %(default)s)")
+
+
+def _serving_precision(args):
+    """Resolve ``args.precision`` for this CPU
+    (:func:`kerasbert.training.precision.choose_serving_precision`): ``auto``
+    chosen, with one line on standard error saying what and why; an explicit
+    bfloat16 on a CPU without bfloat16 units kept, with a line that it is slower here."""
+    from kerasbert.training.precision import choose_serving_precision
+
+    args.precision, line = choose_serving_precision(args.precision)
+    if line:
+        print(line, file=sys.stderr)
 
 
 def _load(task, args):
@@ -217,6 +231,7 @@ def _distill(task, args):
 
 
 def _evaluate(task, args):
+    _serving_precision(args)
     settings = settings_from_args(task.read_settings, args)
     scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size,
                            progress=show_progress(args))
@@ -235,6 +250,8 @@ def _predict(task, args):
 
     fmt = getattr(args, "output_format", "jsonl")
     onnx = onnx_predict(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+    if onnx is None:
+        _serving_precision(args)
     no_cache = args.no_cache or switched_off() or onnx is not None
     with contextlib.nullcontext() if no_cache else without_grappler():
         if onnx is not None:
@@ -251,6 +268,7 @@ def _predict(task, args):
 def _export(task, args):
     if args.format == "onnx":
         return export_command(task, args, lambda: _load(task, args))
+    _serving_precision(args)
     path = _load(task, args).export(args.output, version=args.version, input=args.input, jit_compile=args.jit_compile)
     return print_export(path)
 

@@ -278,14 +278,14 @@ def onnx_predict(task, args):
     """``predict``'s function when ``--engine`` picks ONNX Runtime for
     ``--model`` (:func:`chosen_export`), else None. The decoding settings
     are the export's: options that would change them (the triples'
-    ``--threshold-*``) and ``--precision`` other than float32 are refused
-    in one line."""
+    ``--threshold-*``) and ``--precision`` other than float32 (or auto) are
+    refused in one line."""
     from kerasbert.errors import KerasbertError
 
     found = chosen_export(task, args.model, getattr(args, "engine", "auto"))
     if found is None:
         return None
-    if getattr(args, "precision", "float32") != "float32":
+    if getattr(args, "precision", "float32") not in ("float32", "auto"):
         raise KerasbertError(f"--precision {args.precision}: an ONNX export runs in float32")
     engine = OnnxEngine.load(task, found, verbose=True)
     if task.configure(engine.pipeline, args).settings() != engine.settings():
@@ -305,7 +305,7 @@ def export_command(task, args, load_pipeline):
     if getattr(args, "jit_compile", False):
         raise KerasbertError("--jit-compile is for SavedModels (XLA in TF Serving); ONNX Runtime optimizes the graph "
                              "itself")
-    if getattr(args, "precision", "float32") != "float32":
+    if getattr(args, "precision", "float32") not in ("float32", "auto"):
         raise KerasbertError(f"--precision {args.precision}: the ONNX export is float32 only")
     path = export_onnx(load_pipeline(), args.output, version=args.version)
     print_onnx_export(task, path)

@@ -542,9 +542,14 @@ class Pipeline:
         emission scores, CRF, pointers) and all decoding stay float32.
         ``"float32"`` returns this pipeline itself. Fast only on CPUs with
         bfloat16 units (AVX512-BF16, AMX) or GPUs; elsewhere TensorFlow
-        emulates it."""
-        if precision not in PRECISIONS:
-            raise KerasbertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        emulates it. ``"auto"``: bfloat16 on a CPU with bfloat16 units,
+        float32 elsewhere
+        (:func:`kerasbert.training.precision.choose_serving_precision`)."""
+        from kerasbert.training.precision import choose_serving_precision
+
+        if precision not in ("auto",) + PRECISIONS:
+            raise KerasbertError(f"precision must be one of auto, {', '.join(PRECISIONS)}, got {precision!r}")
+        precision, _ = choose_serving_precision(precision)
         current = keras_dtype(self.model.encoder)
         if precision == current:
             return self
