@@ -1,14 +1,11 @@
 """The heads' BiLSTM on JAX: training steps per second of each implementation of ``kerasbert.layers.bilstm``.
 
-Figures, not a test. One jitted step = the layer's forward pass on ``batch x
-time x features`` inputs (float32 or mixed_bfloat16; ragged right-padded rows:
-the lengths run evenly from ``time`` down to ``time / 2``) and the gradients of
-a sum of its outputs with respect to the inputs and the six weights, as in
-training. Each implementation (``keras``: Keras's own masked LSTM, the
-reference; ``scan``; ``cudnn`` on a CUDA GPU) is compiled once, warmed up, then
-timed back to back (``--steps`` steps, synchronised at the end; the median of
-``--repeats`` such runs). The outputs and gradients of each are compared with
-``keras``'s (the largest difference is in the row).
+Figures, not a test. One jitted step: the layer's forward pass on ``batch x time x features``
+inputs (ragged right-padded rows, lengths from ``time`` down to ``time / 2``) and the gradients of a
+sum of its outputs with respect to the inputs and the weights, as in training. Each implementation
+(``keras``: Keras's masked LSTM, the reference; ``scan``; ``cudnn`` on a CUDA GPU) is compiled,
+warmed up, then timed back to back (the median of ``--repeats`` runs of ``--steps`` steps); its
+outputs and gradients are compared with ``keras``'s.
 
     KERAS_BACKEND=jax python -m bench.bilstm_speed                     # CPU: 16 x 64 x 256, 128 units
     KERAS_BACKEND=jax python -m bench.bilstm_speed --batch 256 --time 128 --features 768   # a GPU

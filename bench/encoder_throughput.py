@@ -1,21 +1,12 @@
 """Encoder forward throughput and tokenizer speed (figures, not a test).
 
-Measures forward tokens/s at batch 32 x 128 for the BERT-base shape (12 layers,
-H=768) and the MiniLM shape (6 layers, H=384), randomly initialised:
-
-* kerasbert ``BertEncoder`` in float32 and mixed_bfloat16, as a TF graph and
-  compiled with XLA (``model.compile(jit_compile=True)``);
-* a bare keras-hub ``BertBackbone`` (the same layers), the same four ways;
-* Hugging Face transformers ``BertModel`` on PyTorch CPU, float32, under
-  ``torch.inference_mode()`` (only if torch + transformers are installed:
-  ``pip install -e ".[bench]"``).
-
-Each figure is the median of ``--runs`` timed forward passes after
-``--warmup`` untimed ones. Keras models run through ``predict_on_batch``
-(a compiled ``tf.function``). Also the tokenizer's characters/s on English
-text (CoNLL-2003 dev sentences from ../shared if present, else the reference
-sentences repeated). The rows (one per shape and mode: graph / XLA) go to
-``bench/results/encoder_throughput/``.
+Forward tokens/s at ``--batch`` x ``--length`` (32 x 128) of the BERT-base shape and the MiniLM
+shape, randomly initialised: kerasbert's ``BertEncoder`` and a bare keras-hub ``BertBackbone`` (the
+same layers), each in float32 and mixed_bfloat16, as a TF graph and compiled by XLA, through
+``predict_on_batch``; Hugging Face's ``BertModel`` on PyTorch, float32, under
+``torch.inference_mode()`` (if torch and transformers are installed: ``pip install -e ".[bench]"``).
+Each figure is the median of ``--runs`` passes after ``--warmup``. Also the tokenizer's characters/s
+on CoNLL-2003 dev sentences (MiniLM's reference sentences where CoNLL is missing).
 
     python -m bench.encoder_throughput [--runs 5] [--shapes base,minilm]
 """
@@ -35,6 +26,7 @@ from bench.common import MINILM  # noqa: E402
 from bench.common import cpu  # noqa: E402
 from bench.common import flags_line  # noqa: E402
 from bench.common import median_ms  # noqa: E402
+from bench.common import random_inputs  # noqa: E402
 from bench.common import read_conll  # noqa: E402
 from bench.common import sentence_text  # noqa: E402
 from bench.common import write_result  # noqa: E402
@@ -120,12 +112,7 @@ def main():
     parser.add_argument("--shapes", default="base,minilm")
     args = parser.parse_args()
 
-    rng = np.random.default_rng(0)
-    x = {
-        "token_ids": rng.integers(1000, VOCAB, (args.batch, args.length)).astype(np.int32),
-        "segment_ids": np.zeros((args.batch, args.length), np.int32),
-        "padding_mask": np.ones((args.batch, args.length), np.int32),
-    }
+    x = random_inputs(args.batch, args.length, high=VOCAB)
     print(flags_line())
     print(f"keras {keras.__version__} ({keras.backend.backend()}), keras-hub {keras_hub.__version__}")
     print(f"batch {args.batch} x {args.length} tokens, median of {args.runs} runs after {args.warmup} warm-up\n")

@@ -1,18 +1,11 @@
 """Calibration of a trained NER model's entity scores on a labelled file.
 
-Figures, not a test. Predicts every text of ``--data`` with the model (the
-same path as ``kerasbert ner predict``; any head), takes each predicted
-entity's score and whether it exactly matches a gold entity (same type, same
-words for the BIO heads; same start, end and type for the GlobalPointer head,
-as their scorers count), and reports the expected calibration error over 10 equal-width score bins with
-the reliability table (per bin: count, mean score, accuracy)
-(:mod:`kerasbert_apps.ner.calibration`), for the model's fitted score
-temperature and, as the peer in the same run, for no temperature (T = 1: the
-same entities, the scores before calibration). Writes ``calibration.json`` and
-``reliability.png`` (the reliability diagram) into ``--output``, and the
-figures to ``bench/results/entity_calibration/``: for
-each temperature a row for all bins (entities, right, ECE, F1), then one per
-non-empty bin; the Benchmarks page draws its reliability diagram from them.
+Figures, not a test. Predicts every text of ``--data`` as ``kerasbert ner predict`` does (any head),
+takes each predicted entity's score and whether it exactly matches a gold entity (as the head's
+scorer counts), and reports the expected calibration error over 10 equal-width score bins with the
+reliability table (:mod:`kerasbert_apps.ner.calibration`), with the model's fitted temperature and,
+as the peer in the same run, without it (T = 1). Writes ``calibration.json`` and ``reliability.png``
+into ``--output``; the record has, per temperature, a row for all bins, then one per non-empty bin.
 
     python -m bench.entity_calibration --model RUN_OR_MODEL_DIR \\
         --data ../shared/data/conll2003/eng.testb --output calibration/

@@ -1,46 +1,22 @@
 """Fine-tuning strategies on CoNLL-2003, and domain pre-training on GENIA (MiniLM checkpoint).
 
-Figures, not a test. Every run is a ``kerasbert`` CLI subprocess; the parent
-prints what it measured as JSON lines (``RESULT ...``) and a table.
+Figures, not a test. Every run is a ``kerasbert`` CLI subprocess, batch 32, max length 128.
 
-Part ``conll`` (the same budget for each system, ``--epochs``, default 1):
-
-* ``full``: the whole encoder fine-tuned (``ner train``'s defaults);
-* ``lora8``: ``--lora-rank 8 --learning-rate 5e-4`` (adapters; the head at
-  its usual ``--head-learning-rate``);
-* ``frozen``: ``--freeze-encoder`` (the head reads a learned mix of the layers);
-* ``decay0.9``: ``--layer-lr-decay 0.9``.
-
-Each trains on eng.train (model selected on eng.testa) and is scored on
-eng.testb (test) with seqeval; reported: test F1, trainable and total weights
-(``metrics.json``), the model folder's size, and training tokens/s.
-Tokens/s come from a separate short pass (part ``speed``): each system
-trains 2 epochs on the first ``--speed-examples`` sentences and the second
-epoch's real (unpadded) WordPiece tokens per second are kept (the first
-includes graph tracing); the systems take turns (``--speed-repeats``
-rounds, default 3) and each one's median pass is reported with every pass:
-on a shared VM one pass can be 30% off, so their ratio is the figure to read
-and the spread says how far to trust it. System ``pretrain`` (part
-``speed`` only, ``--systems full,pretrain``) times ``kerasbert pretrain``
-the same way on the CoNLL training sentences as plain text, packed to 128
-(every position a real token), for the pre-training throughput target
-(per encoder token, against ``full``).
-
-Part ``genia`` (domain pre-training): GENIA has no train split here, so the
-NER runs train on the first 80% of dev.json, select on the last 20% and
-report on test.json (BIO head: nested entities resolved by the reader's
-rule, seqeval on what is left). ``kerasbert pretrain`` continues MiniLM's
-masked-LM on the GENIA dev sentences (words joined by spaces) for a fixed
-budget, with the test sentences first in the text and held out
-(``--held-out`` = their number of packed sequences), so the held-out
-masked-token accuracy before/after is measured on text it never trains
-on and the NER test text is never pre-trained on. NER F1 on GENIA test is
-reported with and without the pre-trained encoder, and pre-training tokens/s
-against ``full``'s NER tokens/s from part ``speed``.
-
-Each part's rows also go to ``bench/results/finetuning_strategies/``: parts
-``CoNLL-2003``, ``training speed`` and ``GENIA continued pre-training``, one
-row per system.
+* ``conll``: each system (``full``: ``ner train``'s defaults; ``lora8``: ``--lora-rank 8
+  --learning-rate 5e-4``; ``frozen``: ``--freeze-encoder``, the head reading a learned mix of the
+  layers; ``decay0.9``: ``--layer-lr-decay 0.9``) trains ``--epochs`` on eng.train, selected on
+  eng.testa, scored on eng.testb with seqeval; with its trainable and total weights and the model
+  folder's size;
+* ``speed``: each system trains 2 epochs on the first ``--speed-examples`` sentences, the second
+  epoch's real WordPiece tokens/s kept; the systems take turns (``--speed-repeats`` rounds) and the
+  median pass is the figure (one pass on a shared machine can be 30% off). System ``pretrain``
+  (``--systems full,pretrain``) times ``kerasbert pretrain`` the same way on the CoNLL training
+  sentences packed to 128;
+* ``genia``: ``kerasbert pretrain`` continues MiniLM's masked-LM on the GENIA dev and test
+  sentences, the test ones held out (``--held-out``), so the masked-token accuracy before and after
+  is on text it never trains on; then the BIO head trains on the first 80% of GENIA dev (selected on
+  the rest, scored on test, nested entities resolved by the reader's rule) with and without the
+  pre-trained encoder.
 
     python -m bench.finetuning_strategies [--parts conll,speed,genia] [--work DIR] [--epochs 1]
 """
@@ -86,12 +62,13 @@ def result(**fields):
     return fields
 
 
-def train_and_test(name, output, train, dev, test, extra, epochs, log_dir, fmt=()):
-    seconds = kerasbert("ner", "train", "--checkpoint", MINILM, "--train", train, "--dev", dev, "--output", output,
-                        "--epochs", epochs, "--batch-size", 32, "--max-length", 128, "--patience", 0, *fmt, *extra,
+def train_and_test(name, output, train, dev, test, extra, epochs, log_dir, checkpoint=MINILM):
+    """``ner train`` (``epochs`` at batch 32, no early stopping) then ``ner evaluate`` on ``test``."""
+    seconds = kerasbert("ner", "train", "--checkpoint", checkpoint, "--train", train, "--dev", dev, "--output", output,
+                        "--epochs", epochs, "--batch-size", 32, "--max-length", 128, "--patience", 0, *extra,
                         log=log_dir / f"{name}.train.log")
     scores_path = output / "test_scores.json"
-    kerasbert("ner", "evaluate", "--model", output, "--data", test, "--output", scores_path, *fmt,
+    kerasbert("ner", "evaluate", "--model", output, "--data", test, "--output", scores_path,
               log=log_dir / f"{name}.test.log")
     metrics = json.loads((output / "metrics.json").read_text())
     test_scores = json.loads(scores_path.read_text())
@@ -118,9 +95,8 @@ def conll_text(source, target, sentences):
 
 
 def speed_pretrain(args, work, suffix=""):
-    """Masked-LM training tokens/s (every position of the packed sequences is
-    a real token) on the CoNLL training sentences; 2 epochs of
-    ``--pretrain-speed-steps`` batches of 32 x 128, the second timed."""
+    """Masked-LM training tokens/s on the CoNLL training sentences packed to 128 (every position a real
+    token): 2 epochs of ``--pretrain-speed-steps`` batches of 32, the second timed."""
     text = work / "speed" / "pretrain_text.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
     conll_text(CONLL / "eng.train.gz", text, 4000)
@@ -134,9 +110,8 @@ def speed_pretrain(args, work, suffix=""):
 
 
 def part_speed(args, work):
-    """Each system's speed pass ``--speed-repeats`` times, the systems
-    interleaved (A B C, A B C, ...) so that a slow spell of the machine hits
-    them alike; each system's median pass is reported with every pass."""
+    """Each system's speed pass ``--speed-repeats`` times, the systems interleaved (A B C, A B C, ...) so
+    that a slow spell of the machine hits them alike; the median pass, with every pass."""
     passes = {name: [] for name in args.systems.split(",")}
     for repeat in range(args.speed_repeats):
         for name in passes:
@@ -161,8 +136,7 @@ def part_speed(args, work):
 
 
 def genia_jsonl(source, target, lines=None):
-    """GENIA's JSON (word lists, word-index entities) as kerasbert JSON lines
-    (text = words joined by spaces, character offsets)."""
+    """GENIA's JSON (word lists, word-index entities) as kerasbert JSON lines (words joined by spaces)."""
     records = json.loads(Path(source).read_text(encoding="utf-8"))
     lines = lines if lines is not None else range(len(records))
     with open(target, "w", encoding="utf-8") as out:
@@ -189,9 +163,8 @@ def packed_sequences(text_path, max_length):
 
 
 def genia_split(data):
-    """GENIA has no train split here: the first 80% of dev.json as
-    ``data/train.jsonl``, the rest as ``data/dev.jsonl``, test.json as
-    ``data/test.jsonl``. Returns their numbers of sentences."""
+    """GENIA has no train split here: the first 80% of dev.json as ``data/train.jsonl``, the rest as
+    ``data/dev.jsonl``, test.json as ``data/test.jsonl``; their numbers of sentences."""
     data.mkdir(parents=True, exist_ok=True)
     dev_count = len(json.loads((GENIA / "dev.json").read_text()))
     cut = int(dev_count * 0.8)
@@ -201,8 +174,7 @@ def genia_split(data):
 
 
 def header():
-    """The first line of a bench's output: the machine, with the CPU flags
-    (a bf16 or AMX unit changes speed ratios), and the checkpoint."""
+    """The first line of a bench's output: the machine, its CPU flags and the checkpoint."""
     print(f"# {flags_line()}; checkpoint {MINILM.name}", flush=True)
 
 
@@ -226,21 +198,15 @@ def part_genia(args, work):
                    held_out_accuracy_after=round(metrics["held_out_accuracy"], 4),
                    tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))]
     for name, checkpoint in (("genia_minilm", MINILM), ("genia_pretrained", pre / "encoder")):
-        output = work / name
-        seconds = kerasbert("ner", "train", "--checkpoint", checkpoint, "--train", data / "train.jsonl", "--dev",
-                            data / "dev.jsonl", "--output", output, "--epochs", args.genia_epochs, "--batch-size", 32,
-                            "--max-length", 128, "--patience", 0, log=work / f"{name}.train.log")
-        kerasbert("ner", "evaluate", "--model", output, "--data", data / "test.jsonl", "--output",
-                  output / "test_scores.json", log=work / f"{name}.test.log")
-        scores = json.loads((output / "test_scores.json").read_text())
-        dev = json.loads((output / "metrics.json").read_text())["dev"]
+        fields = train_and_test(name, work / name, data / "train.jsonl", data / "dev.jsonl", data / "test.jsonl", (),
+                                args.genia_epochs, work, checkpoint)
         rows.append(result(part="genia", system=name, train_sentences=cut, epochs=args.genia_epochs,
-                           dev_f1=dev["f1"], test_f1=scores["f1"], train_seconds=round(seconds)))
+                           **{k: fields[k] for k in ("dev_f1", "test_f1", "train_seconds")}))
     return rows
 
 
 def write_results(args, rows):
-    """One record per part this run measured (bench/results/finetuning_strategies/), a row per system."""
+    """One record per part this run measured, a row per system."""
     training = "MiniLM, batch 32, max length 128"
     conll = [r for r in rows if r["part"] == "conll"]
     if conll:

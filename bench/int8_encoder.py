@@ -1,19 +1,12 @@
 """Post-training int8 weight quantization of a tagger's encoder: worth it on this CPU?
 
-Figures, not a test. Keras's own ``encoder.quantize("int8")`` (int8 kernels
-with per-channel scales, activations quantized per row at run time) on the
-encoder of a trained NER tagger, against the same encoder in float32:
-
-* encoder time (a ``tf.function`` of the encoder alone, median of
-  ``--repeats`` calls after a warm-up call) at batch 1 x 20 tokens (one
-  short sentence) and 64 rows x 48 tokens;
-* the largest and mean absolute difference of the last hidden state;
-* entities of ``Tagger.predict`` on ``--sentences`` CoNLL-2003 test sentences,
-  int8 against float32 (identical entities, share of the union).
-
-kerasbert offers no int8 option: the README's "Make it fast" gives the
-measured reason. The rows (one per shape: float32 and int8 ms, their ratio)
-and the agreement go to ``bench/results/int8_encoder/``.
+Figures, not a test. Keras's own ``encoder.quantize("int8")`` (int8 kernels, per-channel scales,
+activations quantized per row at run time) on a trained NER tagger's encoder, against the same
+encoder in float32: the encoder's time (a ``tf.function`` of it alone, median of ``--repeats``
+calls after a warm-up) at batch 1 x 20 tokens and 64 x 48; the largest and mean difference of the
+last hidden state; ``Tagger.predict``'s entities on ``--sentences`` CoNLL-2003 test sentences, int8
+against float32. kerasbert offers no int8 option: the README's "Make it fast" gives the measured
+reason.
 
     python -m bench.int8_encoder --model RUN/model [--sentences 1000] [--repeats 30]
 """
@@ -23,17 +16,15 @@ import os
 
 from bench.common import flags_line
 from bench.common import median_ms
+from bench.common import random_inputs
 from bench.common import write_result
 from bench.serving_throughput import conll_sentences
 
 
 def encoder_inputs(batch, width):
-    import numpy as np
     import tensorflow as tf
 
-    ids = np.random.default_rng(0).integers(1000, 20000, size=(batch, width)).astype("int32")
-    return {"token_ids": tf.constant(ids), "segment_ids": tf.zeros((batch, width), tf.int32),
-            "padding_mask": tf.ones((batch, width), tf.int32)}
+    return {k: tf.constant(v) for k, v in random_inputs(batch, width, high=20000).items()}
 
 
 def entity_set(results):

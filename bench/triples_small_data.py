@@ -1,20 +1,13 @@
 """Triple extraction on small data: 400 WebNLG* training sentences, 150 dev, ``--max-length 64``.
 
-Figures, not a test. The small-data setting: the first
-400 sentences of WebNLG*'s training file, the first 150 of its validation file
-as dev, the MiniLM checkpoint, ``--max-length 64`` and every other setting at
-its default (the ``auto`` rule picks batch size, epochs and patience), unless
-``--extra`` adds options (e.g. ``--epochs 20 --patience 0`` to see the whole
-curve). Each run is a ``kerasbert triples train`` CLI subprocess, as a user
-runs it; the row gives the head, the options, the best dev F1 (exact match)
-with its precision and recall and epoch, the dev F1 of every epoch, the wall
-seconds of the run, and, with ``--tune``, the best threshold pair of
-``kerasbert triples tune --dry-run`` on the same dev file (tuned on dev and
-scored on it: an optimistic figure, said so in the row).
-
-``--from-runs DIR [DIR ...]`` records runs already made with this setting
-(their ``settings.json``, ``history.jsonl`` and ``metrics.json``) instead of
-training; their wall time is unknown unless ``DIR/wall_seconds`` holds it.
+Figures, not a test. Each head (``--heads``) trains as a ``kerasbert triples train`` subprocess on the
+first 400 sentences of WebNLG*'s training file, the first 150 of its validation file as dev, the
+MiniLM checkpoint and every other setting at its default (the ``auto`` rule), unless ``--extra``
+adds options. A row: the best dev F1 (exact match) with its precision, recall and epoch, the dev F1
+of every epoch, the run's wall seconds, and with ``--tune`` the best threshold pair of ``kerasbert
+triples tune --dry-run`` on the same dev file (tuned and scored on it: optimistic). ``--from-runs``
+records finished runs of this setting instead of training (their wall time from
+``DIR/wall_seconds``, if there).
 
     python -m bench.triples_small_data [--heads casrel,gplinker] [--extra "--epochs 20 --patience 0"] [--tune]
     python -m bench.triples_small_data --from-runs RUN1 RUN2
@@ -38,15 +31,16 @@ from bench.common import write_result
 
 WEBNLG = SHARED / "webnlg_casrel_star"
 TRAIN, DEV, MAX_LENGTH = 400, 150, 64
+#: The setting's ``triples train`` options.
+SETTING = ["--train", WEBNLG / "train_triples.json.gz", "--dev", WEBNLG / "val_triples.json",
+           "--max-train-examples", TRAIN, "--max-dev-examples", DEV, "--max-length", MAX_LENGTH]
 TARGET = 0.55
 
 
 def train(folder, head, extra):
     """One ``kerasbert triples train`` run of the setting into ``folder``; its wall seconds."""
-    seconds = kerasbert("triples", "train", "--checkpoint", MINILM, "--train", WEBNLG / "train_triples.json.gz",
-                        "--dev", WEBNLG / "val_triples.json", "--max-train-examples", TRAIN,
-                        "--max-dev-examples", DEV, "--max-length", MAX_LENGTH, "--head", head,
-                        "--output", folder, *extra, log=Path(folder).with_suffix(".log"))
+    seconds = kerasbert("triples", "train", "--checkpoint", MINILM, *SETTING, "--head", head, "--output", folder,
+                        *extra, log=Path(folder).with_suffix(".log"))
     (Path(folder) / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
@@ -105,23 +99,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(flags_line(), flush=True)
     rows = []
-    if args.from_runs:
-        for folder in args.from_runs:
-            row = row_of(folder)
-            if args.tune:
-                row.update(tune(folder))
-            rows.append(row)
-            print("RESULT " + json.dumps(row), flush=True)
-    else:
+    if not args.from_runs:
         Path(args.work).mkdir(parents=True, exist_ok=True)
-        for head in args.heads.split(","):
-            folder = Path(args.work) / head
-            seconds = train(folder, head, shlex.split(args.extra))
-            row = row_of(folder, seconds)
-            if args.tune:
-                row.update(tune(folder))
-            rows.append(row)
-            print("RESULT " + json.dumps(row), flush=True)
+    for folder in args.from_runs or [Path(args.work) / head for head in args.heads.split(",")]:
+        row = row_of(folder) if args.from_runs else row_of(folder, train(folder, folder.name, shlex.split(args.extra)))
+        if args.tune:
+            row.update(tune(folder))
+        rows.append(row)
+        print("RESULT " + json.dumps(row), flush=True)
     write_result("triples_small_data", rows, setup={
         "data": f"WebNLG* (CasRel form): first {TRAIN} training sentences, first {DEV} validation sentences as dev",
         "checkpoint": "MiniLM L6 H384 uncased", "max_length": MAX_LENGTH,

@@ -1,45 +1,22 @@
 """Triple extraction with the MiniLM checkpoint: WebNLG*, WebNLG (exact); CMeIE with a Chinese checkpoint.
 
-Figures, not a test. For each dataset: train on its train split, select on its
-dev split, score the test split in exact-match and CasRel's partial-match
-mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
-partial-match with BERT-base-cased), plus training tokens/s (epochs after the
-first) and inference sentences/s (batch 32, median of 3 passes over the test split
-after a warm-up pass). Each dataset runs in its own subprocess; a dataset
-whose WORKDIR folder holds a finished run is not retrained (the run must have
-been trained with the same settings; otherwise the bench stops and says which
-differ: use another WORKDIR).
-
-CMeIE ships only its official dev set here: it is split 80/20 in file order
-(first 80% train, last 20% test), and the test part also serves as dev
-(stated in the output; no target). CMeIE is Chinese: it runs only when named in
-``--datasets`` with a Chinese ``--checkpoint`` (MiniLM's vocabulary is English).
+Figures, not a test. For each dataset, in a subprocess of its own (its log: WORKDIR/<dataset>.log):
+train on its train split, select on dev, score the test split in exact-match and CasRel's
+partial-match mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
+partial-match with BERT-base-cased), plus training tokens/s (the epochs after the first) and
+inference sentences/s (batch 32, median of 3 passes over the test split after a warm-up pass).
+A run's folder is WORKDIR/<dataset> (``<dataset>_gplinker`` for gplinker); one holding a finished
+run is not retrained (the bench stops if it was trained with other settings), so
+``--tune-thresholds`` (picking the decision thresholds on dev, as ``kerasbert triples tune``, then
+scoring test with them) can follow a plain run. CMeIE ships only its dev set here: it is split 80/20
+in file order and its test part serves as dev; being Chinese, it runs only when named, with a
+Chinese ``--checkpoint``.
 
     python -m bench.triples_webnlg [--datasets webnlg_star,webnlg_exact[,cmeie]] [--epochs 10]
                                    [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
                                    [--max-train-examples N] [--head casrel|gplinker]
                                    [--tune-thresholds] [--seed 42]
                                    [--dropout 0.1] [--pointer-size 64] [--layer-lr-decay 1.0]
-
-``--tune-thresholds`` picks the head's two decision thresholds on the dev
-split after training (``kerasbert triples tune``'s grid and rule, in the
-dataset's match mode) and scores the test split with them; the result gives
-the pair and the dev F1 before and after. A finished run is reused, so this
-can follow a plain run with the same settings.
-
-``--head`` picks the triple head (``kerasbert triples train --head``); a run's
-folder is WORKDIR/<dataset> for casrel, WORKDIR/<dataset>_gplinker for
-gplinker, so the two heads' runs are kept apart. ``--seed`` is the training
-seed (shuffling, initialisation); a second seed in another ``--workdir``
-shows how much of a difference is noise. ``--dropout``, ``--pointer-size``
-(gplinker only) and ``--layer-lr-decay`` are the training settings of the
-same names (their training defaults unless given).
-
-Each child's full training log goes to WORKDIR/<dataset>.log
-(``<dataset>_gplinker.log`` for gplinker; follow it with ``tail -f``); the
-summary table is printed at the end, and the rows go to
-``bench/results/triples_webnlg/``: part ``WebNLG``
-(WebNLG* and WebNLG exact, a row per dataset) and part ``CMeIE``.
 """
 
 import argparse
@@ -82,9 +59,8 @@ def cmeie_split(workdir):
 
 
 def check_same_settings(out, config):
-    """Stop if ``out`` holds a run (finished or interrupted) trained with
-    other settings than ``config``: reusing or resuming it would report
-    figures of settings the command line does not show."""
+    """Stop if ``out`` holds a run (finished or not) of other settings than ``config``: reusing or
+    resuming it would report figures of settings the command line does not show."""
     saved = out / "settings.json"
     if not saved.exists():
         return
@@ -99,7 +75,7 @@ def check_same_settings(out, config):
 
 
 def _comparable(key, value):
-    """A setting's value, a file's path resolved (a path through a symbolic link is the path it points to)."""
+    """A setting's value, a file's path resolved (through symbolic links)."""
     return str(Path(str(value)).resolve()) if key in ("train", "dev", "checkpoint") and value else value
 
 
@@ -173,7 +149,7 @@ def child(args):
 
 
 def write_results(args, results):
-    """One record per part this run measured (bench/results/triples_webnlg/), a row per dataset."""
+    """One record per part this run measured, a row per dataset."""
     settings = args.head
     if args.head_learning_rate:
         settings += f", head lr {args.head_learning_rate:g}"
