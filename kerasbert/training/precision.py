@@ -11,7 +11,8 @@ bfloat16 run is several times slower than float32. ``auto`` applies that rule:
   ``bfloat16`` on a CPU with bfloat16 units, ``float32`` elsewhere (a served
   model runs on the CPU).
 
-An explicit choice is kept, with one line saying when it will be slower and why.
+A choice of bfloat16 is said in one line (float32 goes without a word); an explicit choice is
+kept, with one line saying when it will be slower and why.
 
 The CPU's flags are read from ``/proc/cpuinfo``; the environment variable
 ``KERASBERT_CPU_FLAGS`` (space-separated flags, e.g. ``"avx2"``) replaces
@@ -103,9 +104,9 @@ def choose_training_precision(requested, flags=None, gpu=False):
             return requested, (f"note: --precision mixed_bfloat16 on GPU {name} (compute capability {major}, "
                                "below 8: no bfloat16 units): slower than float32; mixed_float16 runs on its units")
         return requested, None
-    if requested == "auto":
+    if requested == "auto":  # float32, the precision of every earlier release, goes without a word
         chosen = "mixed_bfloat16" if bf16_cpu else "float32"
-        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})"
+        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})" if bf16_cpu else None
     if requested == "mixed_bfloat16" and not bf16_cpu:
         return requested, (f"note: --precision mixed_bfloat16 on a CPU without bfloat16 units ("
                            f"{_cpu_words(flags, BF16_FLAGS)}): TensorFlow emulates the bfloat16 matmuls, so "
@@ -125,7 +126,7 @@ def choose_serving_precision(requested, flags=None):
     bf16_cpu = any(flag in flags for flag in BF16_FLAGS)
     if requested == "auto":
         chosen = "bfloat16" if bf16_cpu else "float32"
-        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})"
+        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})" if bf16_cpu else None
     if requested == "bfloat16" and not bf16_cpu:
         return requested, (f"note: --precision bfloat16 on a CPU without bfloat16 units ("
                            f"{_cpu_words(flags, BF16_FLAGS)}): TensorFlow emulates its matmuls, so this model runs "
