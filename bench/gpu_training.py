@@ -1,23 +1,21 @@
 """Training speed on one GPU: kerasbert's BERT-base NER heads (JAX) against Hugging Face's BertForTokenClassification (PyTorch), in one run.
 
 Figures, not a test. Each configuration runs in a process of its own (its own peak memory; a crash
-costs one row); the record (``bench/results/gpu_training/``) is rewritten after each.
+costs one row); the record is rewritten after each. Both systems train a BERT-base shape, randomly
+initialised, on synthetic rows of 128 real tokens with valid BIO tags:
 
-* **ours**: the library's model (``Tagger.build_model``), batches (``BucketedBatches``) and
-  optimizer (``compile_for_training``), BERT-base shape, randomly initialised, on synthetic rows of
-  128 real tokens with valid BIO tags, trained with ``fit`` for two epochs (the first compiles; the
-  second is timed: **tokens/s** as ``kerasbert ner train`` gets it), then the jitted step alone,
-  back to back (``jitted_step_ms``). Heads: ``softmax`` (the peer's architecture), ``crf`` (the
-  BiLSTM-CRF; ``--bilstm`` picks :mod:`kerasbert.layers.bilstm`'s implementation), ``crf-no-bilstm``;
-* **the peer**: ``BertForTokenClassification`` of the same shape, AdamW (fused), a plain loop
-  (batch to the GPU, forward, backward, step), bf16 ``torch.autocast`` or float32 with TF32 matrix
-  products (as XLA runs float32), optionally ``torch.compile``; warm-up excluded.
+* **ours**: the library's model (``Tagger.build_model``), batches (``BucketedBatches``) and optimizer
+  (``compile_for_training``), trained with ``fit`` for two epochs, the second timed (tokens/s as
+  ``kerasbert ner train`` gets it), then the jitted step alone, back to back (``jitted_step_ms``).
+  Heads: ``softmax`` (the peer's architecture), ``crf`` (the BiLSTM-CRF; ``--bilstm`` picks
+  :mod:`kerasbert.layers.bilstm`'s implementation), ``crf-no-bilstm``;
+* **the peer**: ``BertForTokenClassification``, fused AdamW, a plain loop, bf16 ``torch.autocast`` or
+  float32 with TF32 matrix products (as XLA runs float32), optionally ``torch.compile``.
 
-Model FLOPs per step: ``6 N T + 12 L H S T`` (``T`` tokens in the step, ``N`` trainable weights
-outside the embedding tables, ``L`` layers, ``H`` hidden size, ``S`` sequence length); MFU = model
-FLOPs per step / step time / the device's dense peak (:data:`PEAKS`, by name; bf16 for mixed
-precision and autocast, TF32 for float32). With JAX (CUDA), PyTorch (CUDA) and ``transformers``
-installed (TensorFlow is not needed)::
+MFU: model FLOPs per step (``6 N T + 12 L H S T``: ``T`` tokens, ``N`` trainable weights outside
+the embedding tables, ``L`` layers, ``H`` hidden size, ``S`` sequence length) / step time / the
+device's dense peak (:data:`PEAKS`). Needs JAX and PyTorch with CUDA, and ``transformers``; not
+TensorFlow::
 
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
     python -m bench.gpu_training                                  # batches 128 and 256, both precisions
@@ -254,9 +252,10 @@ def peer_rows(config):
         vocab_size=shape["vocab_size"], hidden_size=shape["hidden_size"], num_hidden_layers=shape["num_layers"],
         num_attention_heads=shape["num_heads"], intermediate_size=shape["intermediate_size"],
         max_position_embeddings=max(512, seq), num_labels=1 + 2 * len(TYPES))
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # float32 as XLA runs it
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for precision, batch, compiled in config["runs"]:
         started = time.perf_counter()
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "float32 (highest)"
         torch.manual_seed(0)
         model = transformers.BertForTokenClassification(hf_config).to(device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, fused=cuda)
@@ -280,10 +279,6 @@ def peer_rows(config):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return loss
-
-        def sync():
-            if cuda:
-                torch.cuda.synchronize()
 
         row = {"system": PEER, "head": "softmax", "bilstm": "", "precision": precision, "batch": batch, "seq": seq,
                "note": "torch.compile" if compiled else "", "device": name}
@@ -316,7 +311,7 @@ def peer_rows(config):
                 "attention": getattr(model.config, "_attn_implementation", None),
                 "platform": device.type, "torch": torch.__version__, "transformers": transformers.__version__,
                 "seconds": round(time.perf_counter() - started, 1)}), flush=True)
-        del model, optimizer, step_model
+        model = optimizer = step_model = None  # the GPU's memory free for the next run
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
@@ -344,19 +339,6 @@ def child_line(line, log, rows, lines):
         rows.append(json.loads(line[4:]))
     else:
         lines.append(line.rstrip())
-
-
-class Runner:
-    """How :func:`measure` runs a job: in a child process, to its end. A subclass may skip a job
-    (``skip`` gives the reason), run it otherwise, or give the record's command line."""
-
-    command = None
-
-    def skip(self, kind, config, what):
-        return None
-
-    def run(self, kind, config, log):
-        return run_child(kind, config, log)
 
 
 def describe(kind, config):
@@ -437,10 +419,10 @@ def setup_of(encoder, seq, warmup, steps, **more):
 
 
 def measure(jobs, out, setup, runner=None, name="speed"):
-    """Run ``jobs`` in order: ``(kind, config)`` pairs, a callable config called with the rows so
-    far when its turn comes. The record ``OUT/gpu_training/<date>-<name>.json`` is rewritten after
-    every job; returns its path."""
-    runner = runner or Runner()
+    """Run ``jobs`` in order: ``(kind, config)`` pairs, a callable config called with the rows so far
+    when its turn comes; each in a child process to its end (:func:`run_child`), or by ``runner``
+    (its ``run``, its ``skip`` giving the reason to skip a job, its ``command`` for the record). The
+    record ``OUT/gpu_training/<date>-<name>.json`` is rewritten after every job; returns its path."""
     if os.environ.get("KERAS_BACKEND") != "jax":
         fail(f"gpu_training needs KERAS_BACKEND=jax (it is {os.environ.get('KERAS_BACKEND', 'unset')!r})")
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -454,7 +436,7 @@ def measure(jobs, out, setup, runner=None, name="speed"):
         compare(rows)
         write_result("gpu_training", rows, setup=setup, columns=COLUMNS, path=path, date=setup["started"],
                      summary=targets(rows), notes=[f"not measured: {s}" for s in skipped], jobs=jobs_done,
-                     **({"command": runner.command} if runner.command else {}))
+                     **({"command": runner.command} if runner else {}))
 
     log_path = path.parent / "gpu_training.log" if Path(out) != RESULTS else Path(tempfile.gettempdir()) / "gpu_training.log"
     with open(log_path, "a", encoding="utf-8") as log:
@@ -465,20 +447,19 @@ def measure(jobs, out, setup, runner=None, name="speed"):
             if not config.get("batches", config.get("runs", True)):
                 continue
             what = describe(kind, config)
-            reason = runner.skip(kind, config, what)
+            reason = runner and runner.skip(kind, config, what)
             if reason:
                 print(f"skipped ({reason}): {what}", flush=True)
                 skipped.append(f"{what} ({reason})")
-                write()
-                continue
-            print(f"[{time.perf_counter() - began:5.0f} s] {what}", flush=True)
-            got, status, seconds, tail = runner.run(kind, config, log)
-            print("\n".join(format_row(row) for row in got), flush=True)
-            rows += got
-            jobs_done.append({"job": what, "seconds": round(seconds, 1), "status": status, "rows": len(got)})
-            if status != 0:
-                print(f"  status {status}: " + " | ".join(tail), flush=True)
-                skipped.append(f"{what}: status {status}: " + " | ".join(tail)[-300:])
+            else:
+                print(f"[{time.perf_counter() - began:5.0f} s] {what}", flush=True)
+                got, status, seconds, tail = (runner.run if runner else run_child)(kind, config, log)
+                print("\n".join(format_row(row) for row in got), flush=True)
+                rows += got
+                jobs_done.append({"job": what, "seconds": round(seconds, 1), "status": status, "rows": len(got)})
+                if status != 0:
+                    print(f"  status {status}: " + " | ".join(tail), flush=True)
+                    skipped.append(f"{what}: status {status}: " + " | ".join(tail)[-300:])
             write()
     write()
     print("\n".join(["summary:"] + [f"  {k}: {v}" for k, v in targets(rows).items()]), flush=True)

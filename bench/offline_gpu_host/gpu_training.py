@@ -173,9 +173,9 @@ def run_child(kind, config, timeout, block_tensorflow, log):
     return rows, status, time.perf_counter() - started, lines[-3:]
 
 
-class Deadline(bench.Runner):
-    """Runs each job with the time left before the deadline, and skips a job that, by the timings
-    measured so far, the time left cannot hold."""
+class Deadline:
+    """How ``bench.measure`` runs the jobs: each with the time left before the deadline, a job that by
+    the timings measured so far the time left cannot hold skipped."""
 
     def __init__(self, seconds, tiny, block_tensorflow, command):
         self.seconds, self.block_tensorflow, self.command = seconds, block_tensorflow, command
