@@ -1,36 +1,19 @@
 """Active learning on CoNLL-2003: ``kerasbert ner select`` against random sampling (a benchmark, not a test).
 
-The simulation: for each seed, the first labelled set is
-``--start`` sentences of eng.train drawn at random (shared by the
-strategies of that seed); then, per strategy, rounds of: train a tagger on the
-labelled sentences with the defaults (the small-data ``auto`` rule for batch
-size, epochs and patience) and ``--max-length 64`` on the MiniLM checkpoint,
-model selected and scored on eng.testa (its dev F1, the measure the
-curves compare); then ``kerasbert ner select --strategy S --budget STEP`` over the
-sentences not yet labelled (eng.train's other sentences, one per line, words
-joined by spaces), and the chosen sentences join the labelled set with their
-gold CoNLL tags (the simulated annotator). The selection strategies run up to
-``--max-selected`` labelled sentences, random sampling (``--strategy
-random``, the same command) up to ``--max-random``. Every step is a
-``kerasbert`` CLI subprocess, as a user runs it; the selection strategies
-with the command's default diversity step, random sampling without it
-(``--diversity 1``).
-
-Output: one row per (strategy, seed, labelled sentences) with the dev F1
-and the seconds of training and selection, plus one row per (strategy,
-labelled) with the mean over seeds (``bench/results/active_learning/``); the
-learning curves (mean dev F1 against labelled sentences, min-max over seeds
-shaded) to ``bench/figures/active_learning.png``.
+The simulation, each step a ``kerasbert`` CLI subprocess as a user runs it: for each seed, a first
+labelled set of ``--start`` eng.train sentences drawn at random (shared by the strategies); then,
+per strategy, rounds of: train a tagger on the labelled sentences (MiniLM, the defaults, max length
+64), selected and scored on eng.testa (the dev F1 the curves compare); ``kerasbert ner select
+--strategy S --budget STEP`` over eng.train's other sentences; the chosen ones join the labelled set
+with their gold tags (the simulated annotator). The selection strategies (with the command's
+default diversity step) run up to ``--max-selected`` labelled sentences, random sampling (``--strategy
+random --diversity 1``) up to ``--max-random``. The record has a row per strategy, seed and labelled
+size, and the mean over seeds; the learning curves go to ``bench/figures/active_learning.png``.
+``--smoke`` (tiny numbers, minutes) writes both under ``--work``, not into ``bench/``. The records
+named ``gpu``: the same simulation on one GPU (``bench/offline_gpu_host/active_learning.py``).
 
     python -m bench.active_learning                          # the full run: hours on a CPU
     python -m bench.active_learning --smoke --work al-smoke  # minutes: tiny numbers, proves the loop
-
-``--smoke`` (20 sentences, +20, 2 rounds, 1 seed, 1 epoch, a 2,000-sentence
-pool, 200 test sentences) writes its result and figure under ``--work``, not
-into ``bench/``: its numbers mean nothing. The records named ``gpu`` were made by
-the same simulation run in a few processes on one GPU
-(``bench/offline_gpu_host/active_learning.py``, whose docstring says where it
-differs from this one).
 """
 
 import argparse

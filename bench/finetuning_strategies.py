@@ -86,20 +86,13 @@ def part_conll(args, work):
     return rows
 
 
-def conll_text(source, target, sentences):
-    """The first ``sentences`` sentences of a CoNLL file as plain text, one sentence per line (words
-    joined by spaces)."""
-    lines = [sentence_text(block) for block in read_conll(source, limit=sentences)]
-    Path(target).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return len(lines)
-
-
 def speed_pretrain(args, work, suffix=""):
     """Masked-LM training tokens/s on the CoNLL training sentences packed to 128 (every position a real
     token): 2 epochs of ``--pretrain-speed-steps`` batches of 32, the second timed."""
     text = work / "speed" / "pretrain_text.txt"
     text.parent.mkdir(parents=True, exist_ok=True)
-    conll_text(CONLL / "eng.train.gz", text, 4000)
+    sentences = read_conll(CONLL / "eng.train.gz", limit=4000)
+    text.write_text("".join(sentence_text(block) + "\n" for block in sentences), encoding="utf-8")
     output = work / "speed" / ("pretrain" + suffix)
     kerasbert("pretrain", "--checkpoint", MINILM, "--text", text, "--output", output, "--max-length", 128,
               "--batch-size", 32, "--steps-per-epoch", args.pretrain_speed_steps, "--epochs", 2,

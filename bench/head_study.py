@@ -40,6 +40,7 @@ SETTINGS = {
 #: Options that pin a run to the steps of a study row whatever the auto rule gives.
 TRIPLE_STEPS = ["--batch-size", "8", "--epochs", "20", "--patience", "0"]
 STEPS_315 = ["--batch-size", "8", "--epochs", "5", "--patience", "0"]
+STEPS_630 = ["--batch-size", "8", "--epochs", "10", "--patience", "0"]
 #: study -> (setting, description, [(variant, head, options)]).
 STUDIES = {
     "span-heads": ("genia", "span heads against the flat CRF on 500 GENIA sentences: the head's learning rate, "
@@ -51,13 +52,11 @@ STUDIES = {
         ("global-pointer: head lr 3e-3, 315 steps", "global-pointer", ["--head-learning-rate", "3e-3", *STEPS_315]),
         ("global-pointer: head lr 1e-2, 315 steps", "global-pointer", ["--head-learning-rate", "1e-2", *STEPS_315]),
         ("global-pointer: head lr 3e-3, 630 steps (its defaults)", "global-pointer",
-         ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0"]),
+         ["--head-learning-rate", "3e-3", *STEPS_630]),
         ("global-pointer: the same, entity weight 3", "global-pointer",
-         ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0",
-          "--global-pointer-entity-weight", "3"]),
+         ["--head-learning-rate", "3e-3", *STEPS_630, "--global-pointer-entity-weight", "3"]),
         ("global-pointer: the same, entity weight 10", "global-pointer",
-         ["--head-learning-rate", "3e-3", "--batch-size", "8", "--epochs", "10", "--patience", "0",
-          "--global-pointer-entity-weight", "10"]),
+         ["--head-learning-rate", "3e-3", *STEPS_630, "--global-pointer-entity-weight", "10"]),
         ("biaffine: the earlier defaults (head lr 1e-3, 189 steps, entity weight 1, threshold 0)", "biaffine",
          ["--biaffine-lstm", "0", "--head-learning-rate", "1e-3", "--biaffine-entity-weight", "1", "--batch-size", "8",
           "--epochs", "3", "--span-threshold", "0"]),
