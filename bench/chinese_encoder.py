@@ -46,6 +46,7 @@ from pathlib import Path
 
 from bench.common import RESULTS
 from bench.common import SHARED
+from bench.common import command_line
 from bench.common import fail
 from bench.common import flags_line
 from bench.common import write_result
@@ -72,6 +73,10 @@ DATASETS = {
               "dev": "weibo_ner/weiboNER_2nd_conll.dev", "test": "weibo_ner/weiboNER_2nd_conll.test",
               "scored on": "test, with the model of the best dev epoch", "kind": "blocks"},
 }
+#: Triples: CMeIE's only labelled split here (its dev set), cut at random (seed 0) into these parts.
+CMEIE = {"part": "CMeIE triples", "source": "cmeie/val_triples.json.gz", "split": {"train": 2585, "dev": 500, "test": 500},
+         "scored on": "test (500 of its dev sentences, never trained or selected on), with the model of the best "
+                      "dev epoch", "max length": 256, "epochs": 8, "task": "triples"}
 #: Published entity-level F1 (%) on the same corpora, each named with its encoder. Test sets.
 ANCHORS = {
     "cluener": [
@@ -86,6 +91,7 @@ ANCHORS = {
         {"system": "FLAT + BERT-base Chinese", "test F1": 68.55,
          "source": "Li et al. 2020, Weibo NER test set"},
     ],
+    "cmeie": [],  # none: published CMeIE figures train on its train split (not here) and score its test split
 }
 #: The sizes of ``--tiny`` (seconds on 2 cores): lines per source, NER sentences (train, dev, scored).
 TINY = {"lines": 60, "train": 48, "dev": 16, "test": 16}
@@ -194,8 +200,10 @@ def pretrain_settings(args, corpus, output):
                             overwrite=True)
 
 
-def command(argv):
-    return " ".join(str(a) if " " not in str(a) else repr(str(a)) for a in argv)
+def command(argv, work=None):
+    """``argv`` as one line, the work folder written ``WORK`` (a record names no folder of the machine it ran on)."""
+    line = " ".join(str(a) if " " not in str(a) else repr(str(a)) for a in argv)
+    return line.replace(str(work), "WORK") if work else line
 
 
 def pretrain_encoder(args, work, corpus):
@@ -218,7 +226,7 @@ def pretrain_encoder(args, work, corpus):
     argv += ["--layers", settings.layers] if settings.layers else []
     argv += ["--hidden", settings.hidden] if settings.hidden else []
     return metrics, by_step, {"steps done": budget.steps, "stopped by the time budget": budget.stopped,
-                              "command": command(argv), "size": settings.encoder_size()}
+                              "command": command(argv, work), "size": settings.encoder_size()}
 
 
 def random_encoder(args, work, encoder):
@@ -249,19 +257,23 @@ def random_encoder(args, work, encoder):
 # =============================================================================
 
 
-def finetune(args, work, name, checkpoint, files):
-    """``kerasbert ner train`` on ``checkpoint`` (the model of the best dev epoch kept), then, where
-    there is a test file, ``kerasbert ner evaluate`` on it; returns the F1s (%) and the commands."""
+def finetune(args, work, name, checkpoint, files, task="ner"):
+    """``kerasbert TASK train`` (ner or triples) on ``checkpoint`` (the model of the best dev epoch
+    kept), then, where there is a test file, ``kerasbert TASK evaluate`` on it; returns the F1s (%)
+    and the commands."""
     from kerasbert.cli import main
 
-    output = work / "ner" / name
-    commands = [["kerasbert", "ner", "train", "--checkpoint", checkpoint, "--train", files["train"], "--dev",
-                 files["dev"], "--output", output, "--epochs", args.finetune_epochs, "--batch-size",
-                 args.finetune_batch_size, "--max-length", args.finetune_max_length, "--learning-rate",
-                 args.finetune_learning_rate, "--patience", 0, "--seed", args.seed, "--no-calibrate", "--overwrite",
-                 *args.ner_options]]
+    output = work / task / name
+    if task == "ner":
+        options = ["--epochs", args.finetune_epochs, "--max-length", args.finetune_max_length, "--no-calibrate",
+                   *args.ner_options]
+    else:
+        options = ["--epochs", 1 if args.tiny else CMEIE["epochs"], "--max-length", 48 if args.tiny else CMEIE["max length"]]
+    commands = [["kerasbert", task, "train", "--checkpoint", checkpoint, "--train", files["train"], "--dev",
+                 files["dev"], "--output", output, "--batch-size", args.finetune_batch_size, "--learning-rate",
+                 args.finetune_learning_rate, "--patience", 0, "--seed", args.seed, "--overwrite", *options]]
     if files.get("test"):
-        commands.append(["kerasbert", "ner", "evaluate", "--model", output, "--data", files["test"], "--output",
+        commands.append(["kerasbert", task, "evaluate", "--model", output, "--data", files["test"], "--output",
                          output / "test_scores.json"])
     for argv in commands:
         status = main([str(a) for a in argv[1:]])
@@ -271,11 +283,28 @@ def finetune(args, work, name, checkpoint, files):
     result = {"dev F1": round(100 * metrics["dev"]["f1"], 2)}
     if files.get("test"):
         result["test F1"] = round(100 * json.loads((output / "test_scores.json").read_text(encoding="utf-8"))["f1"], 2)
-    return result, [command(argv) for argv in commands]
+    return result, [command(argv, work) for argv in commands]
+
+
+def cmeie_files(args, work, data):
+    """:data:`CMEIE`'s parts as JSON-lines files (``--tiny``: a few sentences each)."""
+    with gzip.open(data / CMEIE["source"], "rt", encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    random.Random(0).shuffle(lines)
+    files, start = {}, 0
+    for role, count in CMEIE["split"].items():
+        count = TINY[role] if args.tiny else count
+        files[role] = work / "cmeie" / f"{role}.json"
+        files[role].parent.mkdir(parents=True, exist_ok=True)
+        files[role].write_text("".join(lines[start:start + count]), encoding="utf-8")
+        start += count
+    return files
 
 
 def dataset_files(args, work, data, key):
     """The train, dev and test files of dataset ``key`` (``--tiny``: their first few examples)."""
+    if key == "cmeie":
+        return cmeie_files(args, work, data)
     spec = DATASETS[key]
     files = {role: data / spec[role] for role in ("train", "dev", "test") if spec[role]}
     if args.tiny:
@@ -322,8 +351,12 @@ def parse_args(argv=None):
                         help="vocabulary size at most; every CJK character of the text is kept (default: %(default)s)")
     parser.add_argument("--held-out", type=positive(int), default=256,
                         help="sequences held out for the masked-token accuracy (default: %(default)s)")
-    parser.add_argument("--datasets", default="cluener,weibo",
-                        help=f"NER corpora to fine-tune on, of {','.join(DATASETS)} (default: %(default)s)")
+    parser.add_argument("--datasets", default="cluener,weibo,cmeie",
+                        help=f"corpora to fine-tune on, of {','.join(DATASETS)} (NER) and cmeie (triples) "
+                        "(default: %(default)s)")
+    parser.add_argument("--reuse-pretraining", action="store_true",
+                        help="fine-tune the encoder an earlier run pretrained in --work (its record: the newest "
+                        "pretraining record) instead of pretraining again")
     parser.add_argument("--finetune-epochs", type=positive(int), default=3, help="(default: %(default)s)")
     parser.add_argument("--finetune-batch-size", type=positive(int), default=32, help="(default: %(default)s)")
     parser.add_argument("--finetune-max-length", type=positive(int), default=128, help="(default: %(default)s)")
@@ -343,9 +376,9 @@ def parse_args(argv=None):
                         "sentences, 1 epoch, the softmax head; checks the plumbing, its figures mean nothing")
     args = parser.parse_args(argv)
     datasets = [d for d in args.datasets.split(",") if d]
-    unknown = [d for d in datasets if d not in DATASETS]
+    unknown = [d for d in datasets if d not in DATASETS and d != "cmeie"]
     if unknown or not datasets:
-        parser.error(f"--datasets: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(DATASETS)}")
+        parser.error(f"--datasets: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(DATASETS)}, cmeie")
     args.datasets = datasets
     args.layers = args.hidden = 0
     if args.ner_options is None:
@@ -367,7 +400,8 @@ def main(argv=None):
     args = parse_args(argv)
     data = SHARED
     needed = [relative for _, relative, _, _ in SOURCES] + [
-        DATASETS[key][role] for key in args.datasets for role in ("train", "dev", "test") if DATASETS[key][role]]
+        DATASETS[key][role] for key in args.datasets if key in DATASETS for role in ("train", "dev", "test")
+        if DATASETS[key][role]]
     missing = [relative for relative in needed if not (data / relative).exists()]
     if missing:
         fail(f"needs the shared corpora in {data} (KERASBERT_SHARED): missing {', '.join(missing)}")
@@ -380,46 +414,61 @@ def main(argv=None):
     corpus = work / "pretraining_text.txt"
     text = write_corpus(corpus, data, TINY["lines"] if args.tiny else None)
     print("pretraining text: " + "; ".join(f"{name} {t['lines']} lines" for name, t in text.items()), flush=True)
-    metrics, by_step, run = pretrain_encoder(args, work, corpus)
     encoder = work / "pretrain" / "encoder"
-    size = run["size"]
-    architecture = (f"BERT {args.size if not args.layers else 'custom'}: {size['layers']} layers, hidden "
-                    f"{size['hidden']}, {size['heads']} heads, vocabulary {metrics['vocabulary_size']}")
-    setup = {
-        "pretraining text": text,
-        "rows": "the held-out masked-token accuracy (%) after each step count, step 0 the random start's",
-        "left out": "CLUENER2020 dev and test, Weibo NER dev and test, MSRA and People's Daily test: the text the "
-                    "NER runs select on or are scored on, and every test split",
-        "encoder": architecture,
-        "pretraining": {"steps planned": metrics["steps"], "steps done": run["steps done"],
-                        "stopped by the time budget": run["stopped by the time budget"], "minutes budget": args.minutes,
-                        "batch": args.batch_size, "max length": args.max_length,
-                        "learning rate": metrics["learning_rate"],
-                        "held-out sequences": metrics["held_out_sequences"],
-                        "training minutes": round(metrics["train_seconds"] / 60, 1),
-                        "whole-word masking": "jieba", "command": run["command"]},
-    }
-    rows = [dict(row, part="pretraining" + smoke) for row in by_step]
-    write_result("chinese_encoder", rows, setup=setup, name="pretraining" + ("-tiny" if args.tiny else ""),
-                 root=args.results, columns=["step", "held-out masked-token accuracy"])
+    if args.reuse_pretraining:
+        earlier = sorted((args.results / "chinese_encoder").glob("*-pretraining*.json"))
+        if not earlier or not (encoder / "vocab.txt").exists():
+            fail(f"--reuse-pretraining: no pretrained encoder in {encoder} with a pretraining record in {args.results}")
+        setup = json.loads(earlier[-1].read_text(encoding="utf-8"))["setup"]
+        architecture, run, rows = setup["encoder"], {"steps done": setup["pretraining"]["steps done"]}, []
+        print(f"reusing {encoder}: {architecture}, {run['steps done']} steps ({earlier[-1].name})", flush=True)
+    else:
+        metrics, by_step, run = pretrain_encoder(args, work, corpus)
+        size = run["size"]
+        architecture = (f"BERT {args.size if not args.layers else 'custom'}: {size['layers']} layers, hidden "
+                        f"{size['hidden']}, {size['heads']} heads, vocabulary {metrics['vocabulary_size']}")
+        setup = {
+            "pretraining text": text,
+            "rows": "the held-out masked-token accuracy (%) after each step count, step 0 the random start's",
+            "left out": "CLUENER2020 dev and test, Weibo NER dev and test, MSRA and People's Daily test: the text the "
+                        "NER runs select on or are scored on, and every test split",
+            "encoder": architecture,
+            "pretraining": {"steps planned": metrics["steps"], "steps done": run["steps done"],
+                            "stopped by the time budget": run["stopped by the time budget"], "minutes budget": args.minutes,
+                            "batch": args.batch_size, "max length": args.max_length,
+                            "learning rate": metrics["learning_rate"],
+                            "held-out sequences": metrics["held_out_sequences"],
+                            "training minutes": round(metrics["train_seconds"] / 60, 1),
+                            "whole-word masking": "jieba", "command": run["command"]},
+        }
+        rows = [dict(row, part="pretraining" + smoke) for row in by_step]
+        write_result("chinese_encoder", rows, setup=setup, name="pretraining" + ("-tiny" if args.tiny else ""),
+                     root=args.results, columns=["step", "held-out masked-token accuracy"],
+                     command=command_line().replace(str(work), "WORK"))
     baseline = random_encoder(args, work, encoder)
     for key in args.datasets:
-        spec, files = DATASETS[key], dataset_files(args, work, data, key)
-        scored = "test F1" if spec["test"] else "dev F1"
-        head = (f"options {' '.join(args.ner_options)}" if args.ner_options else "the default head (BiLSTM-CRF)")
+        spec, files = DATASETS.get(key, CMEIE), dataset_files(args, work, data, key)
+        task = spec.get("task", "ner")
+        scored = "test F1" if files.get("test") else "dev F1"
+        head = (f"options {' '.join(args.ner_options)}" if args.ner_options and task == "ner" else
+                "the default head (BiLSTM-CRF)" if task == "ner" else "the default head")
         found = []
         for name, checkpoint, system in (
                 ("pretrained", encoder, f"{architecture}, pretrained from scratch here ({run['steps done']} steps)"),
                 ("random", baseline, f"{architecture}, random initialisation, no pretraining")):
-            result, commands = finetune(args, work, f"{key}-{name}", checkpoint, files)
+            result, commands = finetune(args, work, f"{key}-{name}", checkpoint, files, task)
             found.append({"part": spec["part"] + smoke, "system": system, **result, "commands": commands})
         found[0]["gain over random initialisation"] = round(found[0][scored] - found[1][scored], 2)
-        write_result("chinese_encoder", found, name=key + ("-tiny" if args.tiny else ""), root=args.results, setup={
-            "data": f"{spec['part']}: trained on {spec['train']}, selected on {spec['dev']}, scored on "
-                    f"{spec['scored on']}",
-            "training": f"kerasbert ner train, {head}, {args.finetune_epochs} epochs, batch "
-                        f"{args.finetune_batch_size}, max length {args.finetune_max_length}, encoder learning rate "
-                        f"{args.finetune_learning_rate:g}; F1 in %",
+        write_result("chinese_encoder", found, name=key + ("-tiny" if args.tiny else ""), root=args.results,
+                     command=command_line().replace(str(work), "WORK"), setup={
+            "data": (f"{spec['part']}: trained on {spec['train']}, selected on {spec['dev']}, scored on "
+                     f"{spec['scored on']}" if task == "ner" else
+                     f"{spec['part']}: {spec['source']} (the CMeIE dev set, its only labelled split here) cut at random "
+                     f"(seed 0) into {', '.join(f'{n} {r}' for r, n in spec['split'].items())} sentences; scored on "
+                     f"{spec['scored on']}; its text was in the pretraining text, its triples never"),
+            "training": f"{' '.join(found[0]['commands'][0].split()[:3])}, {head}, batch {args.finetune_batch_size}, "
+                        f"encoder learning rate {args.finetune_learning_rate:g}, the other options as the commands "
+                        f"give them; F1 in %",
             "encoder": architecture,
         }, anchors=ANCHORS[key], columns=["system", scored] + (["dev F1"] if scored != "dev F1" else [])
             + ["gain over random initialisation"])
