@@ -55,18 +55,12 @@ BATCHES = (1, 8, 64)
 COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "batch_8_sent_per_s",
            "batch_64_sent_per_s", "first_call_ms", "p50_vs_hf", "batch_64_vs_hf", "p50_vs_optimum",
            "batch_64_vs_optimum", "batch_64_vs_float32", "agreement_with_float32")
-#: A fresh process: load an export, answer one sentence (``first_call_ms``).
+#: A fresh process: load an ONNX export, answer one sentence (``first_call_ms``).
 FIRST_CALL = """
 import json, sys, time
 began = time.perf_counter()
-folder, engine = sys.argv[1:3]
-if engine == "onnx":
-    from kerasbert_apps.ner import load
-    serve = load(folder, engine="onnx").predict
-else:
-    import tensorflow as tf
-    signature = tf.saved_model.load(folder).signatures["serving_default"]
-    serve = lambda texts: signature(text=tf.constant(texts))
+from kerasbert_apps.ner import load
+serve = load(sys.argv[1], engine="onnx").predict
 loaded = time.perf_counter()
 serve(["Peter Blackburn visited Paris."])
 done = time.perf_counter()
@@ -242,12 +236,12 @@ def bench_hf(args, sentences, system="hf"):
     return result
 
 
-def first_call(folder, engine, threads):
-    """``{"load_ms", "first_call_ms"}`` of ``folder`` in a fresh process (median of three)."""
+def first_call(folder, threads):
+    """``{"load_ms", "first_call_ms"}`` of the ONNX export ``folder`` in a fresh process (median of three)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS=str(threads))
     runs = []
     for _ in range(3):
-        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(folder), engine], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(folder)], capture_output=True,
                               text=True, env=env, cwd=ROOT, check=True)
         runs.append(json.loads(next(l for l in done.stdout.splitlines() if l.startswith("FIRST "))[6:]))
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -270,7 +264,7 @@ def bench_onnx(args, sentences, system="kerasbert-onnx"):
     result = {"system": f"kerasbert ONNX export, ONNX Runtime {onnxruntime.__version__} (in-process predict)",
               "name": system, "model": what, "precision": "float32", "jit_compile": False, "flags": cpu()["flags"],
               "export": "onnx", **speeds(call, sentences, args)}
-    result.update(first_call(export, "onnx", args.threads))
+    result.update(first_call(export, args.threads))
     found = set()
     texts = conll_sentences(args.agreement_sentences)
     for b in range(0, len(texts), 64):

@@ -25,13 +25,13 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench.common import MINILM
 from bench.common import SHARED
 from bench.common import child_result
 from bench.common import flags_line
+from bench.common import median_ms
 from bench.common import require_chinese_vocabulary
 from bench.common import write_result
 
@@ -131,12 +131,7 @@ def child(args):
     test = read_triples_file(test_path).examples
     texts = [e.text for e in test]
     predictions = extractor.predict(texts, batch_size=32)  # warm-up: traces every batch shape
-    passes = []
-    for _ in range(3):
-        start = time.perf_counter()
-        extractor.predict(texts, batch_size=32)
-        passes.append(time.perf_counter() - start)
-    seconds = sorted(passes)[1]
+    seconds = median_ms(lambda: extractor.predict(texts, batch_size=32), repeats=3, warmup=0) / 1000
     scores = score(test, predictions)
     result = {
         "dataset": args.child, "head": args.head, "dev_f1": metrics["dev"]["f1"],
