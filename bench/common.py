@@ -32,6 +32,11 @@ CONLL = SHARED / "conll2003"
 GENIA = SHARED / "genia_nested_partial"
 MINILM = SHARED / "models" / "minilm_l6_h384_uncased"
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+#: ``--cpu-cap``: the environment that makes oneDNN (TensorFlow's and PyTorch's kernels), MKL and
+#: PyTorch's own kernels use no instruction set above the cap, as on a CPU of that class (its
+#: caches and clocks stay this machine's), and ``--precision auto`` choose for that class.
+CPU_CAPS = {"avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                     "KERASBERT_CPU_FLAGS": "avx avx2 fma"}}
 PACKAGES = ("tensorflow", "keras", "keras-hub", "tensorflow-text", "jax", "torch", "transformers", "onnxruntime")
 
 
@@ -57,10 +62,18 @@ def cpu():
     return {"model": model, "flags": [f for f in FLAGS if f in flags], "cores": os.cpu_count()}
 
 
-def flags_line():
-    """One line to print beside every figure: the CPU model, its bf16/AMX flags and cores."""
+def flags_line(cap=None):
+    """One line to print beside every figure: the CPU model, its bf16/AMX flags and cores (and the
+    instruction-set cap the run's children work under, :data:`CPU_CAPS`)."""
     info = cpu()
-    return f"CPU: {info['model']}, flags: {','.join(info['flags']) or 'none of ' + '/'.join(FLAGS)}, {info['cores']} cores"
+    capped = f"; capped to {cap.upper()} (oneDNN, MKL, PyTorch)" if cap else ""
+    return (f"CPU: {info['model']}, flags: {','.join(info['flags']) or 'none of ' + '/'.join(FLAGS)}, "
+            f"{info['cores']} cores{capped}")
+
+
+def cap_env(cap):
+    """The environment of a child process under the instruction-set cap ``cap`` (None: this one's)."""
+    return dict(os.environ, **CPU_CAPS[cap]) if cap else None
 
 
 def versions():
@@ -103,13 +116,14 @@ def kerasbert(*command, log):
     return time.perf_counter() - started
 
 
-def child_result(module, *args, log):
+def child_result(module, *args, log, env=None):
     """Run ``python -m MODULE ARGS`` from the repository root (a bench's child: its own process, so its
     own peak memory and precision policy), its output to ``log``; return the dict it printed last as
-    ``RESULT {json}``, or None (the end of its output printed) when it failed."""
+    ``RESULT {json}``, or None (the end of its output printed) when it failed. ``env``: its
+    environment (default: this process's)."""
     with open(log, "w", encoding="utf-8") as out:
         status = subprocess.run([sys.executable, "-m", module, *map(str, args)], stdout=out, stderr=subprocess.STDOUT,
-                                cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")).returncode
+                                cwd=ROOT, env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")).returncode
     text = Path(log).read_text(encoding="utf-8", errors="replace")
     found = [line[len("RESULT "):] for line in text.splitlines() if line.startswith("RESULT ")]
     if status or not found:
@@ -209,21 +223,23 @@ def print_table(rows, columns=None):
                     + ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]), flush=True)
 
 
-def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, **fields):
+def write_result(bench, rows, setup=None, name=None, root=None, columns=None, path=None, cpu_cap=None, **fields):
     """Write ``bench/results/<bench>/<date>-<name or "run">.json`` atomically; return its path.
 
     ``rows``: one dict per system measured (the peer included); rows that all carry the same
     ``"part"`` make the record that part of the bench. ``setup``: what the run measured and how.
     ``root``: another folder for ``<bench>/...`` (a smoke run's). ``columns``: the row keys the docs
     table shows, in order. ``path``: the file to write instead (a record rewritten as a run goes: the
-    rows are not printed). Other keyword arguments are further fields (``summary``, ``notes``, ...).
+    rows are not printed). ``cpu_cap``: the instruction-set cap the run's children worked under
+    (:data:`CPU_CAPS`), kept as the record's ``cpu`` ``"cap"``. Other keyword arguments are further
+    fields (``summary``, ``notes``, ...).
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     record = {
         "bench": bench,
         "date": now.strftime("%Y-%m-%d %H:%M UTC"),
         "command": command_line(),
-        "cpu": cpu(),
+        "cpu": dict(cpu(), cap=cpu_cap) if cpu_cap else cpu(),
         "versions": versions(),
         "setup": setup or {},
         "rows": rows,

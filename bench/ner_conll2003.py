@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 from bench.common import CONLL
+from bench.common import CPU_CAPS
 from bench.common import MINILM
 from bench.common import SHARED
+from bench.common import cap_env
 from bench.common import child_result
 from bench.common import flags_line
 from bench.common import require_chinese_vocabulary
@@ -39,6 +41,7 @@ from bench.common import write_result
 SYSTEM_NAMES = {
     "ours": "kerasbert MiniLM-BiLSTM-CRF, float32",
     "ours_bf16": "kerasbert MiniLM-BiLSTM-CRF, mixed_bfloat16",
+    "ours_auto": "kerasbert MiniLM-BiLSTM-CRF, --precision auto",
     "hf": "HF recipe (first-subword labels, AdamW 5e-5, 10% warmup), PyTorch CPU",
     "cluener": "kerasbert MiniLM-BiLSTM-CRF",
 }
@@ -67,7 +70,7 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
     )
     metrics = train(config)
     tagger = Tagger.load(out / "model")
-    result = {"system": tag, "dev_f1": metrics["dev"]["f1"],
+    result = {"system": tag, "precision": config.precision, "dev_f1": metrics["dev"]["f1"],
               "train_tokens_per_s": metrics["train_tokens_per_s_after_first_epoch"],
               "train_epoch_seconds": metrics["train_epoch_seconds"]}
     if test_path is not None:
@@ -185,8 +188,11 @@ def result_rows(results, part):
     rows = []
     hf = next((r for r in results if r["system"] == "hf"), None)
     for r in results:
-        row = {"part": part, "system": SYSTEM_NAMES.get(r["system"], r["system"]), "id": r["system"],
-               "dev F1": round(r["dev_f1"] * 100, 2)}
+        name = SYSTEM_NAMES.get(r["system"], r["system"])
+        if r["system"] == "ours_auto":
+            name += f" ({r['precision']} here)"
+        row = {"part": part, "system": name, "id": r["system"],
+               "trained in": r.get("precision", "float32"), "dev F1": round(r["dev_f1"] * 100, 2)}
         if "test_f1" in r:
             row["test F1"] = round(r["test_f1"] * 100, 2)
         row["train tokens/s"] = round(r["train_tokens_per_s"], 1) if r["train_tokens_per_s"] else None
@@ -207,13 +213,13 @@ def write_results(args, results):
     conll = [r for r in results if r["system"] != "cluener"]
     if conll:
         part = "CoNLL-2003 short run" if args.max_train else "CoNLL-2003"
-        write_result("ner_conll2003", result_rows(conll, part), name="conll", setup={
+        write_result("ner_conll2003", result_rows(conll, part), name="conll", cpu_cap=args.cpu_cap, setup={
             "data": "CoNLL-2003: trained on eng.train, model selected on eng.testa (dev), scored on eng.testb "
                     "(test) with seqeval",
             "training": training,
-            "rows": "each system in its own subprocess: kerasbert (kerasbert_apps.ner.train, BiLSTM-CRF head) in float32 "
-                    "and mixed_bfloat16; the Hugging Face recipe (BertForTokenClassification on the same "
-                    "weights) on PyTorch CPU",
+            "rows": "each system in its own subprocess: kerasbert (kerasbert_apps.ner.train, BiLSTM-CRF head) in "
+                    "float32, mixed_bfloat16 and --precision auto (the precision it chose: the row's 'trained in'); "
+                    "the Hugging Face recipe (BertForTokenClassification on the same weights) on PyTorch CPU",
             "note": "train tokens/s: real WordPiece tokens over the epochs after the first (the first includes "
                     "graph tracing); inference: the test set in batches of 32, tokenization included; F1 in %",
         })
@@ -232,7 +238,7 @@ def child(args):
         data = SHARED / "cluener2020"
         result = run_ours(args, "float32", data / "train.json.gz", data / "dev.json", None, "cluener")
     else:
-        precision = "mixed_bfloat16" if args.child == "ours_bf16" else "float32"
+        precision = {"ours_bf16": "mixed_bfloat16", "ours_auto": "auto"}.get(args.child, "float32")
         result = run_ours(args, precision, CONLL / "eng.train.gz", CONLL / "eng.testa", CONLL / "eng.testb", args.child)
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -247,13 +253,15 @@ def main():
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "kerasbert_bench_ner"))
     parser.add_argument("--cluener", action="store_true",
                         help="also train on CLUENER2020 and report dev F1 (needs a Chinese --checkpoint)")
+    parser.add_argument("--cpu-cap", choices=sorted(CPU_CAPS),
+                        help="cap the instruction sets oneDNN, MKL and PyTorch use (avx2: as on an AVX2-only CPU)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
     if args.cluener:
         require_chinese_vocabulary(args.checkpoint, "CLUENER2020")
-    print(flags_line())
+    print(flags_line(args.cpu_cap))
     print(f"CoNLL-2003 from {CONLL}; MiniLM (6 layers, H=384); epochs {args.epochs}, batch 32, "
           f"max length {args.max_length}, train sentences: {args.max_train or 'all'}\n", flush=True)
     systems = args.systems.split(",") + (["cluener"] if args.cluener else [])
@@ -261,7 +269,7 @@ def main():
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     for system in systems:
         result = child_result("bench.ner_conll2003", *sys.argv[1:], "--child", system,
-                              log=Path(args.workdir) / f"{system}.log")
+                              log=Path(args.workdir) / f"{system}.log", env=cap_env(args.cpu_cap))
         results += [result] if result else []
     if results:
         write_results(args, results)

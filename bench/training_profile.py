@@ -1,4 +1,4 @@
-"""Where one NER training step spends its time, float32 against mixed_bfloat16.
+"""Where one NER training step spends its time, float32 against mixed_bfloat16 (and the Hugging Face recipe's).
 
 Figures, not a test. The step ``kerasbert ner train`` runs (the MiniLM starter encoder, BiLSTM, CRF,
 compiled by :func:`kerasbert.training.fit.compile_for_training` with the default settings) on one
@@ -10,7 +10,10 @@ and the rest`` (the CRF's forward algorithm runs in the loss, outside its layer;
 scaling). Host-side batching (:class:`kerasbert.training.batching.BucketedBatches`) is timed on its
 own. Kernel times are summed over threads, so they may add up to more than the step's wall time.
 
-    python -m bench.training_profile [--precisions float32,mixed_bfloat16] [--batch 32] [--length 128]
+With ``--peer``, the Hugging Face recipe's step on the same batch under ``torch.profiler``; with
+``--cpu-cap avx2``, every child as on an AVX2-only CPU (:data:`bench.common.CPU_CAPS`).
+
+    python -m bench.training_profile [--precisions float32,mixed_bfloat16] [--peer] [--cpu-cap avx2]
 """
 
 import argparse
@@ -21,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import CPU_CAPS
+from bench.common import cap_env
 from bench.common import child_result
 from bench.common import flags_line
 from bench.common import median_ms
@@ -86,6 +91,58 @@ def one_precision(args):
             **op_table(events, args.steps, stage_of, top=14)}
 
 
+def peer_step(args):
+    """In a child process: the Hugging Face recipe's training step (``BertForTokenClassification``
+    on the same MiniLM weights, AdamW, gradient clipping; PyTorch CPU, as ``bench.ner_conll2003``'s
+    ``hf`` system trains) on one batch, under ``torch.profiler``: its stages are the spans the step
+    marks, its ops PyTorch's own (self CPU time)."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile
+    from torch.profiler import record_function
+    from transformers import BertForTokenClassification
+
+    from kerasbert.checkpoints.loader import resolve_checkpoint
+
+    torch.manual_seed(0)
+    torch.set_num_threads(args.intra_threads)
+    model = BertForTokenClassification.from_pretrained(str(resolve_checkpoint("starter")), num_labels=9)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
+    ids = torch.randint(1000, 30000, (args.batch, args.length))
+    mask = torch.ones_like(ids)
+    labels = torch.randint(0, 9, (args.batch, args.length))
+
+    def step():
+        with record_function("encoder forward"):
+            hidden = model.bert(input_ids=ids, attention_mask=mask)[0]
+        with record_function("emissions and loss"):
+            logits = model.classifier(model.dropout(hidden))
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, 9), labels.view(-1))
+        with record_function("backward (encoder and head)"):
+            loss.backward()
+        with record_function("optimizer"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+
+    step_ms = median_ms(step, repeats=args.steps, warmup=3)
+    with profile(activities=[ProfilerActivity.CPU]) as trace:
+        for _ in range(args.steps):
+            step()
+    stages = ("encoder forward", "emissions and loss", "backward (encoder and head)", "optimizer")
+    events = trace.key_averages()
+    by_stage = {e.key: e.cpu_time_total / 1000 / args.steps for e in events if e.key in stages}
+    ops = sorted((e for e in events if e.key not in stages and e.self_cpu_time_total > 0),
+                 key=lambda e: -e.self_cpu_time_total)[:14]
+    return {"system": "Hugging Face recipe (PyTorch)", "precision": "float32", "intra_op": args.intra_threads,
+            "step_ms": step_ms, "tokens_per_s": args.batch * args.length / step_ms * 1000,
+            "op_ms": round(sum(e.self_cpu_time_total for e in events if e.key not in stages) / 1000 / args.steps, 3),
+            "by_stage_ms": {k: round(v, 3) for k, v in sorted(by_stage.items(), key=lambda kv: -kv[1])},
+            "by_op_ms": {e.key: round(e.self_cpu_time_total / 1000 / args.steps, 3) for e in ops},
+            "op_counts": {e.key: round(e.count / args.steps) for e in ops}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--precisions", default="float32,mixed_bfloat16")
@@ -93,32 +150,49 @@ def main():
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--intra-threads", type=int, default=os.cpu_count())
+    parser.add_argument("--peer", action="store_true",
+                        help="also profile the Hugging Face recipe's step (PyTorch, torch.profiler) on the same batch")
+    parser.add_argument("--cpu-cap", choices=sorted(CPU_CAPS),
+                        help="cap the instruction sets oneDNN, MKL and PyTorch use (e.g. avx2: as on an AVX2-only CPU)")
     parser.add_argument("--precision", help=argparse.SUPPRESS)  # the child's
     args = parser.parse_args()
     if args.precision:
-        print("RESULT " + json.dumps(one_precision(args)), flush=True)
+        result = peer_step(args) if args.precision == "hf" else one_precision(args)
+        print("RESULT " + json.dumps(result), flush=True)
         return
-    print(f"{flags_line()}\nNER training step (MiniLM + BiLSTM + CRF, default settings), batch {args.batch} x "
-          f"{args.length} tokens, median of {args.steps} steps; TensorFlow intra-op threads {args.intra_threads}")
+    print(f"{flags_line(args.cpu_cap)}\nNER training step (MiniLM + BiLSTM + CRF, default settings), batch "
+          f"{args.batch} x {args.length} tokens, median of {args.steps} steps; intra-op threads {args.intra_threads}")
     rows = []
-    for precision in args.precisions.split(","):
+    for precision in args.precisions.split(",") + (["hf"] if args.peer else []):
         row = child_result("bench.training_profile", "--precision", precision, "--batch", args.batch, "--length",
                            args.length, "--steps", args.steps, "--intra-threads", args.intra_threads,
-                           log=Path(tempfile.gettempdir()) / f"training_profile_{precision}.log")
+                           log=Path(tempfile.gettempdir()) / f"training_profile_{precision}.log",
+                           env=cap_env(args.cpu_cap))
         if row is None:  # one process per precision policy
             sys.exit(f"{precision}: the child failed")
+        row.setdefault("system", "kerasbert (TensorFlow)")
         rows.append(row)
-        print(f"\n{precision}: step {row['step_ms']:.0f} ms ({row['tokens_per_s']:.0f} tokens/s), host batching "
-              f"{row['host_batch_ms']:.2f} ms per batch, {row['op_ms']:.0f} ms of kernel time")
+        print(f"\n{row['system']}, {row['precision']}: step {row['step_ms']:.0f} ms ({row['tokens_per_s']:.0f} "
+              f"tokens/s), {row['op_ms']:.0f} ms of kernel time"
+              + (f", host batching {row['host_batch_ms']:.2f} ms per batch" if "host_batch_ms" in row else ""))
         print_op_table(row, ops=10, width=28)
-    if len(rows) > 1:
-        for row in rows[1:]:
+    peer = next((r for r in rows if r["precision"] == "float32" and r["system"] != rows[0]["system"]), None)
+    for row in rows[1:]:
+        if row is not peer:
             row["tokens_per_s_vs_first"] = row["tokens_per_s"] / rows[0]["tokens_per_s"]
             print(f"\n{row['precision']} / {rows[0]['precision']}: {row['tokens_per_s_vs_first']:.2f}x tokens/s")
-    write_result("training_profile", rows, setup={
-        "model": "MiniLM starter encoder + BiLSTM + CRF, NerTrainSettings defaults",
+    if peer:
+        for row in rows:
+            if row is not peer:
+                row["tokens_per_s_vs_peer"] = row["tokens_per_s"] / peer["tokens_per_s"]
+                print(f"{row['system']}, {row['precision']} / the Hugging Face recipe: "
+                      f"{row['tokens_per_s_vs_peer']:.2f}x tokens/s")
+    write_result("training_profile", rows, cpu_cap=args.cpu_cap, setup={
+        "model": "MiniLM starter encoder + BiLSTM + CRF, NerTrainSettings defaults"
+                 + ("; the peer: BertForTokenClassification on the same weights, AdamW" if args.peer else ""),
         "batch": args.batch, "length": args.length, "steps": args.steps,
-        "how": "TF profiler trace of model.train_on_batch; stages from node names"})
+        "how": "TF profiler trace of model.train_on_batch; stages from node names"
+               + ("; the peer: torch.profiler, stages by the spans its step marks" if args.peer else "")})
 
 
 if __name__ == "__main__":

@@ -194,16 +194,23 @@ def gpu_of(record):
 
 def cpu_class(record):
     """The CPU's class from the record's flags: ``AMX``, ``AVX-512 + bf16``, ``AVX-512``,
-    ``AVX2 only``, ``no AVX2`` (or ``flags not recorded``)."""
-    flags = (record.get("cpu") or {}).get("flags")
+    ``AVX2 only``, ``no AVX2`` (or ``flags not recorded``); a run capped to a lower instruction
+    set (``bench --cpu-cap``) is its own class, named with the CPU it ran on: ``AVX2 only (capped,
+    on AVX-512 + bf16)``."""
+    cpu = record.get("cpu") or {}
+    flags = cpu.get("flags")
     if flags is None:
         return "flags not recorded"
     flags = set(flags)
-    for flag, word in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 + bf16"), ("avx512f", "AVX-512"),
+    word = "no AVX2"
+    for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 + bf16"), ("avx512f", "AVX-512"),
                        ("avx2", "AVX2 only")):
         if flag in flags:
-            return word
-    return "no AVX2"
+            word = name
+            break
+    if cpu.get("cap") == "avx2":
+        return f"AVX2 only (capped, on {word})"
+    return word
 
 
 def machine_class(record):
@@ -883,26 +890,34 @@ def training_choice(records):
 
 def training_choice_table(records):
     """The Markdown table of :func:`training_choice`: per machine class, training tokens/s in
-    float32 and in mixed_bfloat16 (and the Hugging Face recipe's, where the run had it)."""
-    lines = ["| CPU class | float32 | mixed_bfloat16 | Hugging Face recipe | what ran | run |", "|---|---:|---:|---:|---|---|"]
+    float32, in mixed_bfloat16 and with ``--precision auto`` (what it chose there), and the Hugging
+    Face recipe's, where the run had them."""
+    lines = ["| CPU class | float32 | mixed_bfloat16 | `--precision auto` | Hugging Face recipe | what ran | run |",
+             "|---|---:|---:|---:|---:|---|---|"]
     for label, bench, path, record in training_choice(records):
         rows = record["rows"]
+        auto = None
         if bench == "ner_conll2003":
             by = {r.get("id") or ("hf" if str(r.get("system", "")).startswith("HF") else "ours"): r for r in rows}
             f32, bf16, hf = (by.get(k, {}).get("train tokens/s") for k in ("ours", "ours_bf16", "hf"))
+            if is_number(by.get("ours_auto", {}).get("train tokens/s")):
+                auto = f"{fmt(by['ours_auto']['train tokens/s'])} ({by['ours_auto'].get('trained in')})"
             what = "train tokens/s, end to end (`ner_conll2003`" + (f", {record['part']}" if record.get("part") else "") + ")"
             if record.get("part") == "CoNLL-2003":
                 what += "; the two systems ran on different days"
         else:
-            by = {r.get("precision"): r for r in rows}
-            f32, bf16, hf = (by.get(k, {}).get("tokens_per_s") for k in ("float32", "mixed_bfloat16", "hf"))
+            peer = [r for r in rows if str(r.get("system", "")).startswith("Hugging Face")]
+            by = {r.get("precision"): r for r in rows if r not in peer}
+            f32, bf16 = (by.get(k, {}).get("tokens_per_s") for k in ("float32", "mixed_bfloat16"))
+            hf = peer[0].get("tokens_per_s") if peer else None
             what = "tokens/s of one profiled step, batch 32 x 128 (`training_profile`)"
-        cells = [fmt(v) if v is not None else "not measured" for v in (f32, bf16, hf)]
+        cells = [fmt(v) if v is not None else "not measured" for v in (f32, bf16)] + [auto or "not measured"]
+        cells.append(fmt(hf) if hf is not None else "not measured")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {what} | {str(record.get('date', ''))[:10]}, "
                      f"`{shown_path(path)}` |")
     measured = {label for label, _, _, _ in training_choice(records)}
     for label in cpu_classes(records) - measured:
-        lines.append(f"| {label} | no record | no record | no record | no training-speed run on this class yet | |")
+        lines.append(f"| {label} | no record | no record | no record | no record | no training-speed run on this class yet | |")
     return "\n".join(lines) + "\n"
 
 
