@@ -43,6 +43,14 @@ def test_auto_on_a_gpu_follows_its_compute_capability_not_the_cpu(gpu, chosen):
     assert choose_training_precision("auto", flags=AVX2_ONLY, gpu=gpu)[0] == chosen
 
 
+def test_auto_keeps_float32_for_an_xla_compiled_step_on_a_cpu():
+    """JAX on a CPU, or --jit-compile: XLA's CPU backend does not reach the bfloat16 units."""
+    assert choose_training_precision("auto", flags=AMX, gpu=None, xla=True) == ("float32", None)
+    assert choose_training_precision("auto", flags=AVX2_ONLY, gpu=("NVIDIA H100", 9), xla=True)[0] == "mixed_bfloat16"
+    precision, line = choose_training_precision("mixed_bfloat16", flags=AMX, gpu=None, xla=True)
+    assert precision == "mixed_bfloat16" and "XLA" in line
+
+
 def test_an_explicit_choice_is_kept_with_one_line_where_it_is_slower():
     precision, line = choose_training_precision("mixed_bfloat16", flags=AVX2_ONLY, gpu=None)
     assert precision == "mixed_bfloat16" and "slower than in float32" in line and "\n" not in line
@@ -89,6 +97,8 @@ def test_a_run_on_auto_trains_in_writes_and_predicts_in_the_chosen_precision(tmp
     seen = seen_precision()
     try:
         train(settings, callbacks=[seen])
+        # the run's policy is put back when it ends: what the process loads next is float32
+        assert keras.mixed_precision.global_policy().name == "float32"
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert ("--precision auto: mixed_bfloat16 (this CPU has avx512_bf16)" in capsys.readouterr().out) == (

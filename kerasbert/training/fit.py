@@ -52,20 +52,27 @@ def progress_verbosity(stream=None):
     return 1 if is_terminal or in_notebook else 2
 
 
-def set_precision(precision):
-    """Set the global Keras dtype policy: float32, mixed_bfloat16 or
-    mixed_float16, or ``"auto"``: the one this hardware trains fastest
-    (:func:`kerasbert.training.precision.choose_training_precision`, which
-    prints what it chose, and a line when an explicit choice will be slower
-    here). Returns the policy set."""
+def resolve_precision(precision, jit_compile=False):
+    """``precision`` for this hardware: float32, mixed_bfloat16 or
+    mixed_float16 as given, or ``"auto"``: the one this hardware trains
+    fastest (:func:`kerasbert.training.precision.choose_training_precision`,
+    told whether the step is XLA-compiled: on JAX, or ``jit_compile``). Prints
+    a bfloat16 choice, and a line when an explicit choice will be slower here."""
     from kerasbert.training.precision import choose_training_precision
     from kerasbert.training.settings import PRECISIONS
 
     if precision not in PRECISIONS:
         raise KerasbertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    precision, line = choose_training_precision(precision)
+    precision, line = choose_training_precision(precision, xla=jit_compile or keras.backend.backend() == "jax")
     if line:
         print(line)
+    return precision
+
+
+def set_precision(precision, jit_compile=False):
+    """Set the global Keras dtype policy to :func:`resolve_precision`'s
+    choice; returns it."""
+    precision = resolve_precision(precision, jit_compile)
     keras.mixed_precision.set_global_policy(precision)
     return precision
 
@@ -88,12 +95,15 @@ def start_run(settings, command=None):
     from kerasbert.training.runs import claim
 
     output = Path(settings.output)
-    settings.precision = set_precision(settings.precision)  # "auto" resolved before the settings are written
+    # "auto" resolved before the settings are written: settings.json (and the caller's settings)
+    # say what the run trains in; the policy is set once the folder is taken.
+    settings.precision = resolve_precision(settings.precision, getattr(settings, "jit_compile", False))
     if is_chief():  # under MultiWorkerMirroredStrategy the other workers write nothing in OUTPUT
         claim(output, command or type(settings).__name__,
               json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False) + "\n",
               resume=settings.resume, overwrite=getattr(settings, "overwrite", False))
     keras.utils.set_random_seed(settings.seed)
+    keras.mixed_precision.set_global_policy(settings.precision)
     return output
 
 

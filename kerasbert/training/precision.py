@@ -8,8 +8,12 @@ bfloat16 run is several times slower than float32. ``auto`` applies that rule:
 * training (``kerasbert ner|triples train|distill``, ``kerasbert pretrain``):
   ``mixed_bfloat16`` on such hardware, ``float32`` elsewhere;
 * an export or a prediction (``--precision`` of ``export`` / ``predict``):
-  ``bfloat16`` on a CPU with bfloat16 units, ``float32`` elsewhere (a served
-  model runs on the CPU).
+  ``bfloat16`` on a CPU with bfloat16 units, ``float32`` elsewhere (the CPU's
+  flags decide: exports are served on CPUs).
+
+A training step compiled by XLA on a CPU (the JAX backend, or
+``--jit-compile``) stays float32 under ``auto``: XLA's CPU backend has no
+oneDNN, and its bfloat16 dots do not reach the bfloat16 units.
 
 A choice of bfloat16 is said in one line (float32 goes without a word); an explicit choice is
 kept, with one line saying when it will be slower and why.
@@ -84,15 +88,17 @@ def _cpu_words(flags, wanted):
     return f"this CPU has {have[0]}" if have else f"this CPU has no {' or '.join(wanted)}"
 
 
-def choose_training_precision(requested, flags=None, gpu=False):
+def choose_training_precision(requested, flags=None, gpu=False, xla=False):
     """``(precision, line)`` for training: ``requested`` itself unless it is
     ``"auto"`` (:mod:`the rule <kerasbert.training.precision>`), and the line
     to print (None when there is nothing to say). ``flags``: the CPU's
     (default :func:`cpu_flags`); ``gpu``: :func:`gpu_compute_capability`'s
-    answer (False: ask it)."""
+    answer (False: ask it); ``xla``: the step is XLA-compiled (JAX, or
+    ``--jit-compile``), whose CPU backend has no oneDNN: its bfloat16 dots
+    do not reach the CPU's bfloat16 units, so auto keeps float32 on a CPU."""
     flags = cpu_flags() if flags is None else flags
     gpu = gpu_compute_capability() if gpu is False else gpu
-    bf16_cpu = any(flag in flags for flag in BF16_FLAGS)
+    bf16_cpu = any(flag in flags for flag in BF16_FLAGS) and not xla
     if gpu is not None:
         name, major = gpu
         bf16_gpu = major is None or major >= 8
@@ -107,6 +113,10 @@ def choose_training_precision(requested, flags=None, gpu=False):
     if requested == "auto":  # float32, the precision of every earlier release, goes without a word
         chosen = "mixed_bfloat16" if bf16_cpu else "float32"
         return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})" if bf16_cpu else None
+    if requested == "mixed_bfloat16" and xla and any(flag in flags for flag in BF16_FLAGS):
+        return requested, ("note: --precision mixed_bfloat16 with an XLA-compiled step on the CPU (JAX or "
+                           "--jit-compile): XLA's CPU backend does not reach the bfloat16 units, so it may run "
+                           "slower than float32; --precision auto chooses float32 here")
     if requested == "mixed_bfloat16" and not bf16_cpu:
         return requested, (f"note: --precision mixed_bfloat16 on a CPU without bfloat16 units ("
                            f"{_cpu_words(flags, BF16_FLAGS)}): TensorFlow emulates the bfloat16 matmuls, so "

@@ -309,10 +309,15 @@ def run_command(function):
     """Decorator for a command that runs into an output folder
     (:func:`claim` through :func:`kerasbert.training.fit.start_run`): when it returns,
     the folders it claimed are finished (:func:`finish`); however it ends,
-    they are released."""
+    they are released, and the global Keras dtype policy the run set (its
+    precision) is put back as it was, so what the process builds or loads
+    next (a notebook loading the model it trained) is not built in it."""
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
+        import keras
+
+        policy = keras.mixed_precision.global_policy()
         claimed = []
         _COMMANDS.append(claimed)
         try:
@@ -322,6 +327,7 @@ def run_command(function):
                     finish(_HELD[key].folder)
             return result
         finally:
+            keras.mixed_precision.set_global_policy(policy)
             _COMMANDS.remove(claimed)
             for key in claimed:
                 if key in _HELD:
