@@ -102,11 +102,9 @@ def peer_step(args):
     from torch.profiler import record_function
     from transformers import BertForTokenClassification
 
-    from kerasbert.checkpoints.loader import resolve_checkpoint
-
     torch.manual_seed(0)
     torch.set_num_threads(args.intra_threads)
-    model = BertForTokenClassification.from_pretrained(str(resolve_checkpoint("starter")), num_labels=9)
+    model = BertForTokenClassification.from_pretrained(str(starter_folder()), num_labels=9)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     ids = torch.randint(1000, 30000, (args.batch, args.length))

@@ -210,6 +210,9 @@ def cpu_class(record):
             break
     if cpu.get("cap") == "avx2":
         return f"AVX2 only (capped, on {word})"
+    if cpu.get("cap"):
+        raise ValueError(f"a record of {record.get('bench')} names an instruction-set cap this page does not know: "
+                         f"{cpu['cap']!r}")
     return word
 
 
