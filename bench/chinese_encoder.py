@@ -197,7 +197,7 @@ def pretrain_settings(args, corpus, output):
                             layers=args.layers, hidden=args.hidden, vocab_size=args.vocab_size,
                             max_length=args.max_length, batch_size=args.batch_size, steps_per_epoch=args.eval_every,
                             epochs=math.ceil(args.steps / args.eval_every), held_out=args.held_out, seed=args.seed,
-                            overwrite=True)
+                            precision="float32", overwrite=True)
 
 
 def command(argv, work=None):
@@ -222,7 +222,7 @@ def pretrain_encoder(args, work, corpus):
     argv = ["kerasbert", "pretrain", "--from-scratch", "--text", corpus, "--output", settings.output, "--size",
             settings.size, "--vocab-size", settings.vocab_size, "--max-length", settings.max_length, "--batch-size",
             settings.batch_size, "--steps-per-epoch", settings.steps_per_epoch, "--epochs", settings.epochs,
-            "--held-out", settings.held_out, "--seed", settings.seed]
+            "--held-out", settings.held_out, "--seed", settings.seed, "--precision", "float32"]
     argv += ["--layers", settings.layers] if settings.layers else []
     argv += ["--hidden", settings.hidden] if settings.hidden else []
     return metrics, by_step, {"steps done": budget.steps, "stopped by the time budget": budget.stopped,
@@ -271,7 +271,8 @@ def finetune(args, work, name, checkpoint, files, task="ner"):
         options = ["--epochs", 1 if args.tiny else CMEIE["epochs"], "--max-length", 48 if args.tiny else CMEIE["max length"]]
     commands = [["kerasbert", task, "train", "--checkpoint", checkpoint, "--train", files["train"], "--dev",
                  files["dev"], "--output", output, "--batch-size", args.finetune_batch_size, "--learning-rate",
-                 args.finetune_learning_rate, "--patience", 0, "--seed", args.seed, "--overwrite", *options]]
+                 args.finetune_learning_rate, "--patience", 0, "--seed", args.seed, "--precision", "float32",
+                 "--overwrite", *options]]
     if files.get("test"):
         commands.append(["kerasbert", task, "evaluate", "--model", output, "--data", files["test"], "--output",
                          output / "test_scores.json"])
