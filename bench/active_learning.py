@@ -2,8 +2,8 @@
 
 The simulation, each step a ``kerasbert`` CLI subprocess as a user runs it: for each seed, a first
 labelled set of ``--start`` eng.train sentences drawn at random (shared by the strategies); then,
-per strategy, rounds of: train a tagger on the labelled sentences (MiniLM, the defaults, max length
-64), selected and scored on eng.testa (the dev F1 the curves compare); ``kerasbert ner select
+per strategy, rounds of: train a tagger on the labelled sentences (MiniLM, float32, the defaults, max
+length 64), selected and scored on eng.testa (the dev F1 the curves compare); ``kerasbert ner select
 --strategy S --budget STEP`` over eng.train's other sentences; the chosen ones join the labelled set
 with their gold tags (the simulated annotator). The selection strategies (with the command's
 default diversity step) run up to ``--max-selected`` labelled sentences, random sampling (``--strategy
@@ -47,7 +47,7 @@ def train(labelled, folder, dev, args, seed):
     folder.mkdir(parents=True, exist_ok=True)
     write_conll(data, labelled)
     command = ["ner", "train", "--checkpoint", str(args.checkpoint), "--train", str(data), "--dev", str(dev),
-               "--output", str(folder / "run"), "--max-length", "64", "--seed", str(seed)]
+               "--output", str(folder / "run"), "--max-length", "64", "--seed", str(seed), "--precision", "float32"]
     if args.epochs != "auto":
         command += ["--epochs", args.epochs]
     seconds = kerasbert(*command, log=folder / "train.log")
@@ -169,7 +169,7 @@ def main(argv=None):
     setup = {"data": "CoNLL-2003: pool eng.train, scored (and model selected) on eng.testa",
              "checkpoint": Path(args.checkpoint).name, "start": args.start, "step": args.step,
              "max_selected": args.max_selected, "max_random": args.max_random, "seeds": args.seeds,
-             "epochs": args.epochs, "max_length": 64, "pool_size": args.pool_size or "all",
+             "epochs": args.epochs, "precision": "float32", "max_length": 64, "pool_size": args.pool_size or "all",
              "test_size": args.test_size or "all", "smoke": args.smoke, "hours": round((time.perf_counter() - began) / 3600, 2),
              "figure": str(path.relative_to(ROOT)) if path and path.is_relative_to(ROOT) else str(path)}
     write_result("active_learning", means + rows, setup, name="smoke" if args.smoke else None, root=root)

@@ -1,6 +1,6 @@
 """Fine-tuning strategies on CoNLL-2003, and domain pre-training on GENIA (MiniLM checkpoint).
 
-Figures, not a test. Every run is a ``kerasbert`` CLI subprocess, batch 32, max length 128.
+Figures, not a test. Every run is a ``kerasbert`` CLI subprocess, float32, batch 32, max length 128.
 
 * ``conll``: each system (``full``: ``ner train``'s defaults; ``lora8``: ``--lora-rank 8
   --learning-rate 5e-4``; ``frozen``: ``--freeze-encoder``, the head reading a learned mix of the
@@ -66,7 +66,7 @@ def train_and_test(name, output, train, dev, test, extra, epochs, log_dir, check
     """``ner train`` (``epochs`` at batch 32, no early stopping) then ``ner evaluate`` on ``test``."""
     seconds = kerasbert("ner", "train", "--checkpoint", checkpoint, "--train", train, "--dev", dev, "--output", output,
                         "--epochs", epochs, "--batch-size", 32, "--max-length", 128, "--patience", 0, *extra,
-                        log=log_dir / f"{name}.train.log")
+                        "--precision", "float32", log=log_dir / f"{name}.train.log")
     scores_path = output / "test_scores.json"
     kerasbert("ner", "evaluate", "--model", output, "--data", test, "--output", scores_path,
               log=log_dir / f"{name}.test.log")
@@ -96,7 +96,7 @@ def speed_pretrain(args, work, suffix=""):
     output = work / "speed" / ("pretrain" + suffix)
     kerasbert("pretrain", "--checkpoint", MINILM, "--text", text, "--output", output, "--max-length", 128,
               "--batch-size", 32, "--steps-per-epoch", args.pretrain_speed_steps, "--epochs", 2,
-              log=work / f"speed.pretrain{suffix}.log")
+              "--precision", "float32", log=work / f"speed.pretrain{suffix}.log")
     metrics = json.loads((output / "metrics.json").read_text())
     return dict(steps_per_epoch=args.pretrain_speed_steps, batch_size=32, max_length=128,
                 tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1))
@@ -116,7 +116,7 @@ def part_speed(args, work):
             kerasbert("ner", "train", "--checkpoint", MINILM, "--train", CONLL / "eng.train.gz", "--dev",
                       CONLL / "eng.testa", "--output", output, "--epochs", 2, "--batch-size", 32, "--max-length", 128,
                       "--max-train-examples", args.speed_examples, "--max-dev-examples", 50, "--patience", 0,
-                      *SYSTEMS[name], log=work / f"speed.{name}{suffix}.log")
+                      "--precision", "float32", *SYSTEMS[name], log=work / f"speed.{name}{suffix}.log")
             metrics = json.loads((output / "metrics.json").read_text())
             passes[name].append(dict(examples=args.speed_examples, tokens_per_epoch=metrics["train_tokens_per_epoch"],
                                      tokens_per_s=round(metrics["train_tokens_per_s_after_first_epoch"], 1)))
@@ -183,7 +183,7 @@ def part_genia(args, work):
     pre = work / "genia_pretrain"
     seconds = kerasbert("pretrain", "--checkpoint", MINILM, "--text", text, "--output", pre, "--max-length", 128,
                         "--batch-size", 32, "--steps-per-epoch", args.pretrain_steps, "--epochs", args.pretrain_epochs,
-                        "--held-out", held_out, log=work / "genia.pretrain.log")
+                        "--held-out", held_out, "--precision", "float32", log=work / "genia.pretrain.log")
     metrics = json.loads((pre / "metrics.json").read_text())
     rows = [result(part="pretrain", held_out_sequences=held_out, steps=metrics["steps"], batch_size=32,
                    max_length=128, train_seconds=round(seconds),
@@ -200,7 +200,7 @@ def part_genia(args, work):
 
 def write_results(args, rows):
     """One record per part this run measured, a row per system."""
-    training = "MiniLM, batch 32, max length 128"
+    training = "MiniLM, float32, batch 32, max length 128"
     conll = [r for r in rows if r["part"] == "conll"]
     if conll:
         write_result("finetuning_strategies", [{
@@ -226,8 +226,9 @@ def write_results(args, rows):
                 "passes": f"{args.speed_repeats} per system, the systems taking turns; the median pass is the figure",
                 "ner": f"2 epochs on the first {args.speed_examples} CoNLL-2003 training sentences, the second "
                        f"timed (real WordPiece tokens/s); {training}",
-                **({"pretrain": f"kerasbert pretrain on the CoNLL training sentences packed to 128, 2 epochs of "
-                                f"{args.pretrain_speed_steps} batches of 32, the second timed (every position a token)"}
+                **({"pretrain": f"kerasbert pretrain in float32 on the CoNLL training sentences packed to 128, "
+                                f"2 epochs of {args.pretrain_speed_steps} batches of 32, the second timed (every "
+                                "position a token)"}
                    if any(r["system"] == "pretrain" for r in speed) else {}),
             })
     pre = next((r for r in rows if r["part"] == "pretrain"), None)
@@ -245,11 +246,11 @@ def write_results(args, rows):
                               "GENIA NER test F1": round(genia[name]["test_f1"] * 100, 2)})
         write_result("finetuning_strategies", table, name="genia", setup={
             "pretraining": f"MLM on the GENIA dev and test sentences, the test sentences ({pre['held_out_sequences']} "
-                           f"packed sequences of 128) held out; {pre['steps']} steps of batch 32, "
+                           f"packed sequences of 128) held out; {pre['steps']} steps of batch 32 in float32, "
                            f"{pre['tokens_per_s']} tokens/s",
             "ner": f"BIO head trained on the first 80% of GENIA dev.json ({genia[next(iter(genia))]['train_sentences']} "
-                   f"sentences), selected on the rest, {args.genia_epochs} epochs, scored on test.json, nested "
-                   "entities resolved by the reader's rule",
+                   f"sentences), selected on the rest, {args.genia_epochs} epochs in float32, scored on test.json, "
+                   "nested entities resolved by the reader's rule",
         })
 
 

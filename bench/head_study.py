@@ -3,9 +3,9 @@
 Figures, not a test. Each head declares what its training needs (:class:`kerasbert_apps.base.heads.Head`:
 head learning rate, optimizer steps; the span heads' decision threshold, fitted on dev); this bench
 holds the runs they were chosen from, on dev only. A study (``--study``) is a list of variants (name,
-head, options), each a ``kerasbert ner|triples train`` run on one small setting: ``genia`` (the first
-500 sentences of ``bench.ner_heads``' GENIA training split, selected and scored on the rest of it,
-nested entities kept) or ``webnlg`` (``bench.triples_small_data``'s). A row: the best epoch's dev
+head, options), each a ``kerasbert ner|triples train`` run (float32) on one small setting: ``genia`` (the
+first 500 sentences of ``bench.ner_heads``' GENIA training split, selected and scored on the rest of
+it, nested entities kept) or ``webnlg`` (``bench.triples_small_data``'s). A row: the best epoch's dev
 P/R/F1 at the head's default decision, the dev F1 per epoch, the threshold fitted (span heads) or
 tuned (triple heads) on dev and the F1 it gives (optimistic: fitted on the data it is scored on),
 the nested entities' F1 at both, and the run's wall seconds (on a shared machine: not a timing). A
@@ -104,8 +104,8 @@ def train(setting, head, options, folder, work):
         return
     folder.parent.mkdir(parents=True, exist_ok=True)
     seconds = kerasbert("ner" if setting == "genia" else "triples", "train", "--checkpoint", MINILM,
-                        *data(setting, work), "--head", head, "--output", folder, *options,
-                        log=folder.with_suffix(".log"))
+                        *data(setting, work), "--head", head, "--output", folder, "--precision", "float32",
+                        *options, log=folder.with_suffix(".log"))
     (folder / "wall_seconds").write_text(f"{seconds:.1f}\n")
 
 
@@ -186,7 +186,8 @@ def main(argv=None):
         bench, part = ("ner_heads", "dev study: span heads") if setting == "genia" else \
             ("triples_small_data", "dev study: triple heads")
         write_result(bench, [{"part": part, **row} for row in rows], name=args.study, setup={
-            "study": f"{description} (python -m bench.head_study --study {args.study})", "data": SETTINGS[setting],
+            "study": f"{description}, trained in float32 (python -m bench.head_study --study {args.study})",
+            "data": SETTINGS[setting],
             "scores": "dev, the best epoch; P/R/F1 at the head's default decision (span heads: margin above 0; "
                       "triples: thresholds 0.5); fitted threshold / tuned thresholds: picked on this dev set for "
                       "the best F1, as --span-threshold auto and --threshold-* auto do at the end of training "

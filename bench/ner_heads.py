@@ -1,7 +1,7 @@
 """NER heads compared: the CRF, GlobalPointer and biaffine heads (MiniLM checkpoint).
 
-Figures, not a test. Each head (``--heads``) trains as a ``kerasbert ner train`` subprocess with its
-defaults (the ``auto`` batch size, epochs, patience and head learning rate its registration
+Figures, not a test. Each head (``--heads``) trains as a ``kerasbert ner train`` subprocess in float32
+with its defaults (the ``auto`` batch size, epochs, patience and head learning rate its registration
 declares; the span heads' decision threshold fitted on dev), max length 128; a number for
 ``--epochs`` / ``--genia-epochs`` trains that many epochs at batch 32 without early stopping.
 
@@ -44,8 +44,8 @@ def train(head, output, train_file, dev_file, epochs, log_dir, max_train=0, reus
         return float((output / "wall_seconds").read_text())
     limit = ["--max-train-examples", str(max_train)] if max_train else []
     seconds = kerasbert("ner", "train", "--checkpoint", MINILM, "--train", train_file, "--dev", dev_file,
-                        "--output", output, "--max-length", 128, "--head", head, *budget(epochs), *limit, *options,
-                        log=log_dir / f"{output.name}.train.log")
+                        "--output", output, "--max-length", 128, "--head", head, "--precision", "float32",
+                        *budget(epochs), *limit, *options, log=log_dir / f"{output.name}.train.log")
     (output / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
@@ -133,9 +133,9 @@ def write_results(args, rows):
     """One record per part this run measured, a row per head; a variant's part and rows name its options."""
     conll = [r for r in rows if r["part"] == "conll"]
     def how(epochs):
-        return ("each head's defaults (auto batch size, epochs, patience and head learning rate from its "
+        return ("float32, each head's defaults (auto batch size, epochs, patience and head learning rate from its "
                 "registration; span heads: decision threshold fitted on dev)" if epochs == "auto" else
-                f"{epochs} epochs, batch 32, no early stopping, the heads' default learning rates")
+                f"float32, {epochs} epochs, batch 32, no early stopping, the heads' default learning rates")
 
     if conll:
         options = variant_options(args, args.epochs)

@@ -2,12 +2,12 @@
 
 Figures, not a test. Each head (``--heads``) trains as a ``kerasbert triples train`` subprocess on the
 first 400 sentences of WebNLG*'s training file, the first 150 of its validation file as dev, the
-MiniLM checkpoint and every other setting at its default (the ``auto`` rule), unless ``--extra``
-adds options. A row: the best dev F1 (exact match) with its precision, recall and epoch, the dev F1
-of every epoch, the run's wall seconds, and with ``--tune`` the best threshold pair of ``kerasbert
-triples tune --dry-run`` on the same dev file (tuned and scored on it: optimistic). ``--from-runs``
-records finished runs of this setting instead of training (their wall time from
-``DIR/wall_seconds``, if there).
+MiniLM checkpoint, float32 and every other setting at its default (the ``auto`` rule), unless
+``--extra`` adds options. A row: the best dev F1 (exact match) with its precision, recall and epoch,
+the dev F1 of every epoch, the run's wall seconds, and with ``--tune`` the best threshold pair of
+``kerasbert triples tune --dry-run`` on the same dev file (tuned and scored on it: optimistic).
+``--from-runs`` records finished runs of this setting instead of training (their wall time from
+``DIR/wall_seconds``, if there; a precision other than float32 named in ``extra_options``).
 
     python -m bench.triples_small_data [--heads casrel,gplinker] [--extra "--epochs 20 --patience 0"] [--tune]
     python -m bench.triples_small_data --from-runs RUN1 RUN2
@@ -40,7 +40,7 @@ TARGET = 0.55
 def train(folder, head, extra):
     """One ``kerasbert triples train`` run of the setting into ``folder``; its wall seconds."""
     seconds = kerasbert("triples", "train", "--checkpoint", MINILM, *SETTING, "--head", head, "--output", folder,
-                        *extra, log=Path(folder).with_suffix(".log"))
+                        "--precision", "float32", *extra, log=Path(folder).with_suffix(".log"))
     (Path(folder) / "wall_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
@@ -85,8 +85,9 @@ def row_of(folder, seconds=None):
             "dev_f1_by_epoch": [round(h.get("val_f1", 0.0), 4) for h in history],
             "wall_seconds": round(seconds, 1) if seconds is not None else None,
             "target_dev_f1": TARGET, "meets_target": dev["f1"] >= TARGET,
-            "extra_options": " ".join(f"--{key.replace('_', '-')} {settings[key]}" for key in ("epochs", "patience", "batch_size")
-                                      if settings.get(key) not in (None, "auto"))}
+            "extra_options": " ".join(f"--{key.replace('_', '-')} {settings[key]}" for key in
+                                      ("epochs", "patience", "batch_size", "precision")
+                                      if settings.get(key) not in (None, "auto", "float32"))}
 
 
 def main(argv=None):
@@ -110,7 +111,7 @@ def main(argv=None):
     write_result("triples_small_data", rows, setup={
         "data": f"WebNLG* (CasRel form): first {TRAIN} training sentences, first {DEV} validation sentences as dev",
         "checkpoint": "MiniLM L6 H384 uncased", "max_length": MAX_LENGTH,
-        "settings": "defaults (the auto rule) unless extra_options says otherwise",
+        "settings": "float32, defaults (the auto rule) unless extra_options says otherwise",
         "score": "dev F1, exact match, of the best epoch", "target": f"dev F1 >= {TARGET} in under 6 minutes on 2 cores"},
         columns=["head", "extra_options", "batch_size", "epochs", "best_epoch", "dev_f1", "dev_precision",
                  "dev_recall", "tuned_dev_f1", "wall_seconds", "meets_target"])

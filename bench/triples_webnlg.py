@@ -1,7 +1,7 @@
 """Triple extraction with the MiniLM checkpoint: WebNLG*, WebNLG (exact); CMeIE with a Chinese checkpoint.
 
 Figures, not a test. For each dataset, in a subprocess of its own (its log: WORKDIR/<dataset>.log):
-train on its train split, select on dev, score the test split in exact-match and CasRel's
+train (float32) on its train split, select on dev, score the test split in exact-match and CasRel's
 partial-match mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
 partial-match with BERT-base-cased), plus training tokens/s (the epochs after the first) and
 inference sentences/s (batch 32, median of 3 passes over the test split after a warm-up pass).
@@ -66,7 +66,7 @@ def check_same_settings(out, config):
         return
     old = json.loads(saved.read_text())
     new = dataclasses.asdict(config)
-    keys = ("train", "dev", "epochs", "batch_size", "learning_rate", "head_learning_rate", "max_length",
+    keys = ("train", "dev", "epochs", "batch_size", "learning_rate", "head_learning_rate", "max_length", "precision",
             "max_train_examples", "head", "checkpoint", "seed", "dropout", "pointer_size", "layer_lr_decay")
     differ = [f"{k}: {old.get(k)!r} there, {new[k]!r} asked" for k in keys
               if _comparable(k, old.get(k)) != _comparable(k, new[k])]
@@ -103,7 +103,7 @@ def child(args):
     out = workdir / (args.child if args.head == "casrel" else f"{args.child}_{args.head}")
     config = TriplesTrainSettings(
         checkpoint=str(args.checkpoint), train=str(train_path), dev=str(dev_path), output=str(out),
-        epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
+        epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length, precision="float32",
         resume=(out / "backup").exists(),
         learning_rate=args.learning_rate, max_train_examples=args.max_train_examples,
         eval_mode="partial" if args.child == "webnlg_star" else "exact", head=args.head, seed=args.seed,
@@ -150,7 +150,7 @@ def write_results(args, results):
         settings += f", head lr {args.head_learning_rate:g}"
     if args.learning_rate != 1e-4:
         settings += f", encoder lr {args.learning_rate:g}"
-    training = (f"MiniLM, head {args.head}, {args.epochs} epochs, batch {args.batch_size}, max length "
+    training = (f"MiniLM, float32, head {args.head}, {args.epochs} epochs, batch {args.batch_size}, max length "
                 f"{args.max_length}, encoder lr {args.learning_rate:g}, head lr {args.head_learning_rate or 'default'}, "
                 f"seed {args.seed}, dropout {args.dropout:g}, pointer size {args.pointer_size}, layer lr decay "
                 f"{args.layer_lr_decay:g}, train sentences: {args.max_train_examples or 'all'}; model selected on dev F1")

@@ -28,8 +28,8 @@ MiniLM checkpoint's weights (the head initialised from the seed, as ``ner
 train --seed S`` does: the model is built once per process and every
 variable is reset to those values before each training), ``NerTrainSettings``
 with the defaults (BiLSTM-CRF, ``auto`` batch size, epochs and patience
-resolved by ``kerasbert.training.fit.resolve_auto`` on the training rows), ``--max-length
-64``, ``start_run``, ``BucketedBatches`` (padded to width 64: one batch
+resolved by ``kerasbert.training.fit.resolve_auto`` on the training rows), float32,
+``--max-length 64``, ``start_run``, ``BucketedBatches`` (padded to width 64: one batch
 width, so one compiled step per batch shape), ``compile_for_training``,
 ``fit_and_select`` (early stopping and the best epoch by dev F1). The
 optimizer is ``compile_for_training``'s, made once per process, with its
@@ -432,8 +432,8 @@ def worker(args):
     seed, strategy = config["seed"], config["strategy"]
     work = Path(config["work"]) / f"{strategy}-{seed}"
     shutil.rmtree(work, ignore_errors=True)
-    # ner train's defaults (BiLSTM-CRF, auto batch size, epochs and patience) with --max-length 64 --seed S
-    base = NerTrainSettings(checkpoint=config["checkpoint"], train="(bundle)", dev="(bundle)",
+    # ner train's defaults (BiLSTM-CRF, auto batch size, epochs and patience), --max-length 64 --seed S, float32
+    base = NerTrainSettings(checkpoint=config["checkpoint"], train="(bundle)", dev="(bundle)", precision="float32",
                             output=str(work / "build"), max_length=MAX_LENGTH, seed=seed,
                             epochs=config.get("epochs", "auto"))
     base.check()
@@ -722,8 +722,8 @@ def collect(args):
         "step": args.step, "max_selected": max((r["labelled"] for r in rows if r["strategy"] != "random"), default=None),
         "max_random": max((r["labelled"] for r in rows if r["strategy"] == "random"), default=None),
         "seeds": sorted({r["seed"] for r in rows}),
-        "settings": "ner train defaults: batch size, epochs and patience auto (training.resolve_auto on the "
-                    "training rows), learning rates, BiLSTM-CRF with constrained decoding",
+        "settings": "float32; ner train defaults: batch size, epochs and patience auto (training.resolve_auto "
+                    "on the training rows), learning rates, BiLSTM-CRF with constrained decoding",
         "selection": "ner select's measures (heads.bio.selection.crf_log_best; select.entity_entropy of "
                      "exp(crf_segment_log_probability)); diversity 0.95 with pool factor 4 for least-confident "
                      "and entropy, none for random; score temperature 1 (not fitted)",

@@ -44,10 +44,11 @@ the devices in ``setup``); copy it back where the bench's records live::
 ``--smoke`` runs name their record ``smoke``: not a result.
 
 A plan line is a JSON list of settings dicts (``TriplesTrainSettings``
-fields plus ``name``), run one after the other by one process. With jax
-0.11.2 on an H100, XLA aborted compiling the training step in its Triton
-GEMM tiling (``Check failed: subdim_size_accumulator == dim_size (8192 vs.
-128)``); ``--xla_gpu_enable_triton_gemm=false`` avoids it.
+fields plus ``name``; float32 unless one names a ``precision``), run one
+after the other by one process. With jax 0.11.2 on an H100, XLA aborted
+compiling the training step in its Triton GEMM tiling (``Check failed:
+subdim_size_accumulator == dim_size (8192 vs. 128)``);
+``--xla_gpu_enable_triton_gemm=false`` avoids it.
 """
 
 import argparse
@@ -282,7 +283,7 @@ def run_settings(settings_dict, bundle, out, data):
     dev_file = str(Path(bundle) / SPLITS["dev"])
     settings = TriplesTrainSettings(checkpoint=str(Path(bundle) / "encoder"), train=dev_file, dev=dev_file,
                                     output=str(Path(out) / name), head="gplinker", eval_mode="exact",
-                                    max_length=MAX_LENGTH, **given)
+                                    max_length=MAX_LENGTH, **{"precision": "float32", **given})
     start_run(settings)
     checkpoint, tokenizer = open_encoder_checkpoint(settings)
     model = GPLinkerExtractor.build_model(load_encoder(checkpoint), predicates, settings)
@@ -380,9 +381,9 @@ def write_sweep_result(args, results, out, lines):
         "devices": f"{len(devices)} x {devices[0].device_kind}" if devices else "none",
         "data": f"WebNLG exact, the rows 'kerasbert triples train --head gplinker' makes, every batch padded to "
                 f"{MAX_LENGTH}" + (f"; smoke: the first {args.smoke} rows and texts only" if args.smoke else ""),
-        "training": f"GPLinker, the settings of each row (TriplesTrainSettings defaults otherwise); {len(lines)} "
-                    "plan lines side by side, one process each; dev and test scored after every epoch at the "
-                    "default thresholds, test read at the best dev epoch",
+        "training": f"GPLinker, the settings of each row (float32 and TriplesTrainSettings defaults otherwise); "
+                    f"{len(lines)} plan lines side by side, one process each; dev and test scored after every epoch "
+                    "at the default thresholds, test read at the best dev epoch",
         "note": "decoded with the bench's numpy copy of the GPLinker rule (checked against the library by "
                 f"'check'); XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
     })
