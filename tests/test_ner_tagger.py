@@ -400,3 +400,15 @@ def test_tensorflow_entity_probabilities_equal_the_keras_ops_crf():
                 rows, starts, ends, b, c)), tf.constant(closed), None).numpy(),
             ops.convert_to_numpy(crf.crf_segment_log_probability(
                 potentials, lengths, np.zeros((5, 5), np.float32), rows, starts, ends, b, c, closed)), atol=1e-5)
+
+
+def test_a_vocabulary_that_does_not_cover_the_text_is_said_in_the_report(tokenizer):
+    """The starter's English vocabulary reads most characters of Chinese text as [UNK]: the
+    training report counts them and says what to use instead; English text gets no such line."""
+    tagger = Tagger(oracle_model(tokenizer), tokenizer, TAGS, max_length=32)
+    _, english = tagger.features([Example("Peter Blackburn visited Parisville", [], "t:1", None)])
+    assert english.unknown_tokens == 0 and english.tokens > 0 and "[UNK]" not in english.summary()
+    _, chinese = tagger.features([Example("鑫淼犇骉在鄱阳湖畔", [], "t:1", None)])
+    assert chinese.tokens == 9 and chinese.unknown_tokens >= 4, (chinese.tokens, chinese.unknown_tokens)
+    last = chinese.summary().splitlines()[-1]
+    assert last.startswith(f"  {chinese.unknown_tokens} of 9 tokens (") and "kerasbert pretrain --from-scratch" in last

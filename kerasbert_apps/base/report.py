@@ -107,7 +107,25 @@ class Report:
 
 @dataclasses.dataclass
 class FeatureReport(Report):
-    """What turning examples into training rows did; apps add their counts."""
+    """What turning examples into training rows did; apps add their counts.
+    Every app's report also counts the text's tokens and those the
+    checkpoint's vocabulary knows only as ``[UNK]``; from
+    :attr:`UNKNOWN_SHARE` of them, its summary ends with a line saying the
+    vocabulary does not cover the text, and what to use instead."""
 
     examples: int = 0
     windows: int = 0
+    tokens: int = 0
+    unknown_tokens: int = 0
+
+    #: The share of ``[UNK]`` tokens from which the summary says the vocabulary does not cover the text.
+    UNKNOWN_SHARE = 0.05
+
+    def summary(self):
+        text = super().summary()
+        if self.tokens and self.unknown_tokens >= self.UNKNOWN_SHARE * self.tokens:
+            text += (f"\n  {self.unknown_tokens} of {self.tokens} tokens ({self.unknown_tokens / self.tokens:.0%}) are "
+                     "[UNK]: the checkpoint's vocabulary does not cover this text (the starter's is English); use a "
+                     "checkpoint of the text's language (for Chinese: Chinese BERT-wwm, RoBERTa-wwm-ext), or "
+                     "pretrain one on your text (kerasbert pretrain --from-scratch)")
+        return text
