@@ -3,10 +3,15 @@
 bfloat16 pays where the hardware multiplies in it: CPUs with bfloat16 units
 (the ``avx512_bf16`` or ``amx_bf16`` flag) and GPUs of compute capability 8 or
 more. Elsewhere TensorFlow emulates it with float32 arithmetic and casts, and a
-bfloat16 run is several times slower than float32. ``auto`` applies that rule:
+bfloat16 run is several times slower than float32. ``auto`` applies that rule,
+as the per-class training and serving records have it:
 
 * training (``kerasbert ner|triples train|distill``, ``kerasbert pretrain``):
-  ``mixed_bfloat16`` on such hardware, ``float32`` elsewhere;
+  ``mixed_bfloat16`` on a CPU with AMX (``amx_bf16``) and on such GPUs,
+  ``float32`` elsewhere: a training step reaches AMX through oneDNN's
+  gradient matmuls, while on a CPU with ``avx512_bf16`` alone the step's
+  casts and elementwise work cost more than its bfloat16 dot products save
+  (measured slower than float32 there);
 * an export or a prediction (``--precision`` of ``export`` / ``predict``):
   ``bfloat16`` on a CPU with bfloat16 units, ``float32`` elsewhere (the CPU's
   flags decide: exports are served on CPUs).
@@ -26,8 +31,10 @@ everywhere).
 
 import os
 
-#: The CPU flags of bfloat16 units (Linux ``/proc/cpuinfo`` names).
+#: The CPU flags of bfloat16 units (Linux ``/proc/cpuinfo`` names): where a served model's bfloat16 pays.
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+#: Where a bfloat16 training step pays on a CPU.
+TRAINING_BF16_FLAGS = ("amx_bf16",)
 #: The CPU flags of float16 units.
 FP16_FLAGS = ("amx_fp16", "avx512_fp16")
 #: The environment variable that replaces the CPU flags read from ``/proc/cpuinfo``.
@@ -98,7 +105,7 @@ def choose_training_precision(requested, flags=None, gpu=False, xla=False):
     do not reach the CPU's bfloat16 units, so auto keeps float32 on a CPU."""
     flags = cpu_flags() if flags is None else flags
     gpu = gpu_compute_capability() if gpu is False else gpu
-    bf16_cpu = any(flag in flags for flag in BF16_FLAGS) and not xla
+    bf16_cpu = any(flag in flags for flag in TRAINING_BF16_FLAGS) and not xla
     if gpu is not None:
         name, major = gpu
         bf16_gpu = major is None or major >= 8
@@ -112,11 +119,15 @@ def choose_training_precision(requested, flags=None, gpu=False, xla=False):
         return requested, None
     if requested == "auto":  # float32, the precision of every earlier release, goes without a word
         chosen = "mixed_bfloat16" if bf16_cpu else "float32"
-        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, BF16_FLAGS)})" if bf16_cpu else None
-    if requested == "mixed_bfloat16" and xla and any(flag in flags for flag in BF16_FLAGS):
+        return chosen, f"--precision auto: {chosen} ({_cpu_words(flags, TRAINING_BF16_FLAGS)})" if bf16_cpu else None
+    if requested == "mixed_bfloat16" and xla and any(flag in flags for flag in TRAINING_BF16_FLAGS):
         return requested, ("note: --precision mixed_bfloat16 with an XLA-compiled step on the CPU (JAX or "
                            "--jit-compile): XLA's CPU backend does not reach the bfloat16 units, so it may run "
                            "slower than float32; --precision auto chooses float32 here")
+    if requested == "mixed_bfloat16" and not bf16_cpu and "avx512_bf16" in flags:
+        return requested, ("note: --precision mixed_bfloat16 on a CPU with avx512_bf16 but no amx_bf16: a training "
+                           "step's casts and elementwise work cost more than its bfloat16 dot products save, so it "
+                           "runs slower than in float32 here; --precision auto chooses float32 on this CPU")
     if requested == "mixed_bfloat16" and not bf16_cpu:
         return requested, (f"note: --precision mixed_bfloat16 on a CPU without bfloat16 units ("
                            f"{_cpu_words(flags, BF16_FLAGS)}): TensorFlow emulates the bfloat16 matmuls, so "

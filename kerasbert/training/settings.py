@@ -29,8 +29,8 @@ from typing import ClassVar
 from kerasbert.errors import KerasbertError
 
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-PRECISION_HELP = ("auto (mixed_bfloat16 on a CPU with bfloat16 units, avx512_bf16 or amx_bf16, and on a GPU of "
-                  "compute capability 8 or more; float32 elsewhere, where bfloat16 is emulated and slower), "
+PRECISION_HELP = ("auto (mixed_bfloat16 on a CPU with AMX, amx_bf16, and on a GPU of compute capability 8 or "
+                  "more; float32 elsewhere, where a bfloat16 training step is slower), "
                   "float32, mixed_bfloat16 or mixed_float16 (with loss scaling)")
 STRATEGIES = ("default", "mirrored", "multiworker")
 
@@ -314,7 +314,9 @@ class TrainSettings(RunSettings):
 
     required: ClassVar[tuple] = ("checkpoint", "train", "dev", "output")
 
-    checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter'")
+    checkpoint: str = setting("", "encoder checkpoint folder (official or Hugging Face layout), or 'starter' (the "
+                              "English MiniLM the kit installs; for Chinese, a Chinese checkpoint, or one made by "
+                              "kerasbert pretrain --from-scratch)")
     max_length: int = setting(128, "tokens per sequence window, [CLS]/[SEP] included")
     dropout: float = setting(0.1, "dropout on the encoder output")
     lora_rank: int = setting(0, "train Keras LoRA adapters of this rank on the encoder's attention and feed-forward "
