@@ -442,7 +442,8 @@ def _bar(record, item, field, by_path=None):
     """``(op, bar, words)`` of a target, in the pages' units: ``at_least`` or ``at_most``, a number
     (in the record's units) or a row (``key = value`` pairs: that row's ``field``) of the same
     record, or of ``bar_record`` when the target names one; ``minus`` (a number, in the record's
-    units) is taken off a row's figure ("within 2 points of")."""
+    units) is taken off a row's figure ("within 2 points of"), ``plus`` added to it ("3 points
+    above")."""
     ops = [(key, op) for key, op in (("at_least", "≥"), ("at_most", "≤")) if key in item]
     if len(ops) != 1:
         raise ValueError(f"bench/summary.toml: target {item.get('target')!r} needs one of at_least or at_most")
@@ -463,9 +464,12 @@ def _bar(record, item, field, by_path=None):
         minus = shown_value(record, field, item.get("minus", 0))
         if minus:
             return op, figure - minus, f"{field} {op} {fmt(figure)} − {fmt(minus)} ({fmt(words)})"
+        plus = shown_value(record, field, item.get("plus", 0))
+        if plus:
+            return op, figure + plus, f"{field} {op} {fmt(figure)} + {fmt(plus)} ({fmt(words)})"
         return op, figure, f"{field} {op} {fmt(figure)} ({fmt(words)})"
-    if "minus" in item or "bar_record" in item:
-        raise ValueError(f"bench/summary.toml: target {item.get('target')!r}: minus and bar_record go with a row")
+    if "minus" in item or "plus" in item or "bar_record" in item:
+        raise ValueError(f"bench/summary.toml: target {item.get('target')!r}: minus, plus and bar_record go with a row")
     bar = shown_value(record, field, bar)
     return op, bar, f"{field} {op} {fmt(bar)}"
 
