@@ -201,8 +201,9 @@ def pretrain_settings(args, corpus, output):
 
 
 def command(argv, work=None):
-    """``argv`` as one line, the work folder written ``WORK`` (a record names no folder of the machine it ran on)."""
-    line = " ".join(str(a) if " " not in str(a) else repr(str(a)) for a in argv)
+    """``argv`` as one line, the work folder written ``WORK`` and the shared data ``../shared/data`` (a record
+    names no folder of the machine it ran on)."""
+    line = " ".join(str(a) if " " not in str(a) else repr(str(a)) for a in argv).replace(str(SHARED), "../shared/data")
     return line.replace(str(work), "WORK") if work else line
 
 

@@ -432,7 +432,7 @@ def summary_table(summary, records, prefix=""):
 
 
 def _find_row(record, where, what):
-    rows = [r for r in record.get("rows") or [] if all(r.get(k) == v for k, v in where.items())]
+    rows = [r for r in record.get("rows") or [] if row_matches(r, where)]
     if len(rows) != 1:
         raise ValueError(f"bench/summary.toml: {what} {where} matches {len(rows)} rows of its record, not 1")
     return rows[0]
