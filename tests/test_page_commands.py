@@ -10,13 +10,11 @@ GPU, and the commands on a model such a block trains), and are checked for what 
 import contextlib
 import importlib.util
 import io
-import json
 import re
 import shlex
 import subprocess
 import textwrap
 
-import pytest
 from conftest import REPO_ROOT
 from conftest import require_starter
 
@@ -86,7 +84,7 @@ def tutorial_commands():
     """Each tutorial step's command (whitespace normalized), and the folders the steps write."""
     gen = _gen_tutorials()
     steps = [step.get("run") for steps in gen.TUTORIALS.values() for step in steps if step.get("run")]
-    outputs = [w for step in steps for w in re.findall(r"--output (\S+)", step)]
+    outputs = [w for step in steps for w in re.findall(r"--output (\S+)", step) + commands(step)[1]]
     return {" ".join(step.split()) for step in steps}, outputs
 
 
@@ -131,7 +129,8 @@ def check_page(path, covered, tutorial_outputs):
                 for value in reads:
                     first = value.split("/")[0]
                     if (value in ("starter", "-") or list(REPO_ROOT.glob(value)) or first in named
-                            or value in named or any(value == w or value.startswith(w.rstrip("/") + "/") for w in written)):
+                            or value in named or any(value == w or value.startswith(w.rstrip("/") + "/") for w in written)
+                            or any(value.startswith(n + "/") for n in named if "/" in n)):
                         continue
                     problems.append(f"{page}: {line}: reads {value}, which the clone does not have, no earlier "
                                     "command writes, and the page names no download for")
@@ -177,15 +176,16 @@ def test_every_command_reads_what_the_clone_has_or_the_page_names():
 
 
 def test_tutorial_steps_name_their_downloads():
-    """A tutorial step that reads a checkpoint under ``checkpoints/`` (which the clone does not
-    have) runs on a page that names its download with an address and a licence."""
+    """A tutorial step that reads a checkpoint under ``checkpoints/`` or a corpus under
+    ``corpora/`` (which the clone does not have) runs on a page that names its download with an
+    address and a licence."""
     gen = _gen_tutorials()
     for name, steps in gen.TUTORIALS.items():
         named = downloads((DOCS / "tutorials" / f"{name}.md").read_text(encoding="utf-8"))
         for step in steps:
-            for folder in re.findall(r"checkpoints/([\w-]+)", step.get("run") or step.get("python") or ""):
-                assert f"checkpoints/{folder}" in named or folder in named, (name, step["id"], folder)
-                assert folder in gen.CHECKPOINTS, (name, folder)
+            for kind, folder in re.findall(r"(checkpoints|corpora)/([\w-]+)", step.get("run") or step.get("python") or ""):
+                assert f"{kind}/{folder}" in named or folder in named, (name, step["id"], folder)
+                assert folder in (gen.CHECKPOINTS if kind == "checkpoints" else gen.CORPORA), (name, folder)
 
 
 def test_the_check_finds_a_file_the_clone_lacks(tmp_path):

@@ -41,6 +41,7 @@ def test_recorded_outputs_are_current(name):
     require_starter()
     require_shared("data", "models", "keras_bert_test_checkpoint")
     require_shared("data", "models", "albert_tiny_zh_google_INDEX_ONLY")
+    require_shared("data", "people_daily_ner_partial")
     gen = _gen()
     assert gen.main(["--check", name]) == 0, f"stale tutorial outputs (see above): python docs/gen_tutorials.py {name}"
 

@@ -125,7 +125,7 @@ class FeatureReport(Report):
         text = super().summary()
         if self.tokens and self.unknown_tokens >= self.UNKNOWN_SHARE * self.tokens:
             text += (f"\n  {self.unknown_tokens} of {self.tokens} tokens ({self.unknown_tokens / self.tokens:.0%}) are "
-                     "[UNK]: the checkpoint's vocabulary does not cover this text (the starter's is English); use a "
-                     "checkpoint of the text's language (for Chinese: Chinese BERT-wwm, RoBERTa-wwm-ext), or "
-                     "pretrain one on your text (kerasbert pretrain --from-scratch)")
+                     "[UNK]: the checkpoint's vocabulary does not cover this text (as the English starter's does not "
+                     "cover Chinese); use a checkpoint of the text's language (for Chinese: Chinese BERT-wwm, "
+                     "RoBERTa-wwm-ext), or pretrain one on your text (kerasbert pretrain --from-scratch)")
         return text
