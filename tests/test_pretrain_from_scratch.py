@@ -184,7 +184,7 @@ def test_the_bench_arguments(tmp_path, capsys):
     from bench.common import RESULTS
 
     args = chinese_encoder.parse_args([])
-    assert (args.size, args.minutes, args.datasets, args.results) == ("mini", 60.0, ["cluener", "weibo"], RESULTS)
+    assert (args.size, args.minutes, args.datasets, args.results) == ("mini", 60.0, ["cluener", "weibo", "cmeie"], RESULTS)
     assert args.ner_options == []  # the default head
     assert chinese_encoder.parse_args(["--ner-options", "--head 'global-pointer'"]).ner_options == ["--head",
                                                                                                     "global-pointer"]

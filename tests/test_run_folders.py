@@ -203,7 +203,7 @@ def test_a_stop_that_lands_in_a_finaliser_still_stops_the_command(monkeypatch, c
                 sum(range(100_000))  # the handler runs here
 
         Finaliser()
-        for _ in range(50):
+        for _ in range(500):  # up to 5 s: the stop comes again from a timer thread, late on a loaded machine
             time.sleep(0.01)
         went_on.append(True)
         return 0
