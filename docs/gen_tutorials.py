@@ -28,8 +28,9 @@ Python and the packages that make the outputs).
 ``tests/test_tutorials.py`` runs the check (:func:`differences`): what a command prints must be
 the same text, and each of its numbers within :data:`TOLERANCE` of the recorded one (the
 figures a training run gives move a little with the CPU's arithmetic; a score that falls by
-more is a stale page, or a regression). The rows of a score-bin table are left out of the
-check (:data:`SCORE_BIN`: which bins hold a score follows the scores); its totals are checked.
+more is a stale page, or a regression). The rows of a score-bin table and an epoch's
+best-so-far verdict are left out of the text check (:data:`SCORE_BIN`, :data:`EPOCH_VERDICT`:
+they follow the scores); the totals and the scores are checked.
 """
 
 import argparse
@@ -338,9 +339,15 @@ def shape(text):
     return NUMBER.sub("#", unbinned(text))
 
 
+#: An epoch's line of a training run: whether it is the best so far (``(best, saved to ...)``) or not
+#: (``(best 0.28 at epoch 4)``) follows the scores when two epochs score within a hair of each other.
+EPOCH_VERDICT = re.compile(r"^(epoch \d+: dev f1 \S+) \(best.*\)$")
+
+
 def unbinned(text):
-    """``text`` without its score-bin rows (:data:`SCORE_BIN`)."""
-    return "\n".join(line for line in text.split("\n") if not SCORE_BIN.match(line))
+    """``text`` without its score-bin rows (:data:`SCORE_BIN`) and its epochs' best-so-far verdicts
+    (:data:`EPOCH_VERDICT`): the parts of an output whose text follows the scores."""
+    return "\n".join(EPOCH_VERDICT.sub(r"\1", line) for line in text.split("\n") if not SCORE_BIN.match(line))
 
 
 def numbers(text):
