@@ -198,7 +198,6 @@ class Pipeline:
         encoder inputs).
         """
         report = report or self.FeatureReport()
-        unknown = self.tokenizer.token_to_id("[UNK]")
         rows = {name: [] for name in ENCODER_INPUTS}
         for begin in range(0, len(examples), FEATURE_CHUNK):
             chunk = examples[begin : begin + FEATURE_CHUNK]
@@ -213,7 +212,7 @@ class Pipeline:
                 for r, start, end in spans:
                     width = end - start + 2
                     report.tokens += width - 2
-                    report.unknown_tokens += int(np.count_nonzero(w["token_ids"][r, 1 : width - 1] == unknown))
+                    report.unknown_tokens += int(np.count_nonzero(w["token_ids"][r, 1 : width - 1] == self.tokenizer.unk_id))
                     rows["token_ids"].append(w["token_ids"][r, :width])
                     rows["segment_ids"].append(np.zeros(width, np.int32))
                     rows["padding_mask"].append(np.ones(width, np.int32))
