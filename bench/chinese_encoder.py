@@ -27,7 +27,7 @@ NER``) keeps the accuracy by step, the F1 of both encoders (in percent), what te
 commands, and published scores on the same corpora named with their encoder (``anchors``; test
 sets, where CLUENER2020 here is scored on dev).
 
-    python -m bench.chinese_encoder [--size mini] [--minutes 60] [--steps 2000] [--datasets cluener,weibo]
+    python -m bench.chinese_encoder [--size mini] [--minutes 60] [--steps 2000] [--datasets cluener,weibo] [--curve 1000]
     python -m bench.chinese_encoder --tiny --work DIR   # seconds: the plumbing only, its figures mean nothing
 
 ``--tiny`` writes its records under ``WORK/results`` (or ``--results``), never into ``bench/results``.
@@ -197,7 +197,7 @@ def pretrain_settings(args, corpus, output):
                             layers=args.layers, hidden=args.hidden, vocab_size=args.vocab_size,
                             max_length=args.max_length, batch_size=args.batch_size, steps_per_epoch=args.eval_every,
                             epochs=math.ceil(args.steps / args.eval_every), held_out=args.held_out, seed=args.seed,
-                            precision="float32", overwrite=True)
+                            keep_encoders_every=args.curve // args.eval_every, precision="float32", overwrite=True)
 
 
 def command(argv, work=None):
@@ -224,6 +224,7 @@ def pretrain_encoder(args, work, corpus):
             settings.size, "--vocab-size", settings.vocab_size, "--max-length", settings.max_length, "--batch-size",
             settings.batch_size, "--steps-per-epoch", settings.steps_per_epoch, "--epochs", settings.epochs,
             "--held-out", settings.held_out, "--seed", settings.seed, "--precision", "float32"]
+    argv += ["--keep-encoders-every", settings.keep_encoders_every] if settings.keep_encoders_every else []
     argv += ["--layers", settings.layers] if settings.layers else []
     argv += ["--hidden", settings.hidden] if settings.hidden else []
     return metrics, by_step, {"steps done": budget.steps, "stopped by the time budget": budget.stopped,
@@ -286,6 +287,28 @@ def finetune(args, work, name, checkpoint, files, task="ner"):
     if files.get("test"):
         result["test F1"] = round(100 * json.loads((output / "test_scores.json").read_text(encoding="utf-8"))["f1"], 2)
     return result, [command(argv, work) for argv in commands]
+
+
+def pretraining_curve(args, work, files, found, architecture, smoke):
+    """CLUENER2020 fine-tuned on each encoder the pretraining kept (``--curve``): its dev F1 by pretraining
+    step, the random start (step 0) and the final encoder taken from ``found`` (the run's two rows)."""
+    kept = sorted((work / "pretrain" / "encoders").glob("step-*"), key=lambda p: int(p.name[5:]))
+    rows = [{"pretraining steps": 0, "dev F1": found[1]["dev F1"], "commands": found[1]["commands"]}]
+    for encoder in kept:
+        result, commands = finetune(args, work, f"cluener-{encoder.name}", encoder, files)
+        rows.append({"pretraining steps": int(encoder.name[5:]), **result, "commands": commands})
+    steps = int(found[0]["system"].rsplit("(", 1)[1].split()[0])
+    rows.append({"pretraining steps": steps, "dev F1": found[0]["dev F1"], "commands": found[0]["commands"]})
+    rows = [dict(row, part="CLUENER2020 by pretraining steps" + smoke) for row in rows]
+    write_result("chinese_encoder", rows, name="cluener-curve" + ("-tiny" if args.tiny else ""), root=args.results,
+                 command=command_line().replace(str(work), "WORK"), anchors=ANCHORS["cluener"],
+                 columns=["pretraining steps", "dev F1"], setup={
+        "data": DATASETS["cluener"]["train"] + " -> " + DATASETS["cluener"]["dev"] + ", scored on dev (best epoch)",
+        "training": f"as the CLUENER2020 record: {args.finetune_epochs} epochs, encoder learning rate "
+                    f"{args.finetune_learning_rate:g}, {' '.join(args.ner_options) or 'the default head (BiLSTM-CRF)'}",
+        "encoder": architecture + "; the encoders one pretraining run kept every "
+                   f"{args.curve} steps (its learning-rate schedule spans all its steps), step 0 the random start"})
+    return rows
 
 
 def cmeie_files(args, work, data):
@@ -356,6 +379,9 @@ def parse_args(argv=None):
     parser.add_argument("--datasets", default="cluener,weibo,cmeie",
                         help=f"corpora to fine-tune on, of {','.join(DATASETS)} (NER) and cmeie (triples) "
                         "(default: %(default)s)")
+    parser.add_argument("--curve", type=positive(int), default=None, metavar="N",
+                        help="also keep the encoder every N steps (a multiple of --eval-every) and fine-tune CLUENER2020 "
+                        "on each: dev F1 against pretraining steps (record cluener-curve)")
     parser.add_argument("--reuse-pretraining", action="store_true",
                         help="fine-tune the encoder an earlier run pretrained in --work (its record: the newest "
                         "pretraining record) instead of pretraining again")
@@ -393,6 +419,9 @@ def parse_args(argv=None):
         args.size, args.layers, args.hidden = "tiny", 1, 64
         args.steps, args.eval_every, args.batch_size, args.max_length, args.held_out = 4, 2, 8, 32, 4
         args.finetune_epochs, args.finetune_batch_size, args.finetune_max_length = 1, 16, 48
+    if args.curve and (args.curve % args.eval_every or "cluener" not in datasets):
+        parser.error("--curve: a multiple of --eval-every, with cluener among --datasets")
+    args.curve = args.curve or 0
     if args.results is None:
         args.results = args.work / "results" if args.tiny else RESULTS
     return args
@@ -475,6 +504,8 @@ def main(argv=None):
         }, anchors=ANCHORS[key], columns=["system", scored] + (["dev F1"] if scored != "dev F1" else [])
             + ["gain over random initialisation"])
         rows += found
+        if key == "cluener" and args.curve:
+            rows += pretraining_curve(args, work, files, found, architecture, smoke)
     print(f"\ndone in {(time.perf_counter() - began) / 60:.1f} minutes", flush=True)
     return rows
 

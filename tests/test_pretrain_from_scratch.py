@@ -100,8 +100,10 @@ def test_chinese_from_scratch_then_a_tagger(tmp_path, cluener_lines, capsys):
     output = tmp_path / "pretrain"
     assert main(["pretrain", "--from-scratch", "--text", str(corpus), "--output", str(output), "--size", "tiny",
                  "--max-positions", "128", "--max-length", "64", "--batch-size", "8", "--steps-per-epoch", "2",
-                 "--epochs", "1", "--held-out", "8"]) == 0
+                 "--epochs", "2", "--keep-encoders-every", "1", "--held-out", "8"]) == 0
     encoder = output / "encoder"
+    assert sorted(p.name for p in (output / "encoders").iterdir()) == ["step-2"]  # the last epoch's is encoder/
+    kept = load_masked_lm(output / "encoders" / "step-2")
     vocab = read_vocab(encoder / "vocab.txt")
     assert vocab == read_vocab(output / "vocab.txt")
     assert {t: vocab.index(t) for t in GOOGLE_IDS} == GOOGLE_IDS
@@ -128,7 +130,8 @@ def test_chinese_from_scratch_then_a_tagger(tmp_path, cluener_lines, capsys):
     assert 0.015 < _std(model, "masked_lm_head/intermediate_dense/kernel") < 0.025
     assert 0.015 < _std(model, "transformer_layer_1/feedforward_intermediate_dense/kernel") < 0.025
     history = [json.loads(line) for line in (output / "history.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in history] == [0, 1]
+    assert [r["epoch"] for r in history] == [0, 1, 2]
+    assert not np.allclose(kept.get_weights()[0], model.get_weights()[0])  # the kept one is the earlier encoder
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["learning_rate"] == 5e-4 and metrics["vocabulary_size"] == len(vocab)
     assert json.loads((output / "settings.json").read_text())["from_scratch"] is True
@@ -193,7 +196,8 @@ def test_the_bench_arguments(tmp_path, capsys):
     assert tiny.ner_options == ["--head", "softmax", "--no-lstm"]
     for bad, message in ((["--minutes", "0"], "expected a number above 0"), (["--steps", "x"], "expected a number"),
                          (["--datasets", "msra"], "--datasets: unknown msra"), (["--size", "base"], "invalid choice"),
-                         (["--ner-options", "--head 'x"], "--ner-options: No closing quotation")):
+                         (["--ner-options", "--head 'x"], "--ner-options: No closing quotation"),
+                         (["--curve", "300"], "--curve: a multiple of --eval-every")):
         with pytest.raises(SystemExit) as stop:
             chinese_encoder.parse_args(bad)
         assert stop.value.code == 2 and message in capsys.readouterr().err
@@ -225,10 +229,13 @@ def test_the_bench_tiny_run(tmp_path):
     weibo = chinese_encoder.dataset_files(args, work, chinese_encoder.SHARED, "weibo")
     assert [len([b for b in weibo[r].read_text(encoding="utf-8").split("\n\n") if b.strip()])
             for r in ("train", "dev", "test")] == [48, 16, 16]
-    chinese_encoder.main(["--tiny", "--work", str(work), "--datasets", "cluener"])
+    chinese_encoder.main(["--tiny", "--work", str(work), "--datasets", "cluener", "--curve", "2"])
     records = {path.name.split("-", 3)[-1]: json.loads(path.read_text(encoding="utf-8"))
                for path in (work / "results" / "chinese_encoder").glob("*.json")}
-    assert sorted(records) == ["cluener-tiny.json", "pretraining-tiny.json"]
+    assert sorted(records) == ["cluener-curve-tiny.json", "cluener-tiny.json", "pretraining-tiny.json"]
+    curve = records["cluener-curve-tiny.json"]["rows"]
+    assert [row["pretraining steps"] for row in curve] == [0, 2, 4]  # random start, kept at 2, the final encoder
+    assert "encoders/step-2 " in curve[1]["commands"][0] and 0 <= curve[1]["dev F1"] <= 100
     pretraining = records["pretraining-tiny.json"]
     assert [r["step"] for r in pretraining["rows"]] == [0, 2, 4]
     assert all(0 <= r["held-out masked-token accuracy"] <= 100 for r in pretraining["rows"])

@@ -379,3 +379,23 @@ class _TensorBoard(keras.callbacks.TensorBoard):
     def on_train_begin(self, logs=None):
         super().set_model(self._pending_model)
         super().on_train_begin(logs)
+
+
+class KeptEncoders(keras.callbacks.Callback):
+    """After every ``every`` epochs but the last (whose encoder is
+    ``OUTPUT/encoder``), the encoder as it is, written atomically by
+    ``write(directory)`` to ``root/step-S`` (S: the steps done), so the
+    checkpoints of one run can be fine-tuned and compared (a resumed run
+    writes those it had not)."""
+
+    def __init__(self, every, epochs, steps_per_epoch, root, write):
+        super().__init__()
+        self.every, self.epochs, self.steps_per_epoch = every, epochs, steps_per_epoch
+        self.root, self.write = Path(root), write
+
+    def on_epoch_end(self, epoch, logs=None):
+        from kerasbert.files.atomic import atomic_write_dir
+
+        done = epoch + 1
+        if done % self.every == 0 and done < self.epochs:
+            atomic_write_dir(self.root / f"step-{done * self.steps_per_epoch}", self.write)

@@ -413,7 +413,8 @@ def pretrain(settings, callbacks=(), segment=None):
     Writes into ``OUTPUT`` (a new or empty folder, or its own earlier run:
     :mod:`kerasbert.training.runs`): ``run.json``, ``settings.json``,
     ``history.jsonl`` (per epoch: loss, training accuracy,
-    ``held_out_accuracy``), ``logs/`` (TensorBoard), ``backup/`` while it
+    ``held_out_accuracy``), ``logs/`` (TensorBoard), ``encoders/step-S/``
+    every ``keep_encoders_every`` epochs (S: steps done), ``backup/`` while it
     runs (for ``--resume``), ``metrics.json`` and, at the end and
     atomically, ``encoder/`` (official layout, masked-LM head included; from
     scratch also ``tokenizer_config.json``, which says whether it lower-cases,
@@ -508,12 +509,6 @@ def pretrain(settings, callbacks=(), segment=None):
         before = evaluator.last
     # Packed sequences are full (max_length tokens) but for the last one of each pass over the text.
     speed = TrainingSpeed(steps_per_epoch * settings.batch_size * settings.max_length)
-    started = time.perf_counter()
-    model.fit(training_batches(sequences, masker, settings.batch_size, settings.held_out, settings.seed,
-                               skip=initial_epoch * steps_per_epoch), steps_per_epoch=steps_per_epoch,
-              epochs=settings.epochs, verbose=progress_verbosity(), shuffle=False,
-              callbacks=[speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None)
-              + list(callbacks))
     encoder_dir = output / "encoder"
 
     def write_encoder(directory):
@@ -522,6 +517,16 @@ def pretrain(settings, callbacks=(), segment=None):
             atomic_write_text(Path(directory) / "tokenizer_config.json",
                               json.dumps({"do_lower_case": bool(settings.lowercase)}, indent=2) + "\n")
 
+    from kerasbert.training.callbacks import KeptEncoders
+
+    kept = [KeptEncoders(settings.keep_encoders_every, settings.epochs, steps_per_epoch, output / "encoders",
+                         write_encoder)] if settings.keep_encoders_every else []
+    started = time.perf_counter()
+    model.fit(training_batches(sequences, masker, settings.batch_size, settings.held_out, settings.seed,
+                               skip=initial_epoch * steps_per_epoch), steps_per_epoch=steps_per_epoch,
+              epochs=settings.epochs, verbose=progress_verbosity(), shuffle=False,
+              callbacks=[speed] + training_callbacks(output, evaluator, settings.backup_every_steps or None)
+              + kept + list(callbacks))
     atomic_write_dir(encoder_dir, write_encoder)
     later = speed.epoch_seconds[1:]
     metrics = {
@@ -591,3 +596,4 @@ class HeldOutAccuracy(EpochRecords):
         if self.last is not None:
             when = f"epoch {epoch + 1}" if epoch >= 0 else "before training"
             print(f"\n{when}: held-out masked-token accuracy {self.last:.4f}")
+

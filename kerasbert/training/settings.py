@@ -447,6 +447,9 @@ class PretrainSettings:
     seed: int = setting(42, "random seed (initialisation of a new head or encoder, masking of the training "
                         "batches)")
     backup_every_steps: int = setting(0, "also back up for --resume every N steps (0: each epoch)")
+    keep_encoders_every: int = setting(0, "also keep the encoder after every N epochs, in OUTPUT/encoders/step-S "
+                                       "(S: the training steps done), to fine-tune and compare the checkpoints of one "
+                                       "run; 0: only the final OUTPUT/encoder")
     jit_compile: bool = setting(False, "compile training steps with XLA (TensorFlow backend; on JAX they always are)")
     resume: bool = setting(False, "continue an interrupted run in OUTPUT")
     overwrite: bool = setting(False, OVERWRITE_HELP)
@@ -490,6 +493,9 @@ class PretrainSettings:
             raise KerasbertError(f"max_length must be at least 8, got {self.max_length}")
         if self.held_out < 0:
             raise KerasbertError(f"held_out must be 0 or more, got {self.held_out}")
+        if self.keep_encoders_every < 0:
+            raise KerasbertError(f"keep_encoders_every must be 0 (the final encoder only) or more, got "
+                                 f"{self.keep_encoders_every}")
 
     def encoder_size(self):
         """The new encoder's ``layers``, ``hidden``, ``heads`` and
