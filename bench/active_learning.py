@@ -1,16 +1,12 @@
 """Active learning on CoNLL-2003: ``kerasbert ner select`` against random sampling (a benchmark, not a test).
 
-The simulation, each step a ``kerasbert`` CLI subprocess as a user runs it: for each seed, a first
-labelled set of ``--start`` eng.train sentences drawn at random (shared by the strategies); then,
-per strategy, rounds of: train a tagger on the labelled sentences (MiniLM, float32, the defaults, max
-length 64), selected and scored on eng.testa (the dev F1 the curves compare); ``kerasbert ner select
---strategy S --budget STEP`` over eng.train's other sentences; the chosen ones join the labelled set
-with their gold tags (the simulated annotator). The selection strategies (with the command's
-default diversity step) run up to ``--max-selected`` labelled sentences, random sampling (``--strategy
-random --diversity 1``) up to ``--max-random``. The record has a row per strategy, seed and labelled
-size, and the mean over seeds; the learning curves go to ``bench/figures/active_learning.png``.
-``--smoke`` (tiny numbers, minutes) writes both under ``--work``, not into ``bench/``. The records
-named ``gpu``: the same simulation on one GPU (``bench/offline_gpu_host/active_learning.py``).
+Each step a ``kerasbert`` CLI subprocess: per seed, ``--start`` random eng.train sentences (shared
+by the strategies); then per strategy, rounds of: train a tagger on the labelled sentences (MiniLM,
+float32, max length 64), scored on eng.testa; ``kerasbert ner select --strategy S --budget STEP``
+over the other sentences, the chosen ones joining with their gold tags. Selection runs up to
+``--max-selected`` sentences, random sampling (``--diversity 1``) up to ``--max-random``. Rows per
+strategy, seed and size, and the means; the curves: ``bench/figures/active_learning.png``.
+``--smoke`` writes both under ``--work``. Records named ``gpu``: ``bench/offline_gpu_host/``.
 
     python -m bench.active_learning                          # the full run: hours on a CPU
     python -m bench.active_learning --smoke --work al-smoke  # minutes: tiny numbers, proves the loop

@@ -1,11 +1,9 @@
 """The heads' BiLSTM on JAX: training steps per second of each implementation of ``kerasbert.layers.bilstm``.
 
-Figures, not a test. One jitted step: the layer's forward pass on ``batch x time x features``
-inputs (ragged right-padded rows, lengths from ``time`` down to ``time / 2``) and the gradients of a
-sum of its outputs with respect to the inputs and the weights, as in training. Each implementation
-(``keras``: Keras's masked LSTM, the reference; ``scan``; ``cudnn`` on a CUDA GPU) is compiled,
-warmed up, then timed back to back (the median of ``--repeats`` runs of ``--steps`` steps); its
-outputs and gradients are compared with ``keras``'s.
+Figures, not a test. One jitted step: the layer's forward pass on ragged right-padded ``batch x time
+x features`` inputs and the gradients of its outputs' sum for the inputs and weights. Each
+implementation (``keras``, the reference; ``scan``; ``cudnn`` on a CUDA GPU) is compiled, warmed
+up, timed back to back (median of ``--repeats`` runs of ``--steps`` steps) and compared with ``keras``.
 
     KERAS_BACKEND=jax python -m bench.bilstm_speed                     # CPU: 16 x 64 x 256, 128 units
     KERAS_BACKEND=jax python -m bench.bilstm_speed --batch 256 --time 128 --features 768   # a GPU
@@ -19,6 +17,7 @@ import numpy as np
 
 from bench.common import fail
 from bench.common import flags_line
+from bench.common import median_ms
 from bench.common import write_result
 
 
@@ -60,16 +59,14 @@ def measure(batch, seq, features, units, precision, implementations, steps, repe
         if reference is None:
             reference = flat
         difference = max(float(np.abs(a - b).max()) for a, b in zip(flat, reference))
-        for _ in range(2):
-            jax.block_until_ready(step(values, x))
-        runs = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            for _ in range(steps):
+
+        def run(count=steps, step=step, values=values):
+            for _ in range(count):
                 out = step(values, x)
             jax.block_until_ready(out)
-            runs.append((time.perf_counter() - started) / steps)
-        seconds = float(np.median(runs))
+
+        run(2)  # warm-up
+        seconds = median_ms(run, repeats=repeats, warmup=0) / 1000 / steps
         rows.append({"implementation": implementation, "runs_as": chosen, "precision": precision, "batch": batch,
                      "time": seq, "features": features, "units": units, "step_ms": round(seconds * 1000, 3),
                      "steps_per_s": round(1 / seconds, 2), "compile_s": round(compile_s, 2),

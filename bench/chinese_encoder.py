@@ -2,39 +2,25 @@
 
 Figures, not a test; the recipe for a user with no pretrained checkpoint for their language or domain.
 
-1. **Text.** The plain text (never a label) of the Chinese corpora in ``$KERASBERT_SHARED/data``
-   (default ``../shared/data``), training splits only where there is one: CLUENER2020
-   ``train.json.gz``, Weibo NER ``weiboNER_2nd_conll.train`` (the characters, the segmentation digit
-   dropped), and, for the corpora whose training split is not there, MSRA's validation sentences
-   (``msra_ner_partial/val``), People's Daily's dev sentences (``example.dev``) and CMeIE's dev
-   texts (``val_triples.json.gz``, its only split). What the NER runs below select on or are scored
-   on (CLUENER2020 dev, Weibo dev and test) and every test split stay out. The lines are shuffled
-   (seed 0) into one file, so the held-out sequences (the first ``--held-out``) sample every source.
-2. **Pretraining**, ``kerasbert pretrain --from-scratch`` (run in this process, with a time budget):
-   a WordPiece vocabulary learnt from that text (every CJK character a token) and a randomly
-   initialised BERT of ``--size`` (default mini: 4 layers, hidden 256), whole-word masking with
-   jieba, ``--steps`` steps of ``--batch-size`` sequences of ``--max-length`` tokens (the learning
-   rate's warm-up and decay span them), stopped earlier when ``--minutes`` of training have passed;
-   the held-out masked-token accuracy every ``--eval-every`` steps.
-3. **Fine-tuning**, ``kerasbert ner train`` (the default head, BiLSTM-CRF, unless ``--ner-options``
-   says otherwise) then ``kerasbert ner evaluate``, on CLUENER2020 (train, 10 types; selected on and
-   scored on dev: its test labels are not published) and Weibo NER (train, selected on dev, scored on test), each twice: on the
-   pretrained encoder, and on the same architecture and vocabulary randomly initialised (the same
-   seed as the pretraining's start) without any pretraining, so the pretraining's gain is measured.
+1. **Text**: the plain text (never a label) of the Chinese corpora in ``$KERASBERT_SHARED/data``
+   (:data:`SOURCES`: training splits where there is one); what the runs below select on or are
+   scored on, and every test split, stay out. Shuffled (seed 0) into one file.
+2. **Pretraining**: ``kerasbert pretrain --from-scratch`` in this process (a WordPiece vocabulary
+   learnt from the text, a random BERT of ``--size``, jieba whole-word masking), ``--steps`` steps,
+   stopped earlier after ``--minutes``; the held-out masked-token accuracy every ``--eval-every`` steps.
+3. **Fine-tuning**: ``kerasbert ner train`` then ``evaluate`` on CLUENER2020 (scored on dev: its test
+   labels are not published) and Weibo NER, and ``triples train`` on CMeIE, each on the pretrained
+   encoder and on the same architecture and vocabulary randomly initialised (the pretraining's gain).
 
-The record (``bench/results/chinese_encoder/``, parts ``pretraining``, ``CLUENER2020``, ``Weibo
-NER``) keeps the accuracy by step, the F1 of both encoders (in percent), what text went in, the
-commands, and published scores on the same corpora named with their encoder (``anchors``; test
-sets, where CLUENER2020 here is scored on dev).
+The records (``bench/results/chinese_encoder/``) keep the accuracy by step, the F1s (%), the text
+that went in, the commands and published scores named with their encoder (``anchors``).
 
     python -m bench.chinese_encoder [--size mini] [--minutes 60] [--steps 2000] [--datasets cluener,weibo] [--curve 1000]
-    python -m bench.chinese_encoder --tiny --work DIR   # seconds: the plumbing only, its figures mean nothing
-
-``--tiny`` writes its records under ``WORK/results`` (or ``--results``), never into ``bench/results``.
+    python -m bench.chinese_encoder --tiny --work DIR   # seconds: the plumbing only, records under WORK/results
 """
 
 import argparse
-import gzip
+import itertools
 import json
 import math
 import os
@@ -49,6 +35,9 @@ from bench.common import SHARED
 from bench.common import command_line
 from bench.common import fail
 from bench.common import flags_line
+from bench.common import open_text
+from bench.common import positive
+from bench.common import read_conll
 from bench.common import write_result
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -97,39 +86,20 @@ ANCHORS = {
 TINY = {"lines": 60, "train": 48, "dev": 16, "test": 16}
 
 
-# =============================================================================
-# Text
-# =============================================================================
-
-
 def read_source(path, kind, limit=None):
     """The text lines of one corpus file: ``json`` (JSON lines, their ``"text"``), ``spaced`` (one
     sentence a line, its characters separated by spaces), ``chars`` or ``weibo`` (one character a line
     with its tag, a blank line between sentences; Weibo's characters carry a segmentation digit)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    lines, chars = [], []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for raw in f:
-            if limit is not None and len(lines) >= limit:
-                break
-            raw = raw.rstrip("\n")
-            if kind == "json":
-                text = json.loads(raw)["text"].strip() if raw.strip() else ""
-                if text:
-                    lines.append(text)
-            elif kind == "spaced":
-                text = raw.replace(" ", "")
-                if text:
-                    lines.append(text)
-            elif raw.strip():
-                char = raw.split()[0]
-                chars.append(char[:-1] if kind == "weibo" and len(char) > 1 and char[-1].isdigit() else char)
-            elif chars:
-                lines.append("".join(chars))
-                chars = []
-    if chars and (limit is None or len(lines) < limit):
-        lines.append("".join(chars))
-    return lines
+    if kind in ("chars", "weibo"):
+        def char(line):
+            c = line.split()[0]
+            return c[:-1] if kind == "weibo" and len(c) > 1 and c[-1].isdigit() else c
+
+        return ["".join(map(char, block)) for block in read_conll(path, limit)]
+    with open_text(path) as f:
+        lines = (json.loads(raw)["text"].strip() if kind == "json" else raw.rstrip("\n").replace(" ", "")
+                 for raw in f if raw.strip())
+        return list(itertools.islice(filter(None, lines), limit))
 
 
 def write_corpus(path, data, limit=None, seed=0):
@@ -148,21 +118,13 @@ def write_corpus(path, data, limit=None, seed=0):
 def head_file(source, target, kind, count):
     """The first ``count`` examples of an NER file (``json``: lines; ``blocks``: blank-line separated
     sentences) as ``target`` (the ``--tiny`` slices)."""
-    opener = gzip.open if str(source).endswith(".gz") else open
-    with opener(source, "rt", encoding="utf-8") as f:
-        text = f.read()
     if kind == "json":
-        pieces = [line for line in text.splitlines() if line.strip()][:count]
-        Path(target).write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
+        with open_text(source) as f:
+            text = "".join(itertools.islice((line.rstrip("\n") + "\n" for line in f if line.strip()), count))
     else:
-        pieces = [block for block in text.split("\n\n") if block.strip()][:count]
-        Path(target).write_text("\n\n".join(p.strip("\n") for p in pieces) + "\n", encoding="utf-8")
+        text = "\n\n".join("\n".join(block) for block in read_conll(source, count)) + "\n"
+    Path(target).write_text(text, encoding="utf-8")
     return target
-
-
-# =============================================================================
-# Pretraining
-# =============================================================================
 
 
 def time_budget(minutes):
@@ -254,11 +216,6 @@ def random_encoder(args, work, encoder):
     return folder
 
 
-# =============================================================================
-# Fine-tuning
-# =============================================================================
-
-
 def finetune(args, work, name, checkpoint, files, task="ner"):
     """``kerasbert TASK train`` (ner or triples) on ``checkpoint`` (the model of the best dev epoch
     kept), then, where there is a test file, ``kerasbert TASK evaluate`` on it; returns the F1s (%)
@@ -313,7 +270,7 @@ def pretraining_curve(args, work, files, found, architecture, smoke):
 
 def cmeie_files(args, work, data):
     """:data:`CMEIE`'s parts as JSON-lines files (``--tiny``: a few sentences each)."""
-    with gzip.open(data / CMEIE["source"], "rt", encoding="utf-8") as f:
+    with open_text(data / CMEIE["source"]) as f:
         lines = [line for line in f if line.strip()]
     random.Random(0).shuffle(lines)
     files, start = {}, 0
@@ -338,25 +295,6 @@ def dataset_files(args, work, data, key):
         files = {role: head_file(path, work / "tiny" / f"{key}.{role}{suffix}", spec["kind"], TINY[role])
                  for role, path in files.items()}
     return files
-
-
-# =============================================================================
-# The run
-# =============================================================================
-
-
-def positive(kind):
-    def parse(value):
-        try:
-            number = kind(value)
-        except ValueError:
-            number = None
-        if number is None or number <= 0:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {value!r}")
-        return number
-
-    parse.__name__ = kind.__name__
-    return parse
 
 
 def parse_args(argv=None):

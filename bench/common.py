@@ -2,15 +2,11 @@
 
 A benchmark is a module of ``bench/``, run from the repository root as ``python -m bench.NAME``. It
 prints :func:`flags_line` beside its figures and ends with :func:`write_result`: its rows (one dict
-per system or setting measured, the peer included) and a short ``setup``, into
-``bench/results/<bench>/<date>-<name>.json`` with what makes a figure comparable (the command line,
-the date, the CPU model and flags, the cores, the runtimes' versions). The docs' Benchmarks page is
-generated from these files.
-
-    from bench.common import write_result
-    write_result("serving_throughput", rows, setup={"sentences": 256, ...})
+per system measured, the peer included) and a short ``setup``, into ``bench/results/<bench>/``
+with what makes a figure comparable (command, date, CPU, versions); the docs are generated from them.
 """
 
+import argparse
 import datetime
 import gzip
 import importlib.metadata
@@ -44,6 +40,26 @@ def fail(message):
     """A clear one-line error and exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def positive(kind):
+    """An argparse ``type``: ``kind`` (int, float) of a number above 0, else argparse's one-line error."""
+    def parse(value):
+        try:
+            number = kind(value)
+        except ValueError:
+            number = None
+        if number is None or number <= 0:
+            raise argparse.ArgumentTypeError(f"expected a number above 0, got {value!r}")
+        return number
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def open_text(path):
+    """``path`` opened for reading as UTF-8 text, gunzipped when its name ends in ``.gz``."""
+    return (gzip.open if str(path).endswith(".gz") else open)(path, "rt", encoding="utf-8")
 
 
 def cpu():
@@ -141,12 +157,17 @@ def random_inputs(batch, length, high=30000, seed=0):
     return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
 
 
+def hf_inputs(x):
+    """An encoder's inputs (:func:`random_inputs`) under Hugging Face's names, as int64."""
+    names = {"input_ids": "token_ids", "attention_mask": "padding_mask", "token_type_ids": "segment_ids"}
+    return {name: x[key].astype("int64") for name, key in names.items()}
+
+
 def read_conll(path, limit=None):
     """The sentences of a CoNLL file (gzipped or not), each as its block of lines (``-DOCSTART-`` left
     out); with ``limit``, the first ``limit`` only."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     sentences, block = [], []
-    with opener(path, "rt", encoding="utf-8") as f:
+    with open_text(path) as f:
         for line in f:
             line = line.rstrip("\n")
             if line.strip() and not line.startswith("-DOCSTART-"):

@@ -1,17 +1,11 @@
 """The encoder alone, every runtime on the same CPU: the floor a serving graph sits on.
 
-Figures, not a test. The starter checkpoint's MiniLM encoder (6 layers, H=384, the same weights
-everywhere) at batch 1 x 20 tokens (p50 and p90 of ``--calls`` calls) and 64 x 32 tokens
-(sentences/s, the median of ``--runs`` calls), all in this process. The systems: ``tf-keras``
-(kerasbert's encoder, its keras-hub layers, in a ``tf.function``: what a SavedModel ran before
-:mod:`kerasbert.models.fused_encoder`), ``tf-fused`` (through
-:func:`~kerasbert.models.fused_encoder.fused_encoder`), ``-bf16`` (the encoder rebuilt under the
-``bfloat16`` policy, as ``export --precision bfloat16``), ``-const`` (the kernels traced as
-constants, :func:`~kerasbert.models.fused_encoder.constant_weights`: what every export runs),
-``tf-keras-xla`` (``jit_compile=True``); ``torch``, ``torch-bf16`` (Hugging Face ``BertModel`` under
-``torch.inference_mode()``, bfloat16 by ``torch.autocast``) and ``ort`` (ONNX Runtime on that model
-exported to ONNX), each with all cores and with one thread (``-1t``). TensorFlow runs with
-``--intra-threads`` intra-op threads and all cores as inter-op threads.
+Figures, not a test. The starter's MiniLM encoder (the same weights everywhere) at batch 1 x 20
+tokens (p50, p90 of ``--calls`` calls) and 64 x 32 (sentences/s, median of ``--runs``), in this
+process: ``tf-keras`` (its Keras layers in a ``tf.function``), ``tf-fused``
+(:mod:`kerasbert.models.fused_encoder`), ``-bf16`` (under the ``bfloat16`` policy), ``-const`` (weights
+traced as constants, as every export runs), ``tf-keras-xla``; ``torch``, ``torch-bf16`` (Hugging
+Face ``BertModel``) and ``ort`` (ONNX Runtime), with all cores and one thread (``-1t``).
 
     python -m bench.encoder_floor [--calls 200] [--runs 10] [--intra-threads 1]
 """
@@ -22,9 +16,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from bench.common import flags_line
+from bench.common import hf_inputs
 from bench.common import random_inputs
 from bench.common import starter_folder
 from bench.common import times_ms
@@ -85,11 +78,9 @@ def torch_systems(folder, threads):
     model = BertModel.from_pretrained(folder, add_pooling_layer=False).eval()
 
     def run(x, bf16=False):
-        args = {"input_ids": torch.from_numpy(x["token_ids"].astype(np.int64)),
-                "token_type_ids": torch.from_numpy(x["segment_ids"].astype(np.int64)),
-                "attention_mask": torch.from_numpy(x["padding_mask"].astype(np.int64))}
+        inputs = {k: torch.from_numpy(v) for k, v in hf_inputs(x).items()}
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            return model(**args).last_hidden_state.float().numpy()
+            return model(**inputs).last_hidden_state.float().numpy()
 
     return model, {"torch": run, "torch-bf16": lambda x: run(x, bf16=True)}
 
@@ -108,9 +99,9 @@ def ort_session(model, threads):
                              token_type_ids=token_type_ids).last_hidden_state
 
     path = Path(tempfile.mkdtemp()) / "encoder.onnx"
-    x = random_inputs(2, 8)
-    example = tuple(torch.from_numpy(x[k].astype(np.int64)) for k in ("token_ids", "padding_mask", "segment_ids"))
-    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = hf_inputs(random_inputs(2, 8))
+    names = list(example)  # the order of Encoder.forward's arguments
+    example = tuple(torch.from_numpy(v) for v in example.values())
     torch.onnx.export(Encoder(model), example, str(path), input_names=names, output_names=["last_hidden_state"],
                       dynamic_axes={n: {0: "batch", 1: "length"} for n in names + ["last_hidden_state"]},
                       opset_version=17, dynamo=False)
@@ -119,12 +110,7 @@ def ort_session(model, threads):
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    def run(x):
-        feed = {"input_ids": x["token_ids"].astype(np.int64), "attention_mask": x["padding_mask"].astype(np.int64),
-                "token_type_ids": x["segment_ids"].astype(np.int64)}
-        return session.run(None, feed)[0]
-
-    return run
+    return lambda x: session.run(None, hf_inputs(x))[0]
 
 
 def main():

@@ -1,12 +1,10 @@
 """Encoder forward throughput and tokenizer speed (figures, not a test).
 
-Forward tokens/s at ``--batch`` x ``--length`` (32 x 128) of the BERT-base shape and the MiniLM
-shape, randomly initialised: kerasbert's ``BertEncoder`` and a bare keras-hub ``BertBackbone`` (the
-same layers), each in float32 and mixed_bfloat16, as a TF graph and compiled by XLA, through
-``predict_on_batch``; Hugging Face's ``BertModel`` on PyTorch, float32, under
-``torch.inference_mode()`` (if torch and transformers are installed: ``pip install -e ".[bench]"``).
-Each figure is the median of ``--runs`` passes after ``--warmup``. Also the tokenizer's characters/s
-on CoNLL-2003 dev sentences (MiniLM's reference sentences where CoNLL is missing).
+Forward tokens/s at ``--batch`` x ``--length`` of the BERT-base and MiniLM shapes, randomly
+initialised: kerasbert's ``BertEncoder`` and a bare keras-hub ``BertBackbone``, in float32 and
+mixed_bfloat16, as a TF graph and by XLA (``predict_on_batch``); Hugging Face's ``BertModel`` on
+PyTorch, float32 (with the ``bench`` extra). Medians of ``--runs`` passes after ``--warmup``. Also
+the tokenizer's characters/s on CoNLL-2003 dev sentences.
 
     python -m bench.encoder_throughput [--runs 5] [--shapes base,minilm]
 """
@@ -18,13 +16,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
 
 import kerasbert  # noqa: E402
 from bench.common import CONLL  # noqa: E402
 from bench.common import MINILM  # noqa: E402
 from bench.common import cpu  # noqa: E402
 from bench.common import flags_line  # noqa: E402
+from bench.common import hf_inputs  # noqa: E402
 from bench.common import median_ms  # noqa: E402
 from bench.common import random_inputs  # noqa: E402
 from bench.common import read_conll  # noqa: E402
@@ -40,16 +38,10 @@ SHAPES = {
 VOCAB = 30522
 
 
-def median_time(fn, runs, warmup):
-    """Seconds: the median of ``runs`` calls of ``fn()`` after ``warmup``."""
-    return median_ms(fn, repeats=runs, warmup=warmup) / 1000
-
-
 def keras_rate(cls, shape, policy, x, runs, warmup, xla):
     model = cls(vocabulary_size=VOCAB, max_sequence_length=512, dtype=policy, **shape)
     model.compile(jit_compile=xla)
-    seconds = median_time(lambda: model.predict_on_batch(x), runs, warmup)
-    return x["token_ids"].size / seconds
+    return x["token_ids"].size / median_ms(model.predict_on_batch, x, repeats=runs, warmup=warmup) * 1000
 
 
 def torch_rate(shape, x, runs, warmup):
@@ -60,24 +52,17 @@ def torch_rate(shape, x, runs, warmup):
     except ImportError:
         return None
     torch.set_num_threads(os.cpu_count())
-    config = BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=shape["hidden_dim"],
-        num_hidden_layers=shape["num_layers"],
-        num_attention_heads=shape["num_heads"],
-        intermediate_size=shape["intermediate_dim"],
-        hidden_act="gelu_new",
-    )
+    config = BertConfig(vocab_size=VOCAB, hidden_size=shape["hidden_dim"], num_hidden_layers=shape["num_layers"],
+                        num_attention_heads=shape["num_heads"], intermediate_size=shape["intermediate_dim"],
+                        hidden_act="gelu_new")
     model = BertModel(config).eval()
-    ids = torch.from_numpy(x["token_ids"].astype(np.int64))
-    mask = torch.from_numpy(x["padding_mask"].astype(np.int64))
-    segments = torch.from_numpy(x["segment_ids"].astype(np.int64))
+    inputs = {k: torch.from_numpy(v) for k, v in hf_inputs(x).items()}
 
     def forward():
         with torch.inference_mode():
-            model(input_ids=ids, attention_mask=mask, token_type_ids=segments)
+            model(**inputs)
 
-    return ids.numel() / median_time(forward, runs, warmup)
+    return x["token_ids"].size / median_ms(forward, repeats=runs, warmup=warmup) * 1000
 
 
 def english_text():
@@ -99,7 +84,7 @@ def tokenizer_rate(runs, warmup):
         for i in range(0, len(sentences), 256):
             tokenizer(sentences[i : i + 256], max_length=512)
 
-    seconds = median_time(run, runs, warmup)
+    seconds = median_ms(run, repeats=runs, warmup=warmup) / 1000
     return chars / seconds, f"{source}: {len(sentences)} texts, {chars} characters, batches of 256"
 
 

@@ -1,11 +1,9 @@
 """Calibration of a trained NER model's entity scores on a labelled file.
 
-Figures, not a test. Predicts every text of ``--data`` as ``kerasbert ner predict`` does (any head),
-takes each predicted entity's score and whether it exactly matches a gold entity (as the head's
-scorer counts), and reports the expected calibration error over 10 equal-width score bins with the
-reliability table (:mod:`kerasbert_apps.ner.calibration`), with the model's fitted temperature and,
-as the peer in the same run, without it (T = 1). Writes ``calibration.json`` and ``reliability.png``
-into ``--output``; the record has, per temperature, a row for all bins, then one per non-empty bin.
+Figures, not a test. Predicts ``--data`` as ``kerasbert ner predict`` does (any head) and reports the
+expected calibration error of the entity scores over 10 score bins with the reliability table
+(:mod:`kerasbert_apps.ner.calibration`), with the model's fitted temperature and without it (T = 1).
+Writes ``calibration.json`` and ``reliability.png`` into ``--output``.
 
     python -m bench.entity_calibration --model RUN_OR_MODEL_DIR \\
         --data ../shared/data/conll2003/eng.testb --output calibration/

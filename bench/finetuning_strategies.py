@@ -2,26 +2,20 @@
 
 Figures, not a test. Every run is a ``kerasbert`` CLI subprocess, float32, batch 32, max length 128.
 
-* ``conll``: each system (``full``: ``ner train``'s defaults; ``lora8``: ``--lora-rank 8
-  --learning-rate 5e-4``; ``frozen``: ``--freeze-encoder``, the head reading a learned mix of the
-  layers; ``decay0.9``: ``--layer-lr-decay 0.9``) trains ``--epochs`` on eng.train, selected on
-  eng.testa, scored on eng.testb with seqeval; with its trainable and total weights and the model
-  folder's size;
+* ``conll``: each system of :data:`SYSTEMS` trains ``--epochs`` on eng.train, selected on eng.testa,
+  scored on eng.testb; with its trainable and total weights and the model folder's size;
 * ``speed``: each system trains 2 epochs on the first ``--speed-examples`` sentences, the second
-  epoch's real WordPiece tokens/s kept; the systems take turns (``--speed-repeats`` rounds) and the
-  median pass is the figure (one pass on a shared machine can be 30% off). System ``pretrain``
-  (``--systems full,pretrain``) times ``kerasbert pretrain`` the same way on the CoNLL training
-  sentences packed to 128;
-* ``genia``: ``kerasbert pretrain`` continues MiniLM's masked-LM on the GENIA dev and test
-  sentences, the test ones held out (``--held-out``), so the masked-token accuracy before and after
-  is on text it never trains on; then the BIO head trains on the first 80% of GENIA dev (selected on
-  the rest, scored on test, nested entities resolved by the reader's rule) with and without the
-  pre-trained encoder.
+  timed (tokens/s); the systems take turns (``--speed-repeats`` rounds), the median pass is the
+  figure. ``--systems full,pretrain`` also times ``kerasbert pretrain`` on CoNLL sentences;
+* ``genia``: ``kerasbert pretrain`` continues MiniLM's masked-LM on GENIA's dev and test sentences,
+  the test ones held out (the accuracy before and after); then the BIO head trains on the first
+  80% of GENIA dev (scored on test) with and without the pre-trained encoder.
 
     python -m bench.finetuning_strategies [--parts conll,speed,genia] [--work DIR] [--epochs 1]
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -135,10 +129,7 @@ def genia_jsonl(source, target, lines=None):
     with open(target, "w", encoding="utf-8") as out:
         for i in lines:
             words = records[i]["sentence"]
-            starts, position = [], 0
-            for word in words:
-                starts.append(position)
-                position += len(word) + 1
+            starts = list(itertools.accumulate((len(word) + 1 for word in words[:-1]), initial=0))
             entities = [{"start": starts[e["index"][0]], "end": starts[e["index"][-1]] + len(words[e["index"][-1]]),
                          "type": e["type"]} for e in records[i]["ner"]]
             out.write(json.dumps({"text": " ".join(words), "entities": entities}) + "\n")

@@ -1,22 +1,12 @@
 """The first answer: one sentence, whole process, ours beside the Hugging Face pipeline's.
 
-Figures, not a test. What a user meets first: a fresh process that answers one sentence and exits,
-each system in its own process (timed from start to exit, peak memory from the kernel), the systems
-in turn (``--pairs`` rounds, medians), so a slower minute of the machine hits them all:
-
-* ``kerasbert ner predict`` on a model folder of the demo's shape (untrained head: speed does not
-  depend on its values; or ``--model``), its serving function already in the serving cache (any
-  predict after the folder's first); ``first of the folder``: with an empty cache each time (builds
-  the model, writes the cache entry, answers from it); ``--no-cache``: builds and traces every time;
-  ``KERASBERT_GRAPPLER=1``: TensorFlow's graph optimizer on, as ``--no-cache`` and TF Serving run;
-  ``512 lines``: a file of 512 sentences (``vs_hf`` left empty);
-* ``SavedModel, first call``: import TensorFlow, ``tf.saved_model.load`` the folder's export and call
-  ``serving_default`` once (what TF Serving pays at every model load), with the export's graph nodes;
-* ``hf``: ``pipeline("ner", aggregation_strategy="simple")`` on ``BertForTokenClassification`` from
-  the same MiniLM weights with a 9-label head.
-
-The phases (imports, loading, tracing, first call) come from a second, instrumented process of the
-same steps.
+Figures, not a test. A fresh process that answers one sentence and exits, each system in its own
+process (start to exit, peak memory from the kernel), the systems in turn (``--pairs`` rounds,
+medians): ``kerasbert ner predict`` on a model of the demo's shape (untrained head, or ``--model``)
+from the serving cache, as the folder's first, with ``--no-cache``, with ``KERASBERT_GRAPPLER=1``
+and on 512 lines; ``SavedModel, first call`` (load the export, call it once); ``hf`` (Hugging Face's
+``pipeline("ner")`` on the same MiniLM weights). The phases (imports, loading, tracing, first call)
+come from a second, instrumented process of the same steps.
 
     python -m bench.first_answer [--model RUN/model] [--pairs 3]
 """

@@ -1,21 +1,13 @@
 """Training speed on one GPU: kerasbert's BERT-base NER heads (JAX) against Hugging Face's BertForTokenClassification (PyTorch), in one run.
 
-Figures, not a test. Each configuration runs in a process of its own (its own peak memory; a crash
-costs one row); the record is rewritten after each. Both systems train a BERT-base shape, randomly
-initialised, on synthetic rows of 128 real tokens with valid BIO tags:
-
-* **ours**: the library's model (``Tagger.build_model``), batches (``BucketedBatches``) and optimizer
-  (``compile_for_training``), trained with ``fit`` for two epochs, the second timed (tokens/s as
-  ``kerasbert ner train`` gets it), then the jitted step alone, back to back (``jitted_step_ms``).
-  Heads: ``softmax`` (the peer's architecture), ``crf`` (the BiLSTM-CRF; ``--bilstm`` picks
-  :mod:`kerasbert.layers.bilstm`'s implementation), ``crf-no-bilstm``;
-* **the peer**: ``BertForTokenClassification``, fused AdamW, a plain loop, bf16 ``torch.autocast`` or
-  float32 with TF32 matrix products (as XLA runs float32), optionally ``torch.compile``.
-
-MFU: model FLOPs per step (``6 N T + 12 L H S T``: ``T`` tokens, ``N`` trainable weights outside
-the embedding tables, ``L`` layers, ``H`` hidden size, ``S`` sequence length) / step time / the
-device's dense peak (:data:`PEAKS`). Needs JAX and PyTorch with CUDA, and ``transformers``; not
-TensorFlow::
+Figures, not a test. Each configuration runs in a process of its own (its own peak memory); the
+record is rewritten after each. Both train a random BERT-base on synthetic rows of 128 real tokens
+with valid BIO tags. **Ours**: the library's model, batches and optimizer, ``fit`` for two epochs,
+the second timed, then the jitted step alone (``jitted_step_ms``); heads ``softmax``, ``crf``
+(``--bilstm``: :mod:`kerasbert.layers.bilstm`'s implementation), ``crf-no-bilstm``. **The peer**:
+``BertForTokenClassification``, fused AdamW, a plain loop, bf16 autocast or float32 with TF32,
+optionally ``torch.compile``. MFU: model FLOPs per step (:data:`FLOPS_FORMULA`) / step time / the
+device's dense peak (:data:`PEAKS`). Needs JAX, PyTorch with CUDA and ``transformers``; not TensorFlow::
 
     export KERAS_BACKEND=jax XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
     python -m bench.gpu_training                                  # batches 128 and 256, both precisions

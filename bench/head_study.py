@@ -1,16 +1,11 @@
 """What each head's training needs on small data: the study behind the defaults the heads declare (MiniLM, dev figures).
 
-Figures, not a test. Each head declares what its training needs (:class:`kerasbert_apps.base.heads.Head`:
-head learning rate, optimizer steps; the span heads' decision threshold, fitted on dev); this bench
-holds the runs they were chosen from, on dev only. A study (``--study``) is a list of variants (name,
-head, options), each a ``kerasbert ner|triples train`` run (float32) on one small setting: ``genia`` (the
-first 500 sentences of ``bench.ner_heads``' GENIA training split, selected and scored on the rest of
-it, nested entities kept) or ``webnlg`` (``bench.triples_small_data``'s). A row: the best epoch's dev
-P/R/F1 at the head's default decision, the dev F1 per epoch, the threshold fitted (span heads) or
-tuned (triple heads) on dev and the F1 it gives (optimistic: fitted on the data it is scored on),
-the nested entities' F1 at both, and the run's wall seconds (on a shared machine: not a timing). A
-variant whose work folder holds a finished run is not trained again: ``--only`` trains one variant,
-``--record`` writes the study's record from the finished runs.
+Figures, not a test: the dev runs the defaults each head declares (:class:`kerasbert_apps.base.heads.Head`)
+were chosen from. A study (``--study``, :data:`STUDIES`) is a list of variants, each a ``kerasbert
+ner|triples train`` run (float32) on one small setting (:data:`SETTINGS`). A row: the best epoch's
+dev P/R/F1, the dev F1 per epoch, the threshold fitted or tuned on dev and the F1 it gives
+(optimistic), the nested entities' F1, the wall seconds. A finished run is not trained again:
+``--only`` trains one variant, ``--record`` writes the study's record from the finished runs.
 
     python -m bench.head_study --study NAME [--only VARIANT] [--work DIR] [--record]
 """

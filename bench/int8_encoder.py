@@ -1,12 +1,9 @@
 """Post-training int8 weight quantization of a tagger's encoder: worth it on this CPU?
 
-Figures, not a test. Keras's own ``encoder.quantize("int8")`` (int8 kernels, per-channel scales,
-activations quantized per row at run time) on a trained NER tagger's encoder, against the same
-encoder in float32: the encoder's time (a ``tf.function`` of it alone, median of ``--repeats``
-calls after a warm-up) at batch 1 x 20 tokens and 64 x 48; the largest and mean difference of the
-last hidden state; ``Tagger.predict``'s entities on ``--sentences`` CoNLL-2003 test sentences, int8
-against float32. kerasbert offers no int8 option: the README's "Make it fast" gives the measured
-reason.
+Figures, not a test. Keras's ``encoder.quantize("int8")`` on a trained tagger's encoder against the
+same encoder in float32: the encoder's time alone (median of ``--repeats`` calls) at batch 1 x 20
+tokens and 64 x 48, the difference of the last hidden state, and the entities ``Tagger.predict``
+finds on ``--sentences`` CoNLL-2003 test sentences. kerasbert offers no int8 option: this is why.
 
     python -m bench.int8_encoder --model RUN/model [--sentences 1000] [--repeats 30]
 """

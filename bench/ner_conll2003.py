@@ -1,17 +1,12 @@
 """NER on CoNLL-2003 with the MiniLM checkpoint: kerasbert vs the Hugging Face recipe.
 
-Figures, not a test. Each system runs in a subprocess of its own (so its peak RSS is its own),
-trains on eng.train, is selected on eng.testa and scored on eng.testb with seqeval:
-
-* ``ours``: ``kerasbert_apps.ner.train`` (MiniLM -> BiLSTM -> CRF); ``ours_bf16``: in mixed_bfloat16;
-* ``hf``: transformers' ``BertForTokenClassification`` on the same weights, first-subword labels,
-  AdamW lr 5e-5, linear warm-up 10% then decay, batch 32, PyTorch CPU, scored on the same
-  word-level IOB2 tags.
-
-Training tokens/s counts real WordPiece tokens over the epochs after the first (which traces the
-graph); inference sentences/s: the test set in batches of 32, tokenization included. A run on part
-of eng.train (``--max-train``) is part ``CoNLL-2003 short run``: its F1 is not the kit's accuracy.
-``--cluener`` with a Chinese ``--checkpoint`` adds part ``CLUENER2020``.
+Figures, not a test. Each system (:data:`SYSTEM_NAMES`) runs in a subprocess of its own (its own
+peak RSS), trains on eng.train, is selected on eng.testa and scored on eng.testb with seqeval:
+``ours`` (``kerasbert_apps.ner.train``, BiLSTM-CRF; ``ours_bf16`` in mixed_bfloat16, ``ours_auto``
+with ``--precision auto``) and ``hf`` (``BertForTokenClassification`` on the same weights,
+first-subword labels, AdamW 5e-5 with 10% warm-up, PyTorch CPU). Training tokens/s: real WordPiece
+tokens over the epochs after the first; inference: the test set in batches of 32. ``--max-train``
+makes part ``CoNLL-2003 short run``; ``--cluener`` (a Chinese ``--checkpoint``) adds ``CLUENER2020``.
 
     python -m bench.ner_conll2003 [--systems ours,hf,ours_bf16] [--epochs 3]
         [--max-train N] [--max-length 128] [--cluener]
@@ -83,21 +78,17 @@ def run_ours(args, precision, train_path, dev_path, test_path, tag):
     return result
 
 
-def word_tags(examples):
-    from kerasbert_apps.ner.tags import spans_to_tags
-
-    return [[w for w in spans_to_tags(e.words, e.entities, "bio")] for e in examples]
-
-
 def run_hf(args):
     import numpy as np
     import torch
     from seqeval.metrics import f1_score
     from transformers import BertForTokenClassification
     from transformers import BertTokenizerFast
+    from transformers import DataCollatorForTokenClassification
     from transformers import get_linear_schedule_with_warmup
 
     from kerasbert_apps.ner.readers import read_ner_file
+    from kerasbert_apps.ner.tags import spans_to_tags
 
     torch.manual_seed(42)
     torch.set_num_threads(os.cpu_count())
@@ -107,11 +98,12 @@ def run_hf(args):
     if args.max_train:
         splits["train"] = splits["train"][: args.max_train]
     words = {k: [[e.text[a:b] for a, b in e.words] for e in v] for k, v in splits.items()}
-    tags = {k: word_tags(v) for k, v in splits.items()}
+    tags = {k: [spans_to_tags(e.words, e.entities, "bio") for e in v] for k, v in splits.items()}
     labels = sorted({t for sent in tags["train"] for t in sent}, key=lambda t: (t != "O", t))
     label_id = {t: i for i, t in enumerate(labels)}
     tokenizer = BertTokenizerFast.from_pretrained(folder)
     model = BertForTokenClassification.from_pretrained(folder, num_labels=len(labels))
+    collate = DataCollatorForTokenClassification(tokenizer, return_tensors="pt")  # pads with 0, labels with -100
 
     def encode(split):
         enc = tokenizer(words[split], is_split_into_words=True, truncation=True, max_length=args.max_length)
@@ -127,16 +119,8 @@ def run_hf(args):
     def batches(enc, label_rows, order):
         for b in range(0, len(order), 32):
             idx = order[b : b + 32]
-            width = max(len(enc["input_ids"][i]) for i in idx)
-            ids = torch.zeros((len(idx), width), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            lab = torch.full_like(ids, -100)
-            for r, i in enumerate(idx):
-                n = len(enc["input_ids"][i])
-                ids[r, :n] = torch.tensor(enc["input_ids"][i])
-                mask[r, :n] = 1
-                lab[r, :n] = torch.tensor(label_rows[i])
-            yield idx, ids, mask, lab
+            batch = collate([{"input_ids": enc["input_ids"][i], "labels": label_rows[i]} for i in idx])
+            yield idx, batch["input_ids"], batch["attention_mask"], batch["labels"]
 
     def predict(split):
         enc, rows = encode(split)

@@ -1,20 +1,12 @@
 """NER heads compared: the CRF, GlobalPointer and biaffine heads (MiniLM checkpoint).
 
 Figures, not a test. Each head (``--heads``) trains as a ``kerasbert ner train`` subprocess in float32
-with its defaults (the ``auto`` batch size, epochs, patience and head learning rate its registration
-declares; the span heads' decision threshold fitted on dev), max length 128; a number for
-``--epochs`` / ``--genia-epochs`` trains that many epochs at batch 32 without early stopping.
-
-* ``conll``: trained on eng.train, selected on eng.testa, scored on eng.testb as ``kerasbert ner
-  evaluate`` scores the head, with its entity scores' calibration (as ``bench.entity_calibration``:
-  ``calibration.json`` and ``reliability.png`` per head in the work folder);
-* ``genia`` (no train split here): trained on the first 80% of GENIA dev, selected on the rest,
-  scored on GENIA test with nested entities kept, every head by the exact-span scorer
-  (:mod:`kerasbert_apps.ner.span_scores`); the CRF head reads its training data with the overlaps
-  resolved by the reader's rule, which bounds its nested recall.
-
-A part trained with a number of epochs or with ``--options`` is a variant: its record's part names
-them, so that its rows never stand for the defaults.
+with its defaults (``auto``), max length 128; a number for ``--epochs`` / ``--genia-epochs`` trains
+that many epochs at batch 32 without early stopping. Parts: ``conll`` (eng.train, selected on
+eng.testa, scored on eng.testb as ``ner evaluate`` scores the head, with the entity scores'
+calibration) and ``genia`` (the first 80% of GENIA dev, selected on the rest, scored on GENIA test
+with nested entities kept, by the exact-span scorer). A part trained with a number of epochs or
+with ``--options`` is a variant: its record's part names them.
 
     python -m bench.ner_heads [--parts conll,genia] [--heads crf,global-pointer,biaffine] [--work DIR]
         [--epochs auto] [--genia-epochs auto] [--max-train N] [--options="..."] [--reuse]
@@ -129,6 +121,11 @@ def variant_options(args, epochs):
     return " ".join(budget(epochs) + args.options.split())
 
 
+def variant(part, options):
+    """A row's ``part`` (and ``options``): a variant's part names its options."""
+    return {"part": f"{part} ({options})", "options": options} if options else {"part": part}
+
+
 def write_results(args, rows):
     """One record per part this run measured, a row per head; a variant's part and rows name its options."""
     conll = [r for r in rows if r["part"] == "conll"]
@@ -140,9 +137,7 @@ def write_results(args, rows):
     if conll:
         options = variant_options(args, args.epochs)
         write_result("ner_heads", [{
-            "part": "CoNLL-2003" + (f" ({options})" if options else ""), "head": r["head"],
-            **({"options": options} if options else {}),
-            "test F1": round(r["test_f1"] * 100, 2),
+            **variant("CoNLL-2003", options), "head": r["head"], "test F1": round(r["test_f1"] * 100, 2),
             "test P": round(r["test_precision"] * 100, 2), "test R": round(r["test_recall"] * 100, 2),
             "dev F1": round(r["dev_f1"] * 100, 2), **{k: r[k] for k in TRAINED},
             "dev F1 by epoch": [round(f * 100, 2) for f in r["dev F1 by epoch"]],
@@ -161,9 +156,7 @@ def write_results(args, rows):
         first = genia[0]
         options = variant_options(args, args.genia_epochs)
         write_result("ner_heads", [{
-            "part": "GENIA (nested)" + (f" ({options})" if options else ""), "head": r["head"],
-            **({"options": options} if options else {}),
-            "P": round(r["test_precision"], 3),
+            **variant("GENIA (nested)", options), "head": r["head"], "P": round(r["test_precision"], 3),
             "R": round(r["test_recall"], 3), "F1": round(r["test_f1"], 3), "nested P": round(r["nested_precision"], 3),
             "nested R": round(r["nested_recall"], 3), "nested F1": round(r["nested_f1"], 3),
             "nested predicted": r["nested_predicted"], "dev F1": round(r["dev_f1"], 3),

@@ -1,12 +1,9 @@
 """What the progress bar costs ``predict``: the same lines predicted with and without it, in one run.
 
-Figures, not a test. The loop of ``kerasbert ner predict FILE``
-(:func:`kerasbert_apps.base.cli.print_predictions`: the file read in chunks, a JSON line printed per
-input, here to ``/dev/null``) over ``--lines`` CoNLL-2003 test sentences (cycled), with the bar drawn
-on a pseudo-terminal (read by a thread, the lines counted first, as on a user's terminal) and
-without, alternately, ``--pairs`` rounds after a warm-up run of each. The model: the demo's shape
-with an untrained head (speed does not depend on its values), or ``--model``. The cost:
-``(with - without) / without`` of the medians, in percent.
+Figures, not a test. The loop of ``kerasbert ner predict FILE`` (:func:`kerasbert_apps.base.cli.print_predictions`,
+output to ``/dev/null``) over ``--lines`` CoNLL-2003 test sentences, with the bar drawn on a
+pseudo-terminal and without, alternately, ``--pairs`` rounds after a warm-up. The model: the demo's
+shape, untrained head, or ``--model``. The cost: ``(with - without) / without`` of the medians, in %.
 
     python -m bench.progress_cost [--lines 20000] [--pairs 3] [--batch-size 32] [--model RUN/model]
 """
@@ -28,6 +25,7 @@ from bench.common import CONLL
 from bench.common import MINILM
 from bench.common import fail
 from bench.common import flags_line
+from bench.common import positive
 from bench.common import read_conll
 from bench.common import sentence_text
 from bench.common import untrained_tagger
@@ -72,13 +70,11 @@ def timed_run(predict, path, batch_size, bar_on):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", type=int, default=20_000, help="lines predicted per run (default: %(default)s)")
-    parser.add_argument("--pairs", type=int, default=3, help="rounds of one run each way (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
+    parser.add_argument("--lines", type=positive(int), default=20_000, help="lines per run (default: %(default)s)")
+    parser.add_argument("--pairs", type=positive(int), default=3, help="rounds each way (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive(int), default=32, help="texts per batch (default: %(default)s)")
     parser.add_argument("--model", help="a model folder (default: an untrained tagger of the demo's shape on MiniLM)")
     args = parser.parse_args(argv)
-    if args.lines < 1 or args.pairs < 1:
-        fail("--lines and --pairs must be at least 1")
     if not args.model and not MINILM.is_dir():
         fail(f"{MINILM}: missing (the MiniLM checkpoint; or give --model)")
     print(flags_line(), flush=True)

@@ -1,12 +1,9 @@
 """Where a serving request spends its time: the exported SavedModel profiled op by op.
 
-Figures, not a test. An export's ``text`` signature (what TF Serving runs) is called under
-TensorFlow's profiler and every kernel it ran is read back from the trace (``.xplane.pb``): ops per
-call, time by op type and by stage from the node names (the graph tokenizer, the encoder, the head,
-the rest: grouping, decoding, entity assembly), at batch 1 (one CoNLL-2003 test sentence a call)
-and 64, beside the wall time per call (median). Kernel times are summed over threads, so they may
-add up to more than a call's wall time. ``--task triples`` profiles a CasRel extractor instead;
-``--precision``, ``--threads`` and ``--intra-threads`` are ``bench.serving_throughput``'s.
+Figures, not a test. An export's ``text`` signature is called under TensorFlow's profiler and every
+kernel read back from the trace: ops per call, time by op type and by stage (:func:`stage_of`), at
+batch 1 (a CoNLL-2003 test sentence a call) and 64, beside the median wall time per call; kernel
+times are summed over threads. ``--task triples`` profiles a CasRel extractor instead.
 
     python -m bench.serving_profile [--model RUN/model] [--task ner|triples] [--precision float32|bfloat16] [--threads 2]
 """

@@ -1,17 +1,10 @@
 """Where one NER training step spends its time, float32 against mixed_bfloat16 (and the Hugging Face recipe's).
 
-Figures, not a test. The step ``kerasbert ner train`` runs (the MiniLM starter encoder, BiLSTM, CRF,
-compiled by :func:`kerasbert.training.fit.compile_for_training` with the default settings) on one
-batch of ``--batch`` x ``--length`` tokens under TensorFlow's profiler, each precision in a process
-of its own. Every kernel is read back from the trace and put in a stage by its node name: the
-encoder forward / backward (inside the gradient tape's ops), the head's layers (``BiLSTM``, ``CRF
-loss``, ``emissions``), the ``optimizer`` (AdamW and the learning-rate schedule), and ``loss (CRF)
-and the rest`` (the CRF's forward algorithm runs in the loss, outside its layer; casts, loss
-scaling). Host-side batching (:class:`kerasbert.training.batching.BucketedBatches`) is timed on its
-own. Kernel times are summed over threads, so they may add up to more than the step's wall time.
-
-With ``--peer``, the Hugging Face recipe's step on the same batch under ``torch.profiler``; with
-``--cpu-cap avx2``, every child as on an AVX2-only CPU (:data:`bench.common.CPU_CAPS`).
+Figures, not a test. The step ``kerasbert ner train`` runs (MiniLM starter, BiLSTM, CRF, default
+settings) on one batch of ``--batch`` x ``--length`` tokens under TensorFlow's profiler, each
+precision in a process of its own; every kernel put in a stage by its node name (:func:`stage_of`),
+summed over threads. Host-side batching is timed on its own. ``--peer``: the Hugging Face recipe's
+step under ``torch.profiler``; ``--cpu-cap avx2``: as on an AVX2-only CPU (:data:`bench.common.CPU_CAPS`).
 
     python -m bench.training_profile [--precisions float32,mixed_bfloat16] [--peer] [--cpu-cap avx2]
 """
@@ -21,7 +14,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench.common import CPU_CAPS
@@ -39,18 +31,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def stage_of(node):
-    backward = "gradient_tape/" in node or node.startswith("gradients/")
-    if "bilstm" in node:
-        return "BiLSTM" + (" (backward)" if backward else "")
-    if "crf" in node:
-        return "CRF loss" + (" (backward)" if backward else "")
-    if "emissions" in node:
-        return "emissions" + (" (backward)" if backward else "")
+    """A kernel's stage by its node name: the encoder forward / backward (the gradient tape's ops), the
+    head's layers, the optimizer, and the loss (the CRF's forward algorithm runs there) with the rest."""
+    backward = " (backward)" if "gradient_tape/" in node or node.startswith("gradients/") else ""
+    for key, stage in (("bilstm", "BiLSTM"), ("crf", "CRF loss"), ("emissions", "emissions")):
+        if key in node:
+            return stage + backward
     if "encoder" in node or "transformer_layer" in node or "embedding" in node:
         return "encoder backward" if backward else "encoder forward"
     if any(k in node.lower() for k in ("adam", "optimizer", "learning_rate", "assignadd", "assignsub")):
         return "optimizer"
-    return "loss (CRF) and the rest" + (" (backward)" if backward else "")
+    return "loss (CRF) and the rest" + backward
 
 
 def one_precision(args):
@@ -79,10 +70,7 @@ def one_precision(args):
             "padding_mask": [np.ones(args.length, np.int32) for _ in range(n)],
             "tags": [rng.integers(0, 9, args.length).astype(np.int32) for _ in range(n)]}
     batches = BucketedBatches(rows, args.batch, targets=("tags",), max_width=args.length)
-    began = time.perf_counter()
-    for i in range(len(batches)):
-        batches[i]
-    host_ms = (time.perf_counter() - began) * 1000 / len(batches)
+    host_ms = median_ms(lambda: [batches[i] for i in range(len(batches))], repeats=1, warmup=0) / len(batches)
     x, y = batches[0]
     step_ms = median_ms(model.train_on_batch, x, y, repeats=args.steps, warmup=3)
     events = trace_ops(lambda: model.train_on_batch(x, y), args.steps, tempfile.mkdtemp())

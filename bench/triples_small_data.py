@@ -1,13 +1,10 @@
 """Triple extraction on small data: 400 WebNLG* training sentences, 150 dev, ``--max-length 64``.
 
-Figures, not a test. Each head (``--heads``) trains as a ``kerasbert triples train`` subprocess on the
-first 400 sentences of WebNLG*'s training file, the first 150 of its validation file as dev, the
-MiniLM checkpoint, float32 and every other setting at its default (the ``auto`` rule), unless
-``--extra`` adds options. A row: the best dev F1 (exact match) with its precision, recall and epoch,
-the dev F1 of every epoch, the run's wall seconds, and with ``--tune`` the best threshold pair of
-``kerasbert triples tune --dry-run`` on the same dev file (tuned and scored on it: optimistic).
-``--from-runs`` records finished runs of this setting instead of training (their wall time from
-``DIR/wall_seconds``, if there; a precision other than float32 named in ``extra_options``).
+Figures, not a test. Each head (``--heads``) trains as a ``kerasbert triples train`` subprocess on
+:data:`SETTING` (MiniLM, float32, the other settings ``auto`` unless ``--extra`` adds options). A row:
+the best dev F1 (exact match) with P, R and epoch, the dev F1 per epoch, the wall seconds; with
+``--tune``, the best thresholds of ``triples tune --dry-run`` on the same dev file (optimistic).
+``--from-runs`` records finished runs of this setting instead of training.
 
     python -m bench.triples_small_data [--heads casrel,gplinker] [--extra "--epochs 20 --patience 0"] [--tune]
     python -m bench.triples_small_data --from-runs RUN1 RUN2

@@ -1,16 +1,11 @@
 """Triple extraction with the MiniLM checkpoint: WebNLG*, WebNLG (exact); CMeIE with a Chinese checkpoint.
 
-Figures, not a test. For each dataset, in a subprocess of its own (its log: WORKDIR/<dataset>.log):
-train (float32) on its train split, select on dev, score the test split in exact-match and CasRel's
-partial-match mode (the WebNLG* figures published for CasRel, 91.8, and TPLinker, 91.9, are
-partial-match with BERT-base-cased), plus training tokens/s (the epochs after the first) and
-inference sentences/s (batch 32, median of 3 passes over the test split after a warm-up pass).
-A run's folder is WORKDIR/<dataset> (``<dataset>_gplinker`` for gplinker); one holding a finished
-run is not retrained (the bench stops if it was trained with other settings), so
-``--tune-thresholds`` (picking the decision thresholds on dev, as ``kerasbert triples tune``, then
-scoring test with them) can follow a plain run. CMeIE ships only its dev set here: it is split 80/20
-in file order and its test part serves as dev; being Chinese, it runs only when named, with a
-Chinese ``--checkpoint``.
+Figures, not a test. Each dataset in a subprocess of its own (its log in WORKDIR): train (float32),
+select on dev, score test in exact-match and CasRel's partial-match mode (the published WebNLG*
+figures are partial-match), training tokens/s after the first epoch and inference sentences/s
+(batch 32, median of 3 passes). A finished run in WORKDIR/<dataset>[_gplinker] is reused (the bench
+stops if its settings differ), so ``--tune-thresholds`` can follow a plain run. CMeIE (Chinese: only
+when named, with a Chinese ``--checkpoint``) ships only its dev set: split 80/20, the test part as dev.
 
     python -m bench.triples_webnlg [--datasets webnlg_star,webnlg_exact[,cmeie]] [--epochs 10]
                                    [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
