@@ -137,11 +137,8 @@ def main(argv=None):
         args.seeds, args.epochs, args.pool_size, args.test_size = "0", "1", 2000, 200
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-
-    figure, root = FIGURE, None
-    if args.smoke:  # its numbers mean nothing: keep them out of bench/
-        figure, root = work / "active_learning.png", work / "results"
-
+    # a smoke run's numbers mean nothing: its record and figure stay out of bench/
+    figure, root = (work / "active_learning.png", work / "results") if args.smoke else (FIGURE, None)
     train_sentences = read_conll(CONLL / "eng.train.gz")
     dev = CONLL / "eng.testa"
     if args.test_size:
@@ -169,11 +166,9 @@ def main(argv=None):
              "test_size": args.test_size or "all", "smoke": args.smoke, "hours": round((time.perf_counter() - began) / 3600, 2),
              "figure": str(path.relative_to(ROOT)) if path and path.is_relative_to(ROOT) else str(path)}
     write_result("active_learning", means + rows, setup, name="smoke" if args.smoke else None, root=root)
-    best = {}
-    for r in means:
-        best.setdefault(r["strategy"], {})[r["labelled"]] = r["dev_f1"]
-    for strategy, curve_points in best.items():
-        print(f"{strategy:>16}: " + ", ".join(f"{n}: {f1:.4f}" for n, f1 in sorted(curve_points.items())))
+    for strategy in dict.fromkeys(r["strategy"] for r in means):  # their sizes in order
+        print(f"{strategy:>16}: " + ", ".join(f"{r['labelled']}: {r['dev_f1']:.4f}" for r in means
+                                              if r["strategy"] == strategy))
 
 
 if __name__ == "__main__":

@@ -149,6 +149,20 @@ def child_result(module, *args, log, env=None):
     return json.loads(found[-1])
 
 
+def run_parts(args, parts, write_results):
+    """Run each part of ``args.parts`` (``parts``: its name -> a function of ``(args, work folder)``
+    returning rows) in the ``args.work`` folder, print the rows, then ``write_results(args, rows)``."""
+    unknown = [part for part in args.parts.split(",") if part not in parts]
+    if unknown:
+        fail(f"--parts: unknown {', '.join(unknown)}; choose from {', '.join(parts)}")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"# {flags_line()}; checkpoint {MINILM.name}", flush=True)
+    rows = [row for part in args.parts.split(",") for row in parts[part](args, work)]
+    print("\n" + "\n".join(json.dumps(r) for r in rows))
+    write_results(args, rows)
+
+
 def random_inputs(batch, length, high=30000, seed=0):
     """An encoder's inputs (numpy int32): ``batch`` rows of ``length`` random token ids in ``[1000, high)``."""
     import numpy as np
@@ -250,32 +264,22 @@ def write_result(bench, rows, setup=None, name=None, root=None, columns=None, pa
     ``rows``: one dict per system measured (the peer included); rows that all carry the same
     ``"part"`` make the record that part of the bench. ``setup``: what the run measured and how.
     ``root``: another folder for ``<bench>/...`` (a smoke run's). ``columns``: the row keys the docs
-    table shows, in order. ``path``: the file to write instead (a record rewritten as a run goes: the
-    rows are not printed). ``cpu_cap``: the instruction-set cap the run's children worked under
-    (:data:`CPU_CAPS`), kept as the record's ``cpu`` ``"cap"``. Other keyword arguments are further
-    fields (``summary``, ``notes``, ...).
+    show, in order. ``path``: the file to write instead (a record rewritten as a run goes: the rows are
+    not printed). ``cpu_cap``: the children's instruction-set cap (:data:`CPU_CAPS`), kept as the
+    record's ``cpu`` ``"cap"``. Other keyword arguments are further fields (``summary``, ``notes``, ...).
     """
+    from kerasbert.files.atomic import atomic_write_text
+
     now = datetime.datetime.now(datetime.timezone.utc)
-    record = {
-        "bench": bench,
-        "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command_line(),
-        "cpu": dict(cpu(), cap=cpu_cap) if cpu_cap else cpu(),
-        "versions": versions(),
-        "setup": setup or {},
-        "rows": rows,
-    }
-    record.update(fields)
-    if columns:
-        record["columns"] = list(columns)
+    record = {"bench": bench, "date": now.strftime("%Y-%m-%d %H:%M UTC"), "command": command_line(),
+              "cpu": dict(cpu(), cap=cpu_cap) if cpu_cap else cpu(), "versions": versions(), "setup": setup or {},
+              "rows": rows, **fields, **({"columns": list(columns)} if columns else {})}
     rewritten = path is not None
     if path is None:
         path = Path(root or RESULTS) / bench / f"{now.strftime('%Y-%m-%dT%H%M')}-{name or 'run'}.json"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    atomic_write_text(path, json.dumps(record, indent=1, default=str) + "\n")
     if rows and not rewritten:
         print_table(rows, columns)
     print(f"result written: {path}", flush=True)

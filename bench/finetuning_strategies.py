@@ -25,9 +25,9 @@ from pathlib import Path
 from bench.common import CONLL
 from bench.common import GENIA
 from bench.common import MINILM
-from bench.common import flags_line
 from bench.common import kerasbert
 from bench.common import read_conll
+from bench.common import run_parts
 from bench.common import sentence_text
 from bench.common import write_result
 
@@ -157,11 +157,6 @@ def genia_split(data):
     return cut, dev_count - cut, genia_jsonl(GENIA / "test.json", data / "test.jsonl")
 
 
-def header():
-    """The first line of a bench's output: the machine, its CPU flags and the checkpoint."""
-    print(f"# {flags_line()}; checkpoint {MINILM.name}", flush=True)
-
-
 def part_genia(args, work):
     data = work / "genia"
     cut, _, _ = genia_split(data)
@@ -259,15 +254,7 @@ def main():
                         help="batches per epoch of the pre-training speed pass (--systems ...,pretrain)")
     parser.add_argument("--pretrain-epochs", type=int, default=2)
     parser.add_argument("--genia-epochs", type=int, default=4)
-    args = parser.parse_args()
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    header()
-    rows = []
-    for part in args.parts.split(","):
-        rows += {"conll": part_conll, "speed": part_speed, "genia": part_genia}[part](args, work)
-    print("\n" + "\n".join(json.dumps(r) for r in rows))
-    write_results(args, rows)
+    run_parts(parser.parse_args(), {"conll": part_conll, "speed": part_speed, "genia": part_genia}, write_results)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ import argparse
 import json
 import os
 import tempfile
-from pathlib import Path
 
 from bench.common import CONLL
 from bench.common import MINILM
 from bench.common import kerasbert
+from bench.common import run_parts
 from bench.common import write_result
 from bench.finetuning_strategies import genia_split
-from bench.finetuning_strategies import header
 from bench.finetuning_strategies import result
 
 HEADS = ("crf", "global-pointer", "biaffine")
@@ -189,15 +188,7 @@ def main():
     parser.add_argument("--max-train", type=int, default=0, help="first N training sentences (0: all; a smoke run)")
     parser.add_argument("--options", default="", help="ner train options added to every run (a variant: the "
                         "records' parts name them)")
-    args = parser.parse_args()
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    header()
-    rows = []
-    for part in args.parts.split(","):
-        rows += {"conll": part_conll, "genia": part_genia}[part](args, work)
-    print("\n" + "\n".join(json.dumps(r) for r in rows))
-    write_results(args, rows)
+    run_parts(parser.parse_args(), {"conll": part_conll, "genia": part_genia}, write_results)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,8 @@ figures are partial-match), training tokens/s after the first epoch and inferenc
 stops if its settings differ), so ``--tune-thresholds`` can follow a plain run. CMeIE (Chinese: only
 when named, with a Chinese ``--checkpoint``) ships only its dev set: split 80/20, the test part as dev.
 
-    python -m bench.triples_webnlg [--datasets webnlg_star,webnlg_exact[,cmeie]] [--epochs 10]
-                                   [--batch-size 16] [--learning-rate 1e-4] [--head-learning-rate 1e-3]
-                                   [--max-train-examples N] [--head casrel|gplinker]
-                                   [--tune-thresholds] [--seed 42]
-                                   [--dropout 0.1] [--pointer-size 64] [--layer-lr-decay 1.0]
+    python -m bench.triples_webnlg [--datasets webnlg_star,webnlg_exact[,cmeie]] [--head casrel|gplinker]
+        [--epochs 10] [--batch-size 16] [--tune-thresholds] [...]   # every option: --help
 """
 
 import argparse
