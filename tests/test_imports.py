@@ -66,6 +66,22 @@ def test_no_import_cycle_in_kerasbert_or_its_apps():
         describe_cycle(cycle, graph, modules) for cycle in cycles)
 
 
+#: The house's size: entries at the library's top level, lines of one module.
+TOP_LEVEL_ENTRIES, MODULE_LINES = 12, 600
+
+
+def test_the_rooms_stay_few_and_the_modules_short():
+    """The library's top level holds at most TOP_LEVEL_ENTRIES files and rooms; no
+    module of the library or its apps is over MODULE_LINES lines (a longer one is
+    two concepts: split it)."""
+    top = sorted(p.name for p in (REPO_ROOT / "kerasbert").iterdir() if p.name != "__pycache__")
+    assert len(top) <= TOP_LEVEL_ENTRIES, f"kerasbert/ has {len(top)} entries: {', '.join(top)}"
+    long = {str(path.relative_to(REPO_ROOT)): n for package in ("kerasbert", "kerasbert_apps")
+            for path in (REPO_ROOT / package).rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES}
+    assert not long, f"modules over {MODULE_LINES} lines: {long}"
+
+
 def test_no_circle_between_rooms():
     """The rooms (``kerasbert.checkpoints``, ``kerasbert.models``, ...,
     ``kerasbert_apps.ner``) stand in layers: no room imports, through any of
