@@ -148,6 +148,33 @@ def test_the_engine_is_the_one_asked_for(tagger):
         assert not (tmp / "refused").exists() or not any((tmp / "refused").iterdir())
 
 
+def test_the_bilstm_is_onnx_lstm_ops(tagger, tmp_path):
+    """The BIO heads' BiLSTM is exported as the SavedModel's serving graph computes it (TensorFlow's
+    fused kernel) and converted to ONNX's own ``LSTM`` op, one per direction, not to a ``Loop``
+    running the cell's small ops once per token; the export answers as the pipeline does."""
+    import onnx
+
+    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.ner import load
+
+    pipeline, _ = tagger
+    path = export_onnx(pipeline, tmp_path, check_texts=TEXTS[:2])
+    graph = onnx.load(str(path / "model.onnx")).graph
+
+    def ops(graph):
+        for node in graph.node:
+            yield node
+            for attribute in node.attribute:
+                yield from (ops(attribute.g) if attribute.type == onnx.AttributeProto.GRAPH else ())
+
+    lstms = [node for node in graph.node if node.op_type == "LSTM"]
+    assert len(lstms) == 2 and all(onnx.helper.get_attribute_value(a) == b"forward"
+                                   for node in lstms for a in node.attribute if a.name == "direction")
+    loops = [node for node in ops(graph) if node.op_type == "Loop"]
+    assert not [node.name for node in loops if {"Sigmoid", "Tanh"} & {n.op_type for n in ops(node.attribute[0].g)}]
+    same_answers(load(path, engine="onnx").predict(TEXTS), pipeline.predict(TEXTS), 1e-3, "ONNX LSTM")
+
+
 @pytest.mark.parametrize("tagger", ["crf"], indirect=True)
 def test_versions_are_never_overwritten(tagger, tmp_path):
     from kerasbert_apps.base.onnx_engine import export_onnx

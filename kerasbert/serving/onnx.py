@@ -460,4 +460,59 @@ def _register_handlers():
             ctx.make_node("Where", [hit, on_value, off_value], name=node.name, outputs=node.output, shapes=shapes,
                           dtypes=dtypes)
 
-    _REGISTERED.append((Log1p, SearchSorted, UnsortedSegment, SignBit, OneHot))
+    @tf_op("BlockLSTMV2")
+    class BlockLSTM:
+        """TensorFlow's fused LSTM over a whole sequence (the BIO heads'
+        BiLSTM in serving graphs, :mod:`kerasbert_apps.ner.heads.bio.fused_bilstm`):
+        tf2onnx 1.17 has no handler. Here ONNX's own ``LSTM`` op, one
+        kernel for the sequence instead of a ``Loop`` of small ops per
+        step, forward over the same input (a backward direction is the
+        graph's ``ReverseSequence`` around it, converted as it is).
+        ``w`` [inputs + units, 4 units], gates i, f, c, o (``BlockLSTMV2``'s
+        order, Keras's), becomes ``W`` [1, 4 units, inputs] and ``R`` [1, 4
+        units, units] in ONNX's order i, o, f, c; ``b`` the input bias (the
+        recurrent one zero); ``seq_len_max`` every row's ``sequence_lens``
+        (both give zeros past it); a ``cell_clip`` above 0 the ``clip``.
+        Only the hidden output ``h`` is converted, without peepholes, with
+        constant weights (the serving graph's frozen variables): anything
+        else stops the conversion."""
+
+        @classmethod
+        def version_18(cls, ctx, node, **kwargs):
+            seq_len_max, x, cs_prev, h_prev = node.input[:4]
+            weights, bias = node.inputs[4], node.inputs[8]
+            utils.make_sure(not node.get_attr_value("use_peephole", 0), "%s: BlockLSTMV2 with peepholes", node.name)
+            utils.make_sure(not any(ctx.find_output_consumers(out) for out in node.output[:6]),
+                            "%s: BlockLSTMV2 outputs other than h", node.name)
+            utils.make_sure(weights.is_const() and bias.is_const(), "%s: BlockLSTMV2 weights that are not "
+                            "constants", node.name)
+            kernel, bias = weights.get_tensor_value(as_list=False), bias.get_tensor_value(as_list=False)
+            units = kernel.shape[1] // 4
+            dtype = kernel.dtype
+
+            def onnx_gates(m):  # [..., 4 units] in i, f, c, o -> [4 units, ...] in i, o, f, c
+                return np.concatenate([m[..., k * units : (k + 1) * units] for k in (0, 3, 1, 2)], -1).T
+
+            w = ctx.make_const(utils.make_name("W"), onnx_gates(kernel[:-units])[None].astype(dtype)).output[0]
+            r = ctx.make_const(utils.make_name("R"), onnx_gates(kernel[-units:])[None].astype(dtype)).output[0]
+            b = np.concatenate([onnx_gates(bias), np.zeros([4 * units], dtype)])[None].astype(dtype)
+            b = ctx.make_const(utils.make_name("B"), b).output[0]
+            builder = GraphBuilder(ctx)
+            rows = builder.make_slice({"data": ctx.make_node("Shape", [x]).output[0], "starts": [1], "ends": [2],
+                                       "axes": [0]})
+            steps = ctx.make_node("Cast", [seq_len_max], attr={"to": TensorProto.INT32}).output[0]
+            lengths = ctx.make_node("Expand", [steps, rows]).output[0]
+            initial_h = builder.make_unsqueeze({"data": h_prev, "axes": [0]})
+            initial_c = builder.make_unsqueeze({"data": cs_prev, "axes": [0]})
+            attr = {"hidden_size": units, "direction": "forward"}
+            clip = float(node.get_attr_value("cell_clip", 0.0))
+            if clip > 0:
+                attr["clip"] = clip
+            h = node.output[6]
+            shapes, dtypes = [node.output_shapes[6]], [node.output_dtypes[6]]
+            ctx.remove_node(node.name)
+            lstm = ctx.make_node("LSTM", [x, w, r, b, lengths, initial_h, initial_c], attr=attr, name=node.name)
+            builder.make_squeeze({"data": lstm.output[0], "axes": [1], "outputs": [h]}, shapes=shapes,
+                                 dtypes=dtypes)
+
+    _REGISTERED.append((Log1p, SearchSorted, UnsortedSegment, SignBit, OneHot, BlockLSTM))

@@ -28,6 +28,7 @@ starts inside an entity starts it with ``B-`` (counted).
 import numpy as np
 
 from kerasbert_apps.base.pipeline import GraphRunner
+from kerasbert_apps.base.runners import ConvertibleRunner
 from kerasbert_apps.ner.calibration import ScoreTemperature
 from kerasbert_apps.ner.pipeline import WARMUP_TEXTS  # noqa: F401 (its name before the NER pipelines shared it)
 from kerasbert_apps.ner.pipeline import NerFeatureReport  # noqa: F401 (idem)
@@ -108,9 +109,10 @@ class Tagger(ScoreTemperature, NerPipeline):
         n_rows = tf.shape(windows["token_ids"])[0]
         # An empty batch gets one [CLS] [SEP] row: the model never sees an empty batch.
         inputs = nonempty_encoder_inputs(windows, self.tokenizer.cls_id, self.tokenizer.sep_id)
-        # The fused BiLSTM kernel is for plain graphs; XLA compiles Keras's LSTM loop itself.
-        scorer, compiled = (graph_scorers(self.model, run.compiled_heads) if run.in_graph and not run.jit_compile
-                            else (None, None))
+        # The fused BiLSTM kernel is for plain graphs, and for the graph the ONNX export converts (its
+        # handler writes ONNX's LSTM op, kerasbert.serving.onnx); XLA compiles Keras's LSTM loop itself.
+        fused = (run.in_graph or isinstance(run, ConvertibleRunner)) and not run.jit_compile
+        scorer, compiled = graph_scorers(self.model, run.compiled_heads) if fused else (None, None)
         out = run.rows(scorer or self.model, inputs, one_group=compiled)
         return tf.cast(out["tags"][:n_rows], tf.int32), tf.cast(out["potentials"][:n_rows], tf.float32)
 
