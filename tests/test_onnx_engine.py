@@ -151,7 +151,9 @@ def test_the_engine_is_the_one_asked_for(tagger):
 def test_the_bilstm_is_onnx_lstm_ops(tagger, tmp_path):
     """The BIO heads' BiLSTM is exported as the SavedModel's serving graph computes it (TensorFlow's
     fused kernel) and converted to ONNX's own ``LSTM`` op, one per direction, not to a ``Loop``
-    running the cell's small ops once per token; the export answers as the pipeline does."""
+    running the cell's small ops once per token; the CRF's loops (Viterbi, its backtracking, the
+    entity scores' forward-backward) run no argmax and no conditional per step; the export answers
+    as the pipeline does."""
     import onnx
 
     from kerasbert_apps.base.onnx_engine import export_onnx
@@ -172,6 +174,9 @@ def test_the_bilstm_is_onnx_lstm_ops(tagger, tmp_path):
                                    for node in lstms for a in node.attribute if a.name == "direction")
     loops = [node for node in ops(graph) if node.op_type == "Loop"]
     assert not [node.name for node in loops if {"Sigmoid", "Tanh"} & {n.op_type for n in ops(node.attribute[0].g)}]
+    if pipeline.head_name == "crf":  # Viterbi's back-pointers are taken after its loop, not at each step
+        assert len(loops) == 3 and not [node.name for node in loops
+                                         if {"ArgMax", "If"} & {n.op_type for n in ops(node.attribute[0].g)}]
     same_answers(load(path, engine="onnx").predict(TEXTS), pipeline.predict(TEXTS), 1e-3, "ONNX LSTM")
 
 
@@ -240,6 +245,31 @@ def test_conversion_and_check_name_what_fails():
     with pytest.raises(KerasbertError, match="does not load in ONNX Runtime: .*NoSuchOp"):
         check(model, plus_one, [{"x": np.arange(3, dtype=np.int32)}])
     onnx.checker.check_model(convert(plus_one))
+
+
+def test_where_is_one_exact_op():
+    """``tf.where`` converts to ONNX's ``Where`` (tf2onnx's own ``Cast(c) * x + Cast(Not(c)) * y``
+    gives NaN where the branch not taken is infinite); booleans, and ``Select``'s 1-D condition
+    over rows, too."""
+    import tensorflow as tf
+
+    from kerasbert.serving.onnx import check
+    from kerasbert.serving.onnx import convert
+
+    spec = [tf.TensorSpec([None], tf.bool, name="c"), tf.TensorSpec([None, 2], tf.float32, name="x"),
+            tf.TensorSpec([None, 2], tf.float32, name="y")]
+
+    @tf.function(input_signature=spec, autograph=False)
+    def chosen(c, x, y):
+        return {"float": tf.where(c[:, None], x, y), "int": tf.where(c, tf.shape(x)[0], 7),
+                "bool": tf.where(c[:, None], x > 0, y > 0), "rows": tf.raw_ops.Select(condition=c, x=x, y=y)}
+
+    model = convert(chosen)
+    assert {"Where", "Or"} <= {n.op_type for n in model.graph.node}
+    assert "Mul" not in {n.op_type for n in model.graph.node}
+    inf = np.float32(np.inf)
+    check(model, chosen, [{"c": np.array([True, False, True]), "x": np.array([[1, -0.0], [2, 3], [-4, 5]], np.float32),
+                           "y": np.array([[inf, -inf], [-1, 0], [inf, 6]], np.float32)}], tolerance=0.0)
 
 
 def test_the_host_names_as_the_graph_does():

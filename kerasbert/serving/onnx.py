@@ -515,4 +515,36 @@ def _register_handlers():
             builder.make_squeeze({"data": lstm.output[0], "axes": [1], "outputs": [h]}, shapes=shapes,
                                  dtypes=dtypes)
 
-    _REGISTERED.append((Log1p, SearchSorted, UnsortedSegment, SignBit, OneHot, BlockLSTM))
+    @tf_op(["Select", "SelectV2"])
+    class Select:
+        """``tf.where`` of two values (every ``keras.ops.where``, the CRF's
+        masks at each step of its loops among them): tf2onnx 1.17 writes
+        ``Cast(c) * x + Cast(Not(c)) * y``, six ops (eight for booleans),
+        for ONNX Runtime versions whose ``Where`` was slow; ONNX Runtime's
+        ``Where`` is one kernel now, and exact where that sum is not
+        (``-0.0``; an infinite value in the branch not taken). Here:
+        ``Where``; booleans (ONNX Runtime has no boolean ``Where``) as
+        ``Or(And(c, x), And(Not(c), y))``; ``Select``'s 1-D condition over
+        rows reshaped to broadcast."""
+
+        @classmethod
+        def version_18(cls, ctx, node, **kwargs):
+            utils.make_sure(len(node.input) == 3, "%s: Select of a condition alone", node.name)
+            condition, true_value, false_value = node.input
+            rank = ctx.get_rank(true_value) if ctx.get_rank(true_value) is not None else ctx.get_rank(false_value)
+            if node.type == "Select" and ctx.get_rank(condition) == 1 and rank != 1:
+                utils.make_sure(rank is not None, "%s: Select of a 1-D condition over values of unknown rank",
+                                node.name)
+                shape = ctx.make_const(utils.make_name("rows"), np.array([-1] + [1] * (rank - 1), np.int64))
+                condition = ctx.make_node("Reshape", [condition, shape.output[0]]).output[0]
+            shapes, dtypes = node.output_shapes, node.output_dtypes
+            ctx.remove_node(node.name)
+            if dtypes[0] == TensorProto.BOOL:
+                taken = ctx.make_node("And", [condition, true_value]).output[0]
+                other = ctx.make_node("And", [ctx.make_node("Not", [condition]).output[0], false_value]).output[0]
+                ctx.make_node("Or", [taken, other], name=node.name, outputs=node.output, shapes=shapes, dtypes=dtypes)
+                return
+            ctx.make_node("Where", [condition, true_value, false_value], name=node.name, outputs=node.output,
+                          shapes=shapes, dtypes=dtypes)
+
+    _REGISTERED.append((Log1p, SearchSorted, UnsortedSegment, SignBit, OneHot, BlockLSTM, Select))

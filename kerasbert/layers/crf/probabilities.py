@@ -58,37 +58,59 @@ def crf_forward_backward(
 def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
     """`crf_forward_backward` of prepared inputs, with the constraints
     already in `transitions` and `start_penalty`: both directions in one
-    scan (step t of the forward algorithm and step time - 1 - t of the
-    backward one at each iteration)."""
+    scan with no masks in it. The forward algorithm runs over the steps; the
+    backward one as a forward recursion over each row's steps reversed
+    within its length (so that it starts at every row's last step at once),
+    its results put back in order after the scan. One step of padding more,
+    beyond every length, so that the scan never runs zero steps (as in
+    `crf_decode`)."""
+    batch, time, num_tags = ops.shape(potentials)
+    lengths = ops.minimum(sequence_lengths, time)
+    potentials = ops.pad(potentials, [[0, 0], [0, 1], [0, 0]])
+    mask = _step_mask(potentials, lengths)
+    steps = ops.expand_dims(ops.arange(time + 1, dtype="int32"), 0)
+    # Rows' steps are read by one gather from the flattened rows (on TensorFlow
+    # a few ops, where `ops.take_along_axis` writes dozens): row b's step t is
+    # flat step b * (time + 1) + t.
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * (time + 1), 1)
+
+    def take_steps(x, index):  # x[b, index[b, t]]
+        return ops.take(ops.reshape(x, (-1, num_tags)), index + offsets, axis=0)
+
+    # Step t of a row reads step length - 1 - t (an involution within the length), the padding stays.
+    reverse = ops.where(mask, ops.expand_dims(lengths, 1) - 1 - steps, steps)
     time_major = _time_major(potentials)
-    # Each step sees its own potentials and those of the step it runs backwards.
-    both = ops.concatenate([time_major, ops.flip(time_major, axis=0)], axis=-1)
-    last = ops.shape(potentials)[1] - 1
-    zero = ops.zeros_like(potentials[:, 0, :])
+    # Scan step r: the forward algorithm's step r, the backward one's (reversed) step r from step r - 1's potentials.
+    both = ops.concatenate([time_major[1:], _time_major(take_steps(potentials, reverse))[:-1]], axis=-1)
+    first = time_major[0] + start_penalty
+    zero = ops.zeros_like(first)
 
     def step(carry, unaries):
-        alpha, beta_next, unary_next, t = carry
+        alpha, beta = carry
         unary, unary_back = ops.split(unaries, 2, axis=-1)
-        # forward, step t
-        moved = ops.logsumexp(ops.expand_dims(alpha, 2) + transitions, axis=1)
-        new_alpha = ops.where(ops.equal(t, 0), unary + start_penalty, moved + unary)
-        alpha = ops.where(ops.expand_dims(ops.less(t, sequence_lengths), 1), new_alpha, alpha)
-        # backward, step u = last - t: from beta and the potentials at u + 1 (0 at the last step)
-        moved = ops.logsumexp(transitions[None, :, :] + (unary_next + beta_next)[:, None, :], axis=2)
-        beta = ops.where(ops.expand_dims(ops.less(last - t + 1, sequence_lengths), 1), moved, ops.zeros_like(moved))
-        carry = (alpha, beta, unary_back, t + 1)
-        return carry, carry
+        alpha = _finite_logsumexp(ops.expand_dims(alpha, 2) + transitions, axis=1) + unary
+        beta = _finite_logsumexp(transitions[None, :, :] + (unary_back + beta)[:, None, :], axis=2)
+        return (alpha, beta), (alpha, beta)
 
-    (last_alpha, _, _, _), (alpha, beta, _, _) = _scan(
-        step, (zero, zero, zero, ops.zeros((), dtype="int32")), both
-    )
-    log_norm = ops.logsumexp(last_alpha, axis=1)
-    log_norm = ops.where(sequence_lengths > 0, log_norm, ops.zeros_like(log_norm))
-    return (
-        ops.transpose(alpha, (1, 0, 2)),
-        ops.transpose(ops.flip(beta, axis=0), (1, 0, 2)),
-        log_norm,
-    )
+    _, (alpha, beta) = _scan(step, (first, zero), both)
+    alpha = ops.transpose(ops.concatenate([ops.expand_dims(first, 0), alpha], axis=0), (1, 0, 2))
+    beta = ops.transpose(ops.concatenate([ops.expand_dims(zero, 0), beta], axis=0), (1, 0, 2))
+    beta = ops.where(ops.expand_dims(mask, 2), take_steps(beta, reverse), 0.0)
+    # Past a row's length alpha repeats its last step's (zeros in an empty row).
+    last = ops.minimum(steps, ops.maximum(ops.expand_dims(lengths, 1) - 1, 0))
+    alpha = ops.where(ops.reshape(lengths > 0, (-1, 1, 1)), take_steps(alpha, last), 0.0)
+    log_norm = ops.logsumexp(alpha[:, -1], axis=1)
+    log_norm = ops.where(lengths > 0, log_norm, ops.zeros_like(log_norm))
+    return alpha[:, :-1], beta[:, :-1], log_norm
+
+
+def _finite_logsumexp(x, axis):
+    """`ops.logsumexp(x, axis)` where the maximum is finite (the scan's sums
+    of finite scores): the same sum, without `ops.logsumexp`'s guard against
+    an infinite or NaN maximum (on TensorFlow a dozen ops a step in the
+    scan's loop, about half of them the guard)."""
+    top = ops.max(x, axis=axis, keepdims=True)
+    return ops.log(ops.sum(ops.exp(x - top), axis=axis)) + ops.squeeze(top, axis)
 
 
 def crf_marginals(
@@ -165,8 +187,8 @@ def crf_segment_log_probability(
     )
     alpha, beta, log_norm = _forward_backward(potentials, sequence_lengths, trans, start_penalty)
     # Each segment's row of alpha, beta and the potentials, read at its steps by masks over time.
-    rows_of = ops.take(ops.concatenate([alpha, beta, potentials], axis=-1), rows, axis=0)
-    row_alpha, row_beta, row_potentials = ops.split(rows_of, 3, axis=-1)  # [n, time, tags] each
+    rows_of = ops.take(ops.concatenate([alpha, beta, potentials], axis=2), rows, axis=0)
+    row_alpha, row_beta, row_potentials = ops.split(rows_of, 3, axis=2)  # [n, time, tags] each
     steps = ops.arange(ops.shape(potentials)[1], dtype="int32")[None, :, None]
     s, e = ops.reshape(starts, (-1, 1, 1)), ops.reshape(ends, (-1, 1, 1))
     tags = ops.expand_dims(ops.arange(num_tags, dtype="int32"), 0)

@@ -278,46 +278,50 @@ def crf_decode(
     transition_params, start_penalty = _constrained(
         transition_params, num_tags, potentials.dtype, allowed, allowed_start
     )
+    # One step of padding more, beyond every length: the scans below never
+    # run zero steps (time 1; TensorFlow cannot stack an empty TensorArray
+    # of a dynamic shape); it is cut off the tags at the end.
+    sequence_lengths = ops.minimum(sequence_lengths, ops.shape(potentials)[1])
+    potentials = ops.pad(potentials, [[0, 0], [0, 1], [0, 0]])
     mask = _step_mask(potentials, sequence_lengths)
-    # A back-pointer to oneself: used at step 0 and at steps beyond the length,
-    # so that backtracking carries the last real tag through the padding.
-    identity = ops.zeros_like(potentials[:, 0, :], dtype="int32") + ops.arange(
-        num_tags, dtype="int32"
-    )
+    time_major = _time_major(potentials)
+    steps, batch = ops.shape(time_major)[0], ops.shape(time_major)[1]
+    first = time_major[0] + start_penalty
 
-    def forward(carry, unary):
-        score, _, t = carry
-        candidates = ops.expand_dims(score, 2) + transition_params
-        pointers = ops.cast(ops.argmax(candidates, axis=1), "int32")
-        moved = ops.max(candidates, axis=1) + unary
-        first = ops.equal(t, 0)
-        new_score = ops.where(first, unary + start_penalty, moved)
-        pointers = ops.where(first, identity, pointers)
-        keep = ops.expand_dims(ops.less(t, sequence_lengths), 1)
-        carry = (
-            ops.where(keep, new_score, score),
-            ops.where(keep, pointers, identity),
-            t + 1,
-        )
-        return carry, carry
+    # The loop computes the best score of a path ending in each tag, step by
+    # step, and nothing else (no masking: a row's steps past its length are
+    # never read); the back-pointers, an argmax of the same sums, are taken
+    # after it over all steps at once.
+    def forward(score, unary):
+        score = ops.max(ops.expand_dims(score, 2) + transition_params, axis=1) + unary
+        return score, score
 
-    init = (
-        ops.zeros_like(potentials[:, 0, :]),
-        identity,
-        ops.zeros((), dtype="int32"),
+    _, rest = _scan(forward, first, time_major[1:])
+    scores = ops.concatenate([ops.expand_dims(first, 0), rest], axis=0)
+    pointers = ops.cast(ops.argmax(ops.expand_dims(scores[:-1], 3) + transition_params, axis=2), "int32")
+    # A back-pointer to oneself at step 0 and at steps beyond the length, so
+    # that backtracking carries the last real tag through the padding.
+    identity = ops.zeros_like(scores[:1], dtype="int32") + ops.arange(num_tags, dtype="int32")
+    pointers = ops.concatenate([identity, pointers], axis=0)
+    pointers = ops.where(ops.expand_dims(ops.transpose(mask), 2), pointers, identity)
+    # The score at each row's last step (-inf for an empty row).
+    is_last = ops.equal(
+        ops.expand_dims(ops.arange(steps, dtype="int32"), 1),
+        ops.expand_dims(sequence_lengths - 1, 0),
     )
-    (score, _, _), (_, pointers, _) = _scan(
-        forward, init, _time_major(potentials)
-    )
+    score = ops.max(ops.where(ops.expand_dims(is_last, 2), scores, float("-inf")), axis=0)
 
-    def backward(tag, step_pointers):
-        # `tag` is the best tag at step t; step_pointers[b, tag] the one at t - 1.
-        previous = ops.squeeze(ops.take_along_axis(step_pointers, ops.expand_dims(tag, 1), axis=1), 1)
-        return previous, tag
+    # Backtracking over flat indices `row * num_tags + tag`: one gather a step.
+    offsets = ops.arange(batch, dtype="int32") * num_tags
+    flat = ops.reshape(pointers + ops.expand_dims(ops.expand_dims(offsets, 0), 2), (steps, -1))
+
+    def backward(index, step_pointers):
+        # `index` is the best tag at step t; step_pointers[index] the one at t - 1.
+        return ops.take(step_pointers, index, axis=0), index
 
     last_tag = ops.cast(ops.argmax(score, axis=1), "int32")
-    _, tags = _scan(backward, last_tag, pointers, reverse=True)
-    tags = ops.where(mask, ops.transpose(tags, (1, 0)), 0)
+    _, indices = _scan(backward, last_tag + offsets, flat, reverse=True)
+    tags = ops.where(mask, ops.transpose(indices - ops.expand_dims(offsets, 0), (1, 0)), 0)[:, :-1]
     best_score = ops.max(score, axis=1)
     best_score = ops.where(
         sequence_lengths > 0, best_score, ops.zeros_like(best_score)
