@@ -6,7 +6,9 @@ which ``predict`` runs too on TensorFlow) :func:`graph_scorers` runs the
 :class:`~kerasbert_apps.ner.heads.bio.model.NerModel` with its BiLSTM computed by
 :func:`fused_bilstm` instead: TensorFlow's ``BlockLSTMV2`` (a core op, so
 the export's op check passes) with the layer's own weights -- the same
-numbers, about half the time for a short sentence on a CPU. An export with
+numbers, about half the time for a short sentence on a CPU. The graph that
+the ONNX export converts runs it too, and its ``BlockLSTMV2`` ops become
+ONNX's own ``LSTM`` op (a handler in :mod:`kerasbert.serving.onnx`). An export with
 ``jit_compile="head"`` goes further for one short request and compiles the
 whole head with XLA (:func:`graph_scorers`). Training and the JAX backend use
 the Keras layer.
