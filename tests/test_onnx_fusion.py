@@ -6,6 +6,8 @@ the unfused graph, the encoder's hidden states included: one short text, one lon
 windows), eight texts of mixed lengths; floats within 1e-4, integers equal. A fusion made wrong
 on purpose fails that comparison."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -74,7 +76,7 @@ def with_hidden_states(model):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """(pipeline, its ONNX model): the CRF tagger of test_onnx_engine on the toy checkpoint, its
+    """(pipeline, its converted ONNX model before the fusion, the published export): the CRF tagger of test_onnx_engine on the toy checkpoint, its
     head shaken, and its encoder's weights shaken too: the toy checkpoint's biases and LayerNorm
     shifts are zeros (tf2onnx folds adding them away, leaving patterns that a trained encoder's
     graph does not have, such as projections without a bias), and its attention barely depends on
@@ -101,8 +103,18 @@ def exported(tmp_path_factory):
     rng = np.random.default_rng(4)
     for variable in model.encoder.weights:
         variable.assign(np.asarray(variable.numpy()) + rng.normal(0, 0.5, variable.shape).astype("float32"))
-    path = export_onnx(pipeline, tmp / "onnx", check_texts=["jack"])
-    return pipeline, onnx.load(str(path / "model.onnx"))
+    from kerasbert.serving import onnx_fusion
+
+    given, fuse = [], onnx_fusion.fuse_encoder
+
+    def keep(converted):  # the export's converted graph, before its fusion
+        given.append(converted)
+        return fuse(converted)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(onnx_fusion, "fuse_encoder", keep)
+        path = export_onnx(pipeline, tmp / "onnx", check_texts=["jack"])
+    return pipeline, given[0], onnx.load(str(path / "model.onnx"))
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +132,7 @@ def test_the_encoder_is_fused_and_answers_the_same(exported, watched, tmp_path):
 
     from kerasbert.serving.onnx_fusion import fuse_encoder_with_stats
 
-    pipeline, model = exported
+    pipeline, model, published = exported
     before = model.SerializeToString()
     fused, stats = fuse_encoder_with_stats(model)
     assert model.SerializeToString() == before
@@ -128,6 +140,8 @@ def test_the_encoder_is_fused_and_answers_the_same(exported, watched, tmp_path):
     ops = stats["ops_after"]
     assert (stats["layer_norms"], stats["attentions"], stats["gelus"]) == (5, 2, 2)
     assert (ops["LayerNormalization"], ops["Attention"], ops["FastGelu"]) == (5, 2, 2)  # the toy's tanh GELU
+    published_ops = Counter(node.op_type for node in published.graph.node)
+    assert (published_ops["LayerNormalization"], published_ops["Attention"]) == (5, 2)  # the export fuses
     assert not {"Softmax", "Pow", "Reciprocal", "ReduceMean"} & set(ops)
     before_ops = stats["ops_before"]
     assert (before_ops["ReduceMean"], before_ops["Softmax"], before_ops["Pow"]) == (10, 2, 2)
@@ -152,7 +166,7 @@ def test_the_comparison_sees_a_wrong_fusion(exported, watched, tmp_path):
 
     from kerasbert.serving.onnx_fusion import fuse_encoder
 
-    pipeline, _ = exported
+    pipeline, _, _ = exported
     for op, name, value in (("LayerNormalization", "epsilon", 0.01), ("Attention", "scale", 1.0)):
         fused = fuse_encoder(watched)
         for node in fused.graph.node:
@@ -168,7 +182,7 @@ def test_attention_can_be_left_alone(exported):
     """``attention=False``: the LayerNorms and GELUs fused, the attention's ops kept."""
     from kerasbert.serving.onnx_fusion import fuse_encoder_with_stats
 
-    _, model = exported
+    _, model, _ = exported
     _, stats = fuse_encoder_with_stats(model, attention=False)
     assert (stats["layer_norms"], stats["attentions"], stats["gelus"]) == (5, 0, 2)
     assert stats["ops_after"]["Softmax"] == 2 and "Attention" not in stats["ops_after"]
@@ -202,7 +216,7 @@ def test_attention_scaled_otherwise_is_left_alone(exported):
 
     from kerasbert.serving.onnx_fusion import fuse_encoder_with_stats
 
-    _, model = exported
+    _, model, _ = exported
     odd = onnx.ModelProto()
     odd.CopyFrom(model)
     producer = {o: n for n in odd.graph.node for o in n.output}

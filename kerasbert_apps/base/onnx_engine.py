@@ -198,6 +198,7 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
     from kerasbert.serving.onnx import convert
     from kerasbert.serving.onnx import pieces_of
     from kerasbert.serving.onnx import write_export
+    from kerasbert.serving.onnx_fusion import fuse_encoder
     from kerasbert.serving.saved_model import require_tensorflow_backend
     from kerasbert.tokenizers.graph_tokenizer import windows_of_tokens
     from kerasbert_apps.base.runners import ConvertibleRunner
@@ -227,7 +228,7 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
     texts = list(check_texts) if check_texts is not None else default_check_texts(pipeline)
     feeds = [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in ([t] for t in texts)]
     feeds += [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in (texts, [])]
-    model = convert(numbers)
+    model = fuse_encoder(convert(numbers))  # checked as it is published: fused
     check(model, numbers, feeds)
     names, spans = pipeline.string_outputs()
     description = {"kerasbert": kerasbert.__version__, "task": pipeline.task, "head": head,
