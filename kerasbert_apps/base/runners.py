@@ -87,11 +87,11 @@ class ConvertibleRunner:
     (``[rows, len]``, padded to the longest), with the encoder's fused
     serving ops, as :class:`GraphRunner` runs one group of rows. Not
     :class:`GraphRunner`'s grouping by length (a while loop over
-    TensorArrays that tf2onnx cannot convert), and ``in_graph`` False, so
-    that no head swaps in a kernel of TensorFlow's own (the BIO heads'
-    fused BiLSTM, ``BlockLSTMV2``, which ONNX has no op for): Keras's LSTM
-    loop converts to an ONNX ``Loop``. The outputs are :class:`GraphRunner`'s
-    (padding is masked), up to float rounding."""
+    TensorArrays that tf2onnx cannot convert), and ``in_graph`` False: a
+    head swaps in a kernel of TensorFlow's own only where the conversion has
+    an op for it (the BIO heads check for this runner: their fused BiLSTM,
+    ``BlockLSTMV2``, becomes ONNX's ``LSTM``). The outputs are
+    :class:`GraphRunner`'s (padding is masked), up to float rounding."""
 
     in_graph = False
     jit_compile = False
