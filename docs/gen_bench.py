@@ -800,7 +800,38 @@ def plot_reliability(records):
     return _png(figure), caption
 
 
-PLOTS = {"serving_latency": plot_serving, "heads_f1_time": plot_heads, "reliability": plot_reliability}
+def plot_pretraining(records):
+    """The newest chinese_encoder curve (dev F1 by pretraining steps) beside the held-out
+    masked-token accuracy by step of the pretraining run it fine-tuned (the newest pretraining
+    record up to the curve's date)."""
+    curve = _newest(records, "chinese_encoder", lambda r: any("pretraining steps" in row for row in r["rows"]))
+    if curve is None:
+        return None
+    pretraining = _newest(records, "chinese_encoder", lambda r: str(r.get("date")) <= str(curve.get("date")) and any(
+        "held-out masked-token accuracy" in row for row in r["rows"]))
+    figure, axes = _plot_figure(9, 3.2, panels=2)
+    accuracy, f1 = axes[0]
+    if pretraining is not None:
+        rows = pretraining["rows"]
+        accuracy.plot([r["step"] for r in rows], [r["held-out masked-token accuracy"] for r in rows], "o-", ms=3)
+    accuracy.set_xlabel("pretraining steps")
+    accuracy.set_ylabel("held-out masked-token accuracy (%)")
+    rows = sorted(curve["rows"], key=lambda r: r["pretraining steps"])
+    f1.plot([r["pretraining steps"] for r in rows], [r["dev F1"] for r in rows], "o-", color="tab:green")
+    for anchor in curve.get("anchors") or []:
+        f1.axhline(anchor["test F1"], linestyle="--", color="grey", linewidth=0.8)
+        f1.annotate(f"{anchor['system']}: {anchor['test F1']:g} (test)", (0, anchor["test F1"]), fontsize=7,
+                    textcoords="offset points", xytext=(2, -9))
+    f1.set_xlabel("pretraining steps")
+    f1.set_ylabel(f"{str(curve.get('part') or rows[0].get('part') or '').split(' by ')[0]} dev F1 (%)".strip())
+    caption = (f"Left: the held-out masked-token accuracy of the Chinese encoder by pretraining step; right: "
+               f"CLUENER2020 dev F1 fine-tuned on the encoders one run kept, step 0 the random start ({_run_line(curve)}"
+               "). Dashed: published test-set figures of other setups, for scale.")
+    return _png(figure), caption
+
+
+PLOTS = {"serving_latency": plot_serving, "heads_f1_time": plot_heads, "reliability": plot_reliability,
+         "pretraining_curve": plot_pretraining}
 
 
 def plots(records):

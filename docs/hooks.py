@@ -13,7 +13,8 @@
 * ``<!-- kerasbert:targets -->`` (any page): the targets of ``bench/summary.toml`` (``[[target]]``),
   each checked against its record (``gen_bench.targets_table``);
 * ``<!-- kerasbert:bench-plot NAME -->`` (any page): a plot drawn from the records when the site
-  is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``);
+  is built (``gen_bench.PLOTS``: ``serving_latency``, ``heads_f1_time``, ``reliability``,
+  ``pretraining_curve``);
 * ``<!-- kerasbert:auto-rule -->`` (NER page): what each registered head declares its training
   needs, and the ``auto`` batch size / epochs rule it gives (``Task.resolve_auto``) for a few
   dataset sizes;
