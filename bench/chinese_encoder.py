@@ -246,15 +246,14 @@ def finetune(args, work, name, checkpoint, files, task="ner"):
     return result, [command(argv, work) for argv in commands]
 
 
-def pretraining_curve(args, work, files, found, architecture, smoke):
+def pretraining_curve(args, work, files, found, architecture, steps, smoke):
     """CLUENER2020 fine-tuned on each encoder the pretraining kept (``--curve``): its dev F1 by pretraining
-    step, the random start (step 0) and the final encoder taken from ``found`` (the run's two rows)."""
+    step, the random start (step 0) and the final encoder (``steps`` steps) taken from ``found`` (the run's two rows)."""
     kept = sorted((work / "pretrain" / "encoders").glob("step-*"), key=lambda p: int(p.name[5:]))
     rows = [{"pretraining steps": 0, "dev F1": found[1]["dev F1"], "commands": found[1]["commands"]}]
     for encoder in kept:
         result, commands = finetune(args, work, f"cluener-{encoder.name}", encoder, files)
         rows.append({"pretraining steps": int(encoder.name[5:]), **result, "commands": commands})
-    steps = int(found[0]["system"].rsplit("(", 1)[1].split()[0])
     rows.append({"pretraining steps": steps, "dev F1": found[0]["dev F1"], "commands": found[0]["commands"]})
     rows = [dict(row, part="CLUENER2020 by pretraining steps" + smoke) for row in rows]
     write_result("chinese_encoder", rows, name="cluener-curve" + ("-tiny" if args.tiny else ""), root=args.results,
@@ -443,7 +442,7 @@ def main(argv=None):
             + ["gain over random initialisation"])
         rows += found
         if key == "cluener" and args.curve:
-            rows += pretraining_curve(args, work, files, found, architecture, smoke)
+            rows += pretraining_curve(args, work, files, found, architecture, run["steps done"], smoke)
     print(f"\ndone in {(time.perf_counter() - began) / 60:.1f} minutes", flush=True)
     return rows
 
