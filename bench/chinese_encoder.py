@@ -247,8 +247,9 @@ def finetune(args, work, name, checkpoint, files, task="ner"):
 
 
 def pretraining_curve(args, work, files, found, architecture, steps, smoke):
-    """CLUENER2020 fine-tuned on each encoder the pretraining kept (``--curve``): its dev F1 by pretraining
-    step, the random start (step 0) and the final encoder (``steps`` steps) taken from ``found`` (the run's two rows)."""
+    """CLUENER2020 fine-tuned on each encoder the pretraining kept (``--curve``): its dev F1 by
+    pretraining step, the random start (step 0) and the final encoder (``steps`` steps) taken from
+    ``found`` (the run's two rows)."""
     kept = sorted((work / "pretrain" / "encoders").glob("step-*"), key=lambda p: int(p.name[5:]))
     rows = [{"pretraining steps": 0, "dev F1": found[1]["dev F1"], "commands": found[1]["commands"]}]
     for encoder in kept:
