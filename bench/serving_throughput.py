@@ -16,7 +16,8 @@ batch 1: p50 and p99 of single-sentence calls. The systems (``--systems``):
   untrained ``--student-layers`` student of ``--model``);
 * ``kerasbert-onnx``: the ``ner export --format onnx`` folder run by ONNX Runtime
   (``kerasbert_apps.ner.load(export, engine="onnx").predict``), and ``first_call_ms``: a fresh
-  process loads it (``load_ms``) and answers one sentence;
+  process loads it (``load_ms``) and answers one sentence; ``kerasbert-onnx-int8``: the same
+  exported with ``--precision int8``;
 * ``hf`` (``hf-1``: one thread): ``transformers.pipeline("ner", aggregation_strategy="simple")`` on
   ``BertForTokenClassification`` with the same MiniLM weights and an untrained 9-label head;
 * ``optimum``: optimum-onnx's ``ORTModelForTokenClassification`` in the same pipeline, the strongest
@@ -26,7 +27,8 @@ batch 1: p50 and p99 of single-sentence calls. The systems (``--systems``):
 ``--model``: a trained tagger folder (default: MiniLM with an untrained BiLSTM-CRF head, the same
 shapes, so the same speed). A ``-bf16`` or ONNX system also gives ``agreement_with_float32``: its
 entities on ``--agreement-sentences`` test sentences against the float32 export's of the same model
-(identical entities over the union).
+(identical entities over the union), and with ``--model`` ``test_f1``: its entities' F1 against the
+gold ones of those sentences (exact spans; the float32 export's is ``float32_test_f1``).
 
     python -m bench.serving_throughput [--model RUN/model] [--student RUN/model] [--systems kerasbert,kerasbert-jit,hf]
         [--sentences 512] [--repeats 3] [--threads N] [--intra-threads 1] [--optimum-python ENV/bin/python]
@@ -54,7 +56,9 @@ BATCHES = (1, 8, 64)
 #: What the docs' table shows of a run (the record keeps every key).
 COLUMNS = ("system", "precision", "p50_ms", "p99_ms", "batch_1_sent_per_s", "batch_8_sent_per_s",
            "batch_64_sent_per_s", "first_call_ms", "p50_vs_hf", "batch_64_vs_hf", "p50_vs_optimum",
-           "batch_64_vs_optimum", "batch_64_vs_float32", "agreement_with_float32")
+           "batch_64_vs_optimum", "batch_64_vs_float32", "agreement_with_float32", "test_f1")
+#: The ONNX systems and the precision each exports in.
+ONNX_SYSTEMS = {"kerasbert-onnx": "float32", "kerasbert-onnx-int8": "int8"}
 #: A fresh process: load an ONNX export, answer one sentence (``first_call_ms``).
 FIRST_CALL = """
 import json, sys, time
@@ -68,11 +72,20 @@ print("FIRST " + json.dumps({"load_ms": (loaded - began) * 1000, "first_call_ms"
 """
 
 
-def conll_sentences(n):
+def conll_sentences(n, gold=False):
+    """The first ``n`` CoNLL-2003 test sentences; ``gold``: their entities instead, as a set of
+    ``(sentence index, start, end, type)``."""
     from kerasbert_apps.ner.readers import read_ner_file
 
-    examples = read_ner_file(CONLL / "eng.testb").examples
-    return [e.text for e in examples if e.text.strip()][:n]
+    examples = [e for e in read_ner_file(CONLL / "eng.testb").examples if e.text.strip()][:n]
+    if gold:
+        return {(i, e.start, e.end, e.type) for i, example in enumerate(examples) for e in example.entities}
+    return [e.text for e in examples]
+
+
+def f1(found, gold):
+    """Exact-span F1 of the entity set ``found`` against ``gold``."""
+    return 2 * len(found & gold) / max(len(found) + len(gold), 1)
 
 
 def throughput(call, sentences, batch, repeats):
@@ -248,22 +261,26 @@ def first_call(folder, threads):
 
 
 def bench_onnx(args, sentences, system="kerasbert-onnx"):
-    """The tagger's ONNX export run by ONNX Runtime, timed, with its entities on the agreement sentences."""
+    """The tagger's ONNX export (in the system's precision) run by ONNX Runtime, timed, with its
+    entities on the agreement sentences."""
     import onnxruntime
 
     from kerasbert_apps.base.onnx_engine import export_onnx
     from kerasbert_apps.ner import load
 
     tagger, what = load_tagger(args.model)
-    export = export_onnx(tagger, Path(tempfile.mkdtemp()) / "ner")
+    precision = ONNX_SYSTEMS[system]
+    export = export_onnx(tagger, Path(tempfile.mkdtemp()) / "ner", precision=precision)
     engine = load(export, engine="onnx")
 
     def call(texts):
         return engine.predict(texts, batch_size=len(texts))
 
-    result = {"system": f"kerasbert ONNX export, ONNX Runtime {onnxruntime.__version__} (in-process predict)",
-              "name": system, "model": what, "precision": "float32", "jit_compile": False, "flags": cpu()["flags"],
-              "export": "onnx", **speeds(call, sentences, args)}
+    options = " --precision int8" if precision == "int8" else ""
+    result = {"system": f"kerasbert ONNX export{options}, ONNX Runtime {onnxruntime.__version__} (in-process "
+                        "predict)", "name": system, "model": what, "precision": precision, "jit_compile": False,
+              "flags": cpu()["flags"], "export": "onnx", "export_mb": (export / "model.onnx").stat().st_size / 2**20,
+              **speeds(call, sentences, args)}
     result.update(first_call(export, args.threads))
     found = set()
     texts = conll_sentences(args.agreement_sentences)
@@ -330,7 +347,8 @@ def main():
                         help="TensorFlow inter-op threads and PyTorch threads (default: all cores)")
     parser.add_argument("--intra-threads", type=int, default=1, help="TensorFlow intra-op threads (default 1)")
     parser.add_argument("--systems", default="kerasbert,kerasbert-jit,hf",
-                        help="comma-separated: hf, hf-1, optimum, kerasbert-onnx, and kerasbert or student followed "
+                        help="comma-separated: hf, hf-1, optimum, kerasbert-onnx, kerasbert-onnx-int8, and kerasbert "
+                        "or student followed "
                         "by -jit or -head, -bf16 and/or -keras, e.g. kerasbert,kerasbert-bf16,student-jit,hf")
     parser.add_argument("--student", help="a second tagger folder (e.g. a distilled student) for the student* systems")
     parser.add_argument("--student-layers", type=int, default=3,
@@ -353,7 +371,7 @@ def main():
     systems = args.systems.split(",")
     for system in systems:
         try:
-            system in ("hf", "hf-1", "optimum", "kerasbert-onnx") or parse_system(system)
+            system in ("hf", "hf-1", "optimum", *ONNX_SYSTEMS) or parse_system(system)
         except ValueError:
             parser.error(f"unknown system {system!r}")
     results = []
@@ -364,8 +382,9 @@ def main():
         elif system == "optimum":
             result = bench_optimum(args, sentences)
         else:
-            result = bench_onnx(args, sentences) if system == "kerasbert-onnx" else bench_kerasbert(args, sentences, system)
-            which, _, precision = parse_system("kerasbert" if system == "kerasbert-onnx" else system)
+            onnx = system in ONNX_SYSTEMS
+            result = bench_onnx(args, sentences, system) if onnx else bench_kerasbert(args, sentences, system)
+            which, _, precision = parse_system("kerasbert" if onnx else system)
             found = result.pop("entities", None)
             if found is not None:
                 if which not in float32_entities:
@@ -377,6 +396,10 @@ def main():
                     "share_identical": len(reference & found) / max(len(reference | found), 1),
                 }
                 result["agreement_with_float32"] = result["agreement"]["share_identical"]
+                if args.model and which == "kerasbert":  # a trained tagger: its F1 beside float32's
+                    gold = conll_sentences(args.agreement_sentences, gold=True)
+                    result["test_f1"] = f1(found, gold)
+                    result["agreement"]["float32_test_f1"] = f1(reference, gold)
         print("RESULT " + json.dumps(result))
         results.append(result)
     hf = next((r for r in results if r.get("name") == "hf"), None) or next((r for r in results if r.get("name") == "hf-1"), None)
@@ -389,6 +412,8 @@ def main():
         plain = next((p for p in results if p.get("model") == r.get("model") and p.get("precision") == "float32"
                       and p.get("jit_compile") == r.get("jit_compile")
                       and ("keras" in p.get("name", "")) == ("keras" in r.get("name", ""))), None)
+        if r.get("name") in float32_entities and args.model:  # the float32 SavedModel: its F1 as the others'
+            r["test_f1"] = f1(float32_entities[r["name"]], conll_sentences(args.agreement_sentences, gold=True))
         if r.get("precision") == "bfloat16" and plain:
             r["batch_64_vs_float32"] = r["batch_64_sent_per_s"] / plain["batch_64_sent_per_s"]
             r["p50_vs_float32"] = r["p50_ms"] / plain["p50_ms"]

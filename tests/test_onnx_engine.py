@@ -140,7 +140,7 @@ def test_the_engine_is_the_one_asked_for(tagger):
         load(tmp / "onnx", engine="tensorrt")
     status, _, err = run_cli(["ner", "predict", "--engine", "onnx", "--precision", "bfloat16", "--model",
                               str(tmp / "onnx"), "-"])
-    assert status == 2 and "an ONNX export runs in float32" in err
+    assert status == 2 and "an ONNX export runs in the precision it was exported in" in err
     for option in (["--input", "ids"], ["--jit-compile"], ["--precision", "bfloat16"]):
         status, _, err = run_cli(["ner", "export", "--format", "onnx", "--model", str(tmp / "model"),
                                   "--output", str(tmp / "refused"), *option])
@@ -178,6 +178,54 @@ def test_the_bilstm_is_onnx_lstm_ops(tagger, tmp_path):
         assert len(loops) == 3 and not [node.name for node in loops
                                          if {"ArgMax", "If"} & {n.op_type for n in ops(node.attribute[0].g)}]
     same_answers(load(path, engine="onnx").predict(TEXTS), pipeline.predict(TEXTS), 1e-3, "ONNX LSTM")
+
+
+@pytest.mark.parametrize("tagger", ["crf"], indirect=True)
+def test_int8_exports_and_evaluate_on_either_engine(tagger):
+    """``export --format onnx --precision int8``: the products with constant weights run as ONNX
+    Runtime's integer ops on int8 weights (none is left in float32), the description says so with its
+    agreement with float32 on the check inputs, and the command says how to score it; ``evaluate
+    --engine onnx`` scores an export as ``evaluate`` scores the model folder (the float32 export:
+    the same scores), and the int8 one gives scores of its own; int8 is refused for a SavedModel."""
+    import onnx
+
+    pipeline, tmp = tagger
+    if not (tmp / "onnx").exists():
+        assert run_cli(["ner", "export", "--format", "onnx", "--model", str(tmp / "model"),
+                        "--output", str(tmp / "onnx")])[0] == 0
+    status, out, err = run_cli(["ner", "export", "--format", "onnx", "--precision", "int8", "--model",
+                                str(tmp / "model"), "--output", str(tmp / "int8")])
+    assert status == 0, err
+    int8, float32 = tmp / "int8" / "1", tmp / "onnx" / "1"
+    assert f"evaluate --engine onnx --model {int8} --data FILE" in out
+    description = json.loads((int8 / "kerasbert.json").read_text(encoding="utf-8"))
+    assert description["precision"] == "int8"
+    assert description["int8"]["inputs"] > 2
+    assert 0 <= description["int8"]["same_answers"] <= description["int8"]["inputs"]
+    graph = onnx.load(str(int8 / "model.onnx")).graph
+    weights = {tensor.name: tensor.data_type for tensor in graph.initializer}
+    integer = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    assert integer and all(weights.get(node.input[1]) == onnx.TensorProto.INT8 for node in integer)
+    assert not [node.name for node in graph.node if node.op_type in ("MatMul", "Attention") and set(node.input) & set(weights)]
+
+    data = tmp / "labelled.conll"
+    data.write_text("jack B-PER\nsaw O\nthe B-THING\nhouse I-THING\n\nmary B-PER\nand O\njack B-PER\n\n"
+                    "a O\nbig B-THING\ndog I-THING\nbarked O\n", encoding="utf-8")
+    scores = {}
+    for name, model in (("folder", ["--model", str(tmp / "model")]),
+                        ("float32", ["--engine", "onnx", "--model", str(float32)]),
+                        ("int8", ["--engine", "onnx", "--model", str(int8)])):
+        status, out, err = run_cli(["ner", "evaluate", *model, "--data", str(data),
+                                    "--output", str(tmp / f"{name}.json")])
+        assert status == 0, err
+        assert ("(ONNX Runtime)" in err) == (name != "folder")
+        scores[name] = json.loads((tmp / f"{name}.json").read_text(encoding="utf-8"))
+    same = ("precision", "recall", "f1", "predicted_entities", "gold_entities")
+    assert {k: scores["float32"][k] for k in same} == {k: scores["folder"][k] for k in same}
+    assert scores["folder"]["predicted_entities"] > 0 and set(scores["int8"]) == set(scores["folder"])
+    status, _, err = run_cli(["ner", "export", "--precision", "int8", "--model", str(tmp / "model"),
+                              "--output", str(tmp / "refused-int8")])
+    assert status == 2 and "--precision int8 is for --format onnx" in err and not (tmp / "refused-int8").exists()
 
 
 @pytest.mark.parametrize("tagger", ["crf"], indirect=True)

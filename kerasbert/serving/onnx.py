@@ -223,16 +223,11 @@ def check(model, function, feeds, tolerance=CHECK_TOLERANCE):
     of ``function`` (the TensorFlow function it was converted from): the
     same shapes, integers equal, floats within ``tolerance``. Anything else
     is a one-line :class:`~kerasbert.errors.KerasbertError` (the op ONNX
-    Runtime refuses, or the output that differs and where)."""
-    import onnxruntime as ort
+    Runtime refuses, or the output that differs and where). Returns the
+    session it ran."""
     import tensorflow as tf
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    try:
-        runtime = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as e:  # noqa: BLE001
-        raise KerasbertError(f"the ONNX model does not load in ONNX Runtime: {_ort_problem(e)}") from e
+    runtime = session_of(model)
     names = [o.name for o in runtime.get_outputs()]
     for index, feed in enumerate(feeds):
         try:
@@ -258,6 +253,20 @@ def check(model, function, feeds, tolerance=CHECK_TOLERANCE):
                                      f"{index}: output {name!r} {problem} (a wrong conversion, or decisions on "
                                      "the edge of float rounding: scores tied, as an untrained head's may be)")
     return runtime
+
+
+def session_of(model):
+    """An ONNX Runtime session of ``model`` (a ``ModelProto``, before it is
+    written) on the CPU; one it refuses is a one-line
+    :class:`~kerasbert.errors.KerasbertError` naming the op."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        raise KerasbertError(f"the ONNX model does not load in ONNX Runtime: {_ort_problem(e)}") from e
 
 
 def write_export(base, version, model, description, write_more):

@@ -27,7 +27,7 @@ from kerasbert.training.settings import settings_from_args
 from kerasbert_apps.base.onnx_engine import add_engine_option
 from kerasbert_apps.base.onnx_engine import add_format_option
 from kerasbert_apps.base.onnx_engine import export_command
-from kerasbert_apps.base.onnx_engine import onnx_predict
+from kerasbert_apps.base.onnx_engine import onnx_engine
 
 MODEL_HELP = "the model folder written by train (OUTPUT/model), or the training output folder OUTPUT"
 
@@ -67,6 +67,7 @@ def add_task_commands(subparsers, task):
                           "without it evaluate only prints them and writes nothing")
     evaluate.add_argument("--batch-size", type=int, default=32, help="texts per batch (default: %(default)s)")
     add_settings_options(evaluate, task.read_settings, settings_file=False)
+    add_engine_option(evaluate)
     _precision_option(evaluate)
     quiet_option(evaluate)
     task.add_options(evaluate, "evaluate")
@@ -189,12 +190,16 @@ def _precision_option(parser, export=False):
     from kerasbert_apps.base.pipeline import PRECISIONS
 
     parser.add_argument(
-        "--precision", choices=("auto",) + PRECISIONS, default="float32",
+        "--precision", choices=("auto",) + PRECISIONS + (("int8",) if export else ()), default="float32",
         help="bfloat16: the encoder's weights and matmuls in bfloat16 (the head and decoding stay float32)"
         + ("; the export is half the size" if export else "; to see what a bfloat16 export would give")
         + ". Fast only on CPUs with AVX512-BF16 or AMX (grep -o 'avx512_bf16\\|amx_bf16' /proc/cpuinfo), slower "
         "than float32 elsewhere; auto: bfloat16 on a CPU with them, float32 elsewhere"
         + (" (this machine's CPU: choose explicitly for a model served on another)" if export else "")
+        + ("; int8 (--format onnx only; an ONNX export is float32 otherwise, auto included): the matrix products "
+           "in int8 with int8 weights and the embeddings stored in int8 (ONNX Runtime's dynamic quantization), "
+           "answers close to float32's but not the same: score the export with evaluate --engine onnx"
+           if export else "")
         + "; see 'Which export for which CPU' in the docs, docs/serving-speed.md (default: %(default)s)")
 
 
@@ -231,10 +236,15 @@ def _distill(task, args):
 
 
 def _evaluate(task, args):
-    _serving_precision(args)
+    def load():  # after the data is read: bad data is reported before a model is loaded
+        engine = onnx_engine(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+        if engine is not None:
+            return engine
+        _serving_precision(args)
+        return _load(task, args)
+
     settings = settings_from_args(task.read_settings, args)
-    scores = task.evaluate(lambda: _load(task, args), args.data, settings, batch_size=args.batch_size,
-                           progress=show_progress(args))
+    scores = task.evaluate(load, args.data, settings, batch_size=args.batch_size, progress=show_progress(args))
     print(task.format_scores(scores))
     if args.output:
         write_scores(scores, args.output)
@@ -249,7 +259,8 @@ def _predict(task, args):
     from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
-    onnx = onnx_predict(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+    onnx = onnx_engine(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
+    onnx = onnx and onnx.predict
     if onnx is None:
         _serving_precision(args)
     no_cache = args.no_cache or switched_off() or onnx is not None
@@ -266,8 +277,11 @@ def _predict(task, args):
 
 
 def _export(task, args):
+    if args.precision == "int8" and args.format != "onnx":
+        raise KerasbertError("--precision int8 is for --format onnx (ONNX Runtime's int8 products); a SavedModel "
+                             "is float32 or bfloat16")
     if args.format == "onnx":
-        return export_command(task, args, lambda: _load(task, args))
+        return export_command(task, args, lambda: task.configure(task.load(args.model, verbose=True), args))  # float32: int8 comes after the check
     _serving_precision(args)
     path = _load(task, args).export(args.output, version=args.version, input=args.input, jit_compile=args.jit_compile)
     return print_export(path)

@@ -130,6 +130,10 @@ class OnnxEngine:
     def labels(self):
         return self.pipeline.labels
 
+    @property
+    def head_name(self):
+        return self.pipeline.head_name
+
     def settings(self):
         return self.pipeline.settings()
 
@@ -178,12 +182,15 @@ class OnnxEngine:
 
 
 # ------------------------------------------------------------------------ export
-def export_onnx(pipeline, base, version=None, check_texts=None):
+def export_onnx(pipeline, base, version=None, check_texts=None, precision="float32"):
     """Write ``pipeline`` as an ONNX export in ``base/<version>`` (``version``
     None: the next free integer; never overwritten; atomic), checked in
     ONNX Runtime against the TensorFlow graph it was converted from on
     ``check_texts`` (default: the pipeline's warmup texts, a text longer
-    than one window, and an empty batch). Returns the version folder. A
+    than one window, and an empty batch). ``precision`` ``"int8"``: the
+    checked graph quantized (:func:`kerasbert.serving.onnx_quantize.quantize_int8`),
+    its agreement with float32 on the check inputs in the description
+    (``"int8"``). Returns the version folder. A
     head that has no ONNX export (its pipeline's ``no_onnx_export``), an op
     that does not convert, a model ONNX Runtime refuses or one that answers
     otherwise is a one-line :class:`~kerasbert.errors.KerasbertError`, and
@@ -198,13 +205,19 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
     from kerasbert.serving.onnx import convert
     from kerasbert.serving.onnx import pieces_of
     from kerasbert.serving.onnx import write_export
+    from kerasbert.serving.onnx import session_of
     from kerasbert.serving.onnx_fusion import fuse_encoder
+    from kerasbert.serving.onnx_quantize import ONNX_PRECISIONS
+    from kerasbert.serving.onnx_quantize import agreement
+    from kerasbert.serving.onnx_quantize import quantize_int8
     from kerasbert.serving.saved_model import require_tensorflow_backend
     from kerasbert.tokenizers.graph_tokenizer import windows_of_tokens
     from kerasbert_apps.base.runners import ConvertibleRunner
     from kerasbert_apps.base.runners import keras_dtype
 
     head = pipeline.settings().get("head") or pipeline.head_name or type(pipeline).__name__
+    if precision not in ONNX_PRECISIONS:
+        raise KerasbertError(f"an ONNX export's precision is one of {', '.join(ONNX_PRECISIONS)}, got {precision!r}")
     if pipeline.no_onnx_export:
         raise KerasbertError(f"the {head} head has no ONNX export: {pipeline.no_onnx_export}")
     require_tensorflow_backend()
@@ -229,14 +242,18 @@ def export_onnx(pipeline, base, version=None, check_texts=None):
     feeds = [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in ([t] for t in texts)]
     feeds += [dict(zip(("pieces", "counts"), pieces_of(tokenizer, batch))) for batch in (texts, [])]
     model = fuse_encoder(convert(numbers))  # checked as it is published: fused
-    check(model, numbers, feeds)
+    checked = check(model, numbers, feeds)
+    more = {"precision": precision}
+    if precision == "int8":
+        model = quantize_int8(model)
+        more["int8"] = agreement(checked, session_of(model), feeds)
     names, spans = pipeline.string_outputs()
     description = {"kerasbert": kerasbert.__version__, "task": pipeline.task, "head": head,
                    pipeline.labels_key: pipeline.labels,
                    "names": {k: [name, list(labels)] for k, (name, labels) in names.items()},
                    "spans": {k: list(v) for k, v in spans.items()},
                    "max_length": pipeline.max_length, "overlap": pipeline.overlap,
-                   "tokenizer": tokenizer.get_config()}
+                   "tokenizer": tokenizer.get_config(), **more}
 
     def write_more(folder):
         write_settings(folder, tokenizer, pipeline._stored_settings(), pipeline.settings_file)
@@ -275,40 +292,44 @@ def add_format_option(parser):
         "with the settings and vocabulary the host needs (default: %(default)s)")
 
 
-def onnx_predict(task, args):
-    """``predict``'s function when ``--engine`` picks ONNX Runtime for
-    ``--model`` (:func:`chosen_export`), else None. The decoding settings
-    are the export's: options that would change them (the triples'
-    ``--threshold-*``) and ``--precision`` other than float32 (or auto) are
-    refused in one line."""
+def onnx_engine(task, args):
+    """The :class:`OnnxEngine` that ``--engine`` picks for ``--model``
+    (:func:`chosen_export`; ``predict`` and ``evaluate``), else None. The
+    decoding settings are the export's: options that would change them (the
+    triples' ``--threshold-*``) and ``--precision`` other than float32 (or
+    auto) are refused in one line."""
     from kerasbert.errors import KerasbertError
 
     found = chosen_export(task, args.model, getattr(args, "engine", "auto"))
     if found is None:
         return None
     if getattr(args, "precision", "float32") not in ("float32", "auto"):
-        raise KerasbertError(f"--precision {args.precision}: an ONNX export runs in float32")
+        raise KerasbertError(f"--precision {args.precision}: an ONNX export runs in the precision it was exported "
+                             "in (export --format onnx --precision)")
     engine = OnnxEngine.load(task, found, verbose=True)
     if task.configure(engine.pipeline, args).settings() != engine.settings():
         raise KerasbertError(f"{found}: its decoding settings are part of its ONNX graph; export again with these "
-                             f"options (kerasbert {task.name} export --format onnx ...), or predict without them")
-    return engine.predict
+                             f"options (kerasbert {task.name} export --format onnx ...), or run it without them")
+    return engine
 
 
 def export_command(task, args, load_pipeline):
     """``export --format onnx``: check the options that apply to SavedModels
-    only, export the pipeline that ``load_pipeline()`` gives
+    only (``--precision`` bfloat16; auto is float32 here: int8 changes answers, so it is
+    asked for), export the pipeline that ``load_pipeline()`` gives
     (:func:`export_onnx`) and say what was written; returns the exit status."""
     from kerasbert.errors import KerasbertError
+    from kerasbert.serving.onnx_quantize import ONNX_PRECISIONS
 
     if getattr(args, "input", "text") != "text":
         raise KerasbertError("--input ids is for SavedModels: an ONNX export takes the host tokenizer's pieces")
     if getattr(args, "jit_compile", False):
         raise KerasbertError("--jit-compile is for SavedModels (XLA in TF Serving); ONNX Runtime optimizes the graph "
                              "itself")
-    if getattr(args, "precision", "float32") not in ("float32", "auto"):
-        raise KerasbertError(f"--precision {args.precision}: the ONNX export is float32 only")
-    path = export_onnx(load_pipeline(), args.output, version=args.version)
+    precision = "float32" if args.precision == "auto" else args.precision
+    if precision not in ONNX_PRECISIONS:
+        raise KerasbertError(f"--precision {args.precision}: an ONNX export is {' or '.join(ONNX_PRECISIONS)}")
+    path = export_onnx(load_pipeline(), args.output, version=args.version, precision=precision)
     print_onnx_export(task, path)
     return 0
 
@@ -326,5 +347,10 @@ def print_onnx_export(task, path):
         print(f"  {kind}: {items}")
     print(f"  checked in ONNX Runtime {info['checked_with_onnxruntime']} against the TensorFlow graph "
           f"(opset {info['opset']})")
+    if info.get("precision") == "int8":
+        int8 = info["int8"]
+        print(f"  int8: the same answers as float32 on {int8['same_answers']} of {int8['inputs']} check inputs; "
+              f"score it on labelled data: kerasbert {task.name} evaluate --engine onnx --model "
+              f"{shlex.quote(str(path))} --data FILE")
     print(f"  predict: kerasbert {task.name} predict --engine onnx --model {shlex.quote(str(path))} FILE")
     print(f"  python:  kerasbert_apps.{task.name}.load({str(path)!r}).predict([...])")
