@@ -64,7 +64,12 @@ def pieces_of(tokenizer, texts):
     points into its text, end exclusive; text after text) and ``counts``
     int32 ``[batch]`` (the tokens of each text), from the host tokenizer
     (:meth:`kerasbert.tokenizers.tokenizer.BertTokenizer.pieces`)."""
-    per_text = tokenizer.pieces(list(texts))
+    return inputs_of(tokenizer.pieces(list(texts)))
+
+
+def inputs_of(per_text):
+    """:func:`pieces_of` of texts already tokenized: ``per_text`` is the
+    tokenizer's ``pieces`` of each (``(ids, offsets)``)."""
     counts = np.array([len(ids) for ids, _ in per_text], np.int32)
     rows = [np.concatenate([ids[:, None], offsets], 1) for ids, offsets in per_text if len(ids)]
     pieces = np.concatenate(rows, 0).astype(np.int32) if rows else np.zeros([0, 3], np.int32)

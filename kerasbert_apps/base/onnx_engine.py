@@ -155,15 +155,15 @@ class OnnxEngine:
     def output_rows(self, texts, batch_size=32, jit_compile=False, serving=None):
         """The unpadded outputs of each text, named as the SavedModel names
         them (output name -> list), in the input order: texts sorted by
-        length and run ``batch_size`` at a time, each batch in calls of at
-        most :data:`ROWS_PER_CALL` texts of similar length (as the
-        SavedModel's :func:`kerasbert.serving.rows.by_length` groups its
-        rows: one long text does not make every short one pay for its
-        padding); each batch done moves the open progress bar
-        (:func:`kerasbert.progress.advance`)."""
+        length and run ``batch_size`` at a time, each batch tokenized at
+        once and run in calls of at most :data:`ROWS_PER_CALL` texts of
+        similar token counts (as the SavedModel's
+        :func:`kerasbert.serving.rows.by_length` groups its rows: one long
+        text does not make every short one pay for its padding); each batch
+        done moves the open progress bar (:func:`kerasbert.progress.advance`)."""
         from kerasbert.progress import advance
+        from kerasbert.serving.onnx import inputs_of
         from kerasbert.serving.onnx import named_row
-        from kerasbert.serving.onnx import pieces_of
         from kerasbert.serving.onnx import run
         from kerasbert.serving.rows import unpad
 
@@ -172,11 +172,12 @@ class OnnxEngine:
         rows = [None] * len(texts)
         for begin in range(0, len(texts), batch_size):
             chunk = order[begin : begin + batch_size]
-            batch = [texts[i] for i in chunk]
+            pieces = dict(zip(chunk, self.tokenizer.pieces([texts[i] for i in chunk])))
+            chunk.sort(key=lambda i: len(pieces[i][0]))
             for at in range(0, len(chunk), ROWS_PER_CALL):
-                group, texts_of = chunk[at : at + ROWS_PER_CALL], batch[at : at + ROWS_PER_CALL]
-                for i, text, row in zip(group, texts_of, unpad(run(self.session, *pieces_of(self.tokenizer, texts_of)))):
-                    rows[i] = named_row(text, row, names, spans)
+                group = chunk[at : at + ROWS_PER_CALL]
+                for i, row in zip(group, unpad(run(self.session, *inputs_of([pieces[i] for i in group])))):
+                    rows[i] = named_row(texts[i], row, names, spans)
             advance(len(chunk))
         return rows
 
