@@ -4,7 +4,8 @@ Figures, not a test. A fresh process that answers one sentence and exits, each s
 process (start to exit, peak memory from the kernel), the systems in turn (``--pairs`` rounds,
 medians): ``kerasbert ner predict`` on a model of the demo's shape (untrained head, or ``--model``)
 from the serving cache, as the folder's first, with ``--no-cache``, with ``KERASBERT_GRAPPLER=1``
-and on 512 lines; ``SavedModel, first call`` (load the export, call it once); ``hf`` (Hugging Face's
+and on 512 lines, and with ``--engine onnx`` on the model's ONNX export (ONNX Runtime, no
+TensorFlow in the process); ``SavedModel, first call`` (load the export, call it once); ``hf`` (Hugging Face's
 ``pipeline("ner")`` on the same MiniLM weights). The phases (imports, loading, tracing, first call)
 come from a second, instrumented process of the same steps.
 
@@ -39,8 +40,12 @@ import json, sys
 from kerasbert.serving.saved_model import saved_model_node_count
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
-export = Tagger.load(sys.argv[1]).export(sys.argv[2])
-print(json.dumps({"export": str(export), "nodes": saved_model_node_count(export)}))
+from kerasbert_apps.base.onnx_engine import export_onnx
+
+tagger = Tagger.load(sys.argv[1])
+export = tagger.export(sys.argv[2])
+onnx = export_onnx(tagger, sys.argv[3])
+print(json.dumps({"export": str(export), "onnx": str(onnx), "nodes": saved_model_node_count(export)}))
 """
 
 # How the command starts: the time, then its imports.
@@ -145,7 +150,8 @@ def main():
         model = Path(args.model) if args.model else tmp / "model"
         if not args.model:
             subprocess.run([sys.executable, "-c", MAKE_MODEL, str(model)], check=True, env=env, cwd=ROOT)
-        exported = json.loads(subprocess.run([sys.executable, "-c", EXPORT, str(model), str(tmp / "export")],
+        exported = json.loads(subprocess.run([sys.executable, "-c", EXPORT, str(model), str(tmp / "export"),
+                                              str(tmp / "onnx")],
                                              check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1])
         (tmp / "in.txt").write_text(SENTENCE + "\n", encoding="utf-8")
         rng = random.Random(0)
@@ -166,6 +172,8 @@ def main():
             "kerasbert ner predict, KERASBERT_GRAPPLER=1": (predict, grappler_env, None),
             f"kerasbert ner predict, {MANY} lines": (many, cached_env, None),
             f"kerasbert ner predict, {MANY} lines, KERASBERT_GRAPPLER=1": (many, grappler_env, None),
+            "kerasbert ner predict --engine onnx": (
+                predict[:5] + ["--engine", "onnx", "--model", exported["onnx"], str(tmp / "in.txt")], env, None),
             "SavedModel, first call": ([sys.executable, "-c", SAVED_MODEL, exported["export"], SENTENCE], env, None),
             "hf": ([sys.executable, "-c", HF, SENTENCE], env, None),
         }
