@@ -27,8 +27,8 @@ batch 1: p50 and p99 of single-sentence calls. The systems (``--systems``):
 ``--model``: a trained tagger folder (default: MiniLM with an untrained BiLSTM-CRF head, the same
 shapes, so the same speed). A ``-bf16`` or ONNX system also gives ``agreement_with_float32``: its
 entities on ``--agreement-sentences`` test sentences against the float32 export's of the same model
-(identical entities over the union), and with ``--model`` ``test_f1``: its entities' F1 against the
-gold ones of those sentences (exact spans; the float32 export's is ``float32_test_f1``).
+(identical entities over the union), and with ``--model`` ``test_f1``: its entities' F1 on those
+sentences by ``ner evaluate``'s scorer (the float32 SavedModel's beside it).
 
     python -m bench.serving_throughput [--model RUN/model] [--student RUN/model] [--systems kerasbert,kerasbert-jit,hf]
         [--sentences 512] [--repeats 3] [--threads N] [--intra-threads 1] [--optimum-python ENV/bin/python]
@@ -72,20 +72,26 @@ print("FIRST " + json.dumps({"load_ms": (loaded - began) * 1000, "first_call_ms"
 """
 
 
-def conll_sentences(n, gold=False):
-    """The first ``n`` CoNLL-2003 test sentences; ``gold``: their entities instead, as a set of
-    ``(sentence index, start, end, type)``."""
+def conll_examples(n):
     from kerasbert_apps.ner.readers import read_ner_file
 
-    examples = [e for e in read_ner_file(CONLL / "eng.testb").examples if e.text.strip()][:n]
-    if gold:
-        return {(i, e.start, e.end, e.type) for i, example in enumerate(examples) for e in example.entities}
-    return [e.text for e in examples]
+    return [e for e in read_ner_file(CONLL / "eng.testb").examples if e.text.strip()][:n]
 
 
-def f1(found, gold):
-    """Exact-span F1 of the entity set ``found`` against ``gold``."""
-    return 2 * len(found & gold) / max(len(found) + len(gold), 1)
+def conll_sentences(n):
+    return [e.text for e in conll_examples(n)]
+
+
+def test_f1(found, n):
+    """The F1 of the entity set ``found`` (``(sentence index, start, end, type)``) on the first ``n``
+    test sentences, by the kit's scorer (seqeval's, as ``ner evaluate`` scores)."""
+    from kerasbert_apps.ner.train import NER
+
+    examples = conll_examples(n)
+    predictions = [{"entities": []} for _ in examples]
+    for i, start, end, kind in sorted(found):
+        predictions[i]["entities"].append({"start": start, "end": end, "type": kind})
+    return NER.score(examples, predictions)["f1"]
 
 
 def throughput(call, sentences, batch, repeats):
@@ -397,9 +403,8 @@ def main():
                 }
                 result["agreement_with_float32"] = result["agreement"]["share_identical"]
                 if args.model and which == "kerasbert":  # a trained tagger: its F1 beside float32's
-                    gold = conll_sentences(args.agreement_sentences, gold=True)
-                    result["test_f1"] = f1(found, gold)
-                    result["agreement"]["float32_test_f1"] = f1(reference, gold)
+                    result["test_f1"] = test_f1(found, args.agreement_sentences)
+                    result["agreement"]["float32_test_f1"] = test_f1(reference, args.agreement_sentences)
         print("RESULT " + json.dumps(result))
         results.append(result)
     hf = next((r for r in results if r.get("name") == "hf"), None) or next((r for r in results if r.get("name") == "hf-1"), None)
@@ -413,7 +418,7 @@ def main():
                       and p.get("jit_compile") == r.get("jit_compile")
                       and ("keras" in p.get("name", "")) == ("keras" in r.get("name", ""))), None)
         if r.get("name") in float32_entities and args.model:  # the float32 SavedModel: its F1 as the others'
-            r["test_f1"] = f1(float32_entities[r["name"]], conll_sentences(args.agreement_sentences, gold=True))
+            r["test_f1"] = test_f1(float32_entities[r["name"]], args.agreement_sentences)
         if r.get("precision") == "bfloat16" and plain:
             r["batch_64_vs_float32"] = r["batch_64_sent_per_s"] / plain["batch_64_sent_per_s"]
             r["p50_vs_float32"] = r["p50_ms"] / plain["p50_ms"]
