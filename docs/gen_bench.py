@@ -332,7 +332,12 @@ def export_words(row):
     """What a row of ours is, in the words of its options (an export's precision and compile, or
     the system the record names)."""
     if row.get("export") == "onnx":  # export --format onnx, run by ONNX Runtime (predict --engine onnx)
-        return "export --format onnx (ONNX Runtime)"
+        precision = row.get("precision", "float32")
+        words = "export --format onnx" + (f" --precision {precision}" if precision != "float32" else "")
+        f1, reference = row.get("test_f1"), (row.get("agreement") or {}).get("float32_test_f1")
+        if precision != "float32" and f1 is not None and reference is not None:  # answers change: F1 beside
+            return f"{words} (ONNX Runtime; test F1 {100 * f1:.2f}, float32's {100 * reference:.2f})"
+        return f"{words} (ONNX Runtime)"
     if "precision" in row and "jit_compile" in row:
         words = []
         if row["precision"] != "float32":
