@@ -118,7 +118,9 @@ class OnnxEngine:
                                  f"{task.name} model")
         pipeline = task.load(folder, with_model=False)
         if verbose:
-            print(f"model: {folder} (ONNX Runtime)", file=sys.stderr)
+            precision = description.get("precision", "float32")
+            print(f"model: {folder} (ONNX Runtime{', ' + precision if precision != 'float32' else ''})",
+                  file=sys.stderr)
         return cls(pipeline, session(Path(folder) / MODEL_FILE, threads), description, folder)
 
     # -------------------------------------------------------- the pipeline's
