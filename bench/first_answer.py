@@ -40,7 +40,7 @@ import json, sys
 from kerasbert.serving.saved_model import saved_model_node_count
 from kerasbert_apps.ner.heads.bio.pipeline import Tagger
 
-from kerasbert_apps.base.onnx_engine import export_onnx
+from kerasbert_apps.base.onnx_export import export_onnx
 
 tagger = Tagger.load(sys.argv[1])
 export = tagger.export(sys.argv[2])

@@ -271,7 +271,7 @@ def bench_onnx(args, sentences, system="kerasbert-onnx"):
     entities on the agreement sentences."""
     import onnxruntime
 
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
     from kerasbert_apps.ner import load
 
     tagger, what = load_tagger(args.model)

@@ -156,11 +156,11 @@ def test_the_bilstm_is_onnx_lstm_ops(tagger, tmp_path):
     as the pipeline does."""
     import onnx
 
-    from kerasbert_apps.base.onnx_engine import export_onnx
     from kerasbert_apps.ner import load
 
     pipeline, _ = tagger
-    path = export_onnx(pipeline, tmp_path, check_texts=TEXTS[:2])
+    path = pipeline.export_onnx(tmp_path, check_texts=TEXTS[:2])  # the pipeline's method: export_onnx
+    assert json.loads((path / "kerasbert.json").read_text(encoding="utf-8"))["precision"] == "float32"
     graph = onnx.load(str(path / "model.onnx")).graph
 
     def ops(graph):
@@ -230,7 +230,7 @@ def test_int8_exports_and_evaluate_on_either_engine(tagger):
 
 @pytest.mark.parametrize("tagger", ["crf"], indirect=True)
 def test_versions_are_never_overwritten(tagger, tmp_path):
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
 
     import onnx
 
@@ -251,7 +251,7 @@ def test_versions_are_never_overwritten(tagger, tmp_path):
 
 @pytest.mark.parametrize("tagger", ["crf"], indirect=True)
 def test_a_head_without_an_onnx_export_says_why(tagger, tmp_path):
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
 
     pipeline, _ = tagger
 
@@ -358,7 +358,7 @@ def test_triples_thresholds_are_the_exports(tmp_path):
     import keras
 
     import kerasbert
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
     from kerasbert_apps.testing import tiny_checkpoint
     from kerasbert_apps.testing.trained import shake
     from kerasbert_apps.triples import load

@@ -85,7 +85,7 @@ def exported(tmp_path_factory):
     import onnx
 
     import kerasbert
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
     from kerasbert_apps.ner.heads.bio.model import NerModel
     from kerasbert_apps.ner.heads.bio.pipeline import Tagger
     from kerasbert_apps.ner.tags import bio_tags

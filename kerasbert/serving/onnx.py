@@ -1,7 +1,7 @@
 """ONNX exports: a serving graph converted by tf2onnx and checked in ONNX Runtime, then run on the host without TensorFlow.
 
 What every kerasbert ONNX export shares (the apps give the graph itself:
-:func:`kerasbert_apps.base.onnx_engine.export_onnx`):
+:func:`kerasbert_apps.base.onnx_export.export_onnx`):
 
 * **the graph** -- the SavedModel's serving graph minus its two string steps:
   it takes the host tokenizer's pieces (:func:`pieces_of`: each token's

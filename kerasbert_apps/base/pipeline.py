@@ -258,7 +258,7 @@ class Pipeline:
 
     #: Why this head has no ONNX export (one sentence, said by ``export
     #: --format onnx`` and the head contract), or None: it has one
-    #: (:func:`kerasbert_apps.base.onnx_engine.export_onnx`).
+    #: (:func:`kerasbert_apps.base.onnx_export.export_onnx`).
     no_onnx_export = None
 
     #: Whether the head after the encoder can run compiled by XLA on its own
@@ -367,22 +367,26 @@ class Pipeline:
 
     def export(self, base, version=None, input="text", warmup_texts=None, model_name=None, jit_compile=False):
         """Write the pipeline as ``base/<version>`` for TF Serving (see
-        :mod:`kerasbert.serving.saved_model`); returns the version folder. ``input`` is
-        ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`);
-        ``version`` defaults to the next free integer; ``model_name`` goes into
-        the warmup requests and the export's description (letters, digits,
-        ``_``, ``.``, ``-``; default: the base folder's name made one,
-        :func:`kerasbert_apps.base.export.serving_model_name`). With
-        ``jit_compile`` (text input only) the model (``True`` or ``"model"``)
-        or only the head after the encoder (``"head"``, pipelines whose
-        :attr:`compiled_head` is set; the encoder stays oneDNN's) runs
-        compiled by XLA on a few padded shapes, and warmup requests reach
-        each shape, so the server compiles them all when it loads the model;
-        TF Serving runs such a model only when started with
-        ``--xla_cpu_compilation_enabled=true``."""
+        :mod:`kerasbert.serving.saved_model`); returns the version folder. ``input``:
+        ``"text"`` (:meth:`serve`) or ``"ids"`` (:meth:`ids_endpoint`); ``version``:
+        the next free integer by default; ``model_name`` goes into the warmup
+        requests and the description (default: the base folder's name,
+        :func:`kerasbert_apps.base.export.serving_model_name`). ``jit_compile``
+        (text input only): the model (``True``, ``"model"``) or the head after
+        the encoder (``"head"``, where :attr:`compiled_head` is set) compiled by
+        XLA on a few padded shapes, each reached by a warmup request; TF Serving
+        needs ``--xla_cpu_compilation_enabled=true`` for it."""
         from kerasbert_apps.base.export import export_pipeline
 
         return export_pipeline(self, base, version, input, warmup_texts, model_name, jit_compile)
+
+    def export_onnx(self, base, version=None, precision="float32", check_texts=None):
+        """Write the pipeline as an ONNX export ``base/<version>`` for ONNX Runtime
+        (``export --format onnx``; ``precision`` ``"int8"``: quantized), checked
+        on ``check_texts``: :func:`kerasbert_apps.base.onnx_export.export_onnx`."""
+        from kerasbert_apps.base.onnx_export import export_onnx
+
+        return export_onnx(self, base, version, check_texts, precision)
 
     # -------------------------------------------------------- save / load
     def save(self, directory):
@@ -532,20 +536,16 @@ class Pipeline:
         return type(self).from_settings(rebuilt, self.tokenizer, self.settings())
 
     def student(self, layers):
-        """The student of a distillation run: :meth:`rebuilt` with the teacher
-        layers ``layers``, in the run's precision."""
+        """A distillation run's student: :meth:`rebuilt` with the teacher layers ``layers``, same precision."""
         return self.rebuilt(layers)
 
     def with_precision(self, precision):
-        """This pipeline with its encoder's weights and matmuls in
-        ``precision`` (one of :data:`PRECISIONS`): ``"bfloat16"`` rebuilds
-        the encoder under Keras's ``bfloat16`` dtype policy (LayerNorm and
-        softmax still compute in float32 inside the layers); the head (BiLSTM,
-        emission scores, CRF, pointers) and all decoding stay float32.
-        ``"float32"`` returns this pipeline itself. Fast only on CPUs with
-        bfloat16 units (AVX512-BF16, AMX) or GPUs; elsewhere TensorFlow
-        emulates it. ``"auto"``: bfloat16 on a CPU with bfloat16 units,
-        float32 elsewhere
+        """This pipeline with its encoder's weights and matmuls in ``precision``
+        (one of :data:`PRECISIONS`): ``"bfloat16"`` rebuilds the encoder under
+        Keras's ``bfloat16`` policy (LayerNorm and softmax in float32 inside);
+        the head and all decoding stay float32; ``"float32"``: this pipeline.
+        Fast only with bfloat16 units (AVX512-BF16, AMX) or on GPUs. ``"auto"``:
+        bfloat16 on a CPU with them, float32 elsewhere
         (:func:`kerasbert.training.precision.choose_serving_precision`)."""
         from kerasbert.training.precision import choose_serving_precision
 

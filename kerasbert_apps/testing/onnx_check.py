@@ -1,4 +1,4 @@
-"""The contract's ONNX check: every head's ONNX export (:func:`kerasbert_apps.base.onnx_engine.export_onnx`)
+"""The contract's ONNX check: every head's ONNX export (:func:`kerasbert_apps.base.onnx_export.export_onnx`)
 run by ONNX Runtime in a fresh process that imports no TensorFlow, against what the head's
 pipeline predicts; or, for a head that declares it has no ONNX export (its pipeline's
 ``no_onnx_export``), the export's one-line refusal giving the head's reason."""
@@ -44,7 +44,7 @@ def onnx_exports(task, every, texts, tmp):
     None], "refused": [message or None], "heads": [what the process gave, per export],
     "heavy": [...]}``; a head's unexpected failure to export is its check's to report."""
     from kerasbert.errors import KerasbertError
-    from kerasbert_apps.base.onnx_engine import export_onnx
+    from kerasbert_apps.base.onnx_export import export_onnx
 
     exports, refused = [], []
     for trained in every:
