@@ -195,7 +195,11 @@ def convert(function, opset=OPSET):
     logger.addHandler(collect)
     logger.propagate = False  # tf2onnx's own lines would repeat what the error says
     try:
-        model, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=opset)
+        try:  # tf2onnx's optimizers on the graph itself: without a copy of it (weights included) before each one
+            model = _from_function(function, opset, catch_errors=False)
+        except Exception:  # noqa: BLE001 -- an optimizer failed midway: again as tf2onnx does by default
+            problems.clear()
+            model = _from_function(function, opset, catch_errors=True)
     except Exception as e:  # noqa: BLE001 (tf2onnx raises plain exceptions of many kinds)
         raise KerasbertError(f"the ONNX conversion failed: {_conversion_problems(problems) or e}") from e
     finally:
@@ -204,6 +208,27 @@ def convert(function, opset=OPSET):
     found = _conversion_problems(problems)
     if found:
         raise KerasbertError(f"the ONNX conversion failed: {found}")
+    return model
+
+
+def _from_function(function, opset, catch_errors):
+    """``tf2onnx.convert.from_function`` of ``function``; ``catch_errors``
+    False: its graph optimizers run on the graph itself, and one that fails
+    raises (True, tf2onnx's default for models under 2 GB: each runs on a
+    deep copy of the graph, its weights included, and one that fails is
+    skipped)."""
+    import tf2onnx
+
+    variable = tf2onnx.constants.ENV_TF2ONNX_CATCH_ERRORS
+    before = os.environ.get(variable)
+    os.environ[variable] = "TRUE" if catch_errors else "FALSE"
+    try:
+        model, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=opset)
+    finally:
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
     return model
 
 
