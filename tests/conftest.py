@@ -149,7 +149,7 @@ def one_load_per_model_folder(monkeypatch):
     def cached(task, args):
         return cli._configured(task, loaded(task, args.model), args)
 
-    def cached_predict(task, model, precision, configure, verbose=True):  # instead of the serving cache's
+    def cached_predict(task, model, precision, configure, verbose=True, engine="auto", stack=None):  # not the cache's
         return configure(loaded(task, model)).with_precision(precision).predict
 
     monkeypatch.setattr(cli, "_load", cached)

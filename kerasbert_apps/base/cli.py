@@ -88,9 +88,10 @@ def add_task_commands(subparsers, task):
                              help=task.output_formats_help)
     predict.add_argument("--no-cache", action="store_true",
                          help="build the model and trace its serving function in this command, without the serving "
-                              "cache (by default the first predict of a model folder keeps its serving function, "
-                              "a SavedModel about the size of the model, under $KERASBERT_CACHE or "
-                              "~/.cache/kerasbert/serving, and later predicts load it instead; "
+                              "cache (by default the first predict of a model folder keeps its export, about the size of the "
+                              "model, under $KERASBERT_CACHE or ~/.cache/kerasbert/serving, and later predicts run "
+                              "it instead: an ONNX export run by ONNX Runtime, without TensorFlow, with --engine auto "
+                              "and kerasbert[onnx] installed, else a SavedModel; "
                               "KERASBERT_SERVING_CACHE=0 in the environment: --no-cache for every predict)")
     add_engine_option(predict)
     _precision_option(predict)
@@ -256,7 +257,6 @@ def _predict(task, args):
 
     from kerasbert_apps.base.serving_cache import cached_predict
     from kerasbert_apps.base.serving_cache import switched_off
-    from kerasbert_apps.base.serving_cache import without_grappler
 
     fmt = getattr(args, "output_format", "jsonl")
     onnx = onnx_engine(task, args)  # --engine: ONNX Runtime on an ONNX export, without TensorFlow
@@ -264,13 +264,14 @@ def _predict(task, args):
     if onnx is None:
         _serving_precision(args)
     no_cache = args.no_cache or switched_off() or onnx is not None
-    with contextlib.nullcontext() if no_cache else without_grappler():
+    with contextlib.ExitStack() as stack:
         if onnx is not None:
             predict = onnx
         elif no_cache:
             predict = _load(task, args).predict
         else:
-            predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args))
+            predict = cached_predict(task, args.model, args.precision, lambda pipeline: task.configure(pipeline, args),
+                                     engine=args.engine, stack=stack)
         return print_predictions(predict, args.input, args.batch_size,
                                  record=lambda result: task.output_record(result, fmt), array=task.output_formats[fmt],
                                  progress=show_progress(args))

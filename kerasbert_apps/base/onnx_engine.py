@@ -191,7 +191,8 @@ def add_engine_option(parser):
         "--engine", choices=ENGINES, default="auto",
         help="onnx: run an ONNX export (export --format onnx; --model its folder or export base) with ONNX Runtime, "
         "without TensorFlow; savedmodel: the model folder with TensorFlow; auto: onnx when --model is an ONNX export "
-        "and onnxruntime is installed, else savedmodel (default: %(default)s)")
+        "and onnxruntime is installed, else savedmodel, and predict keeps a model folder's ONNX export in its serving "
+        "cache where kerasbert[onnx] is installed and the precision is float32 (default: %(default)s)")
 
 
 def add_format_option(parser):

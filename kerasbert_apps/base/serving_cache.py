@@ -1,25 +1,36 @@
-"""The serving cache: a model folder's serving function, traced once and kept for every later ``predict``.
+"""The serving cache: a model folder's serving graph, exported once and kept for every later ``predict``.
 
 Before its first answer, ``kerasbert APP predict`` spends more time building
 the Keras model from the folder and tracing the pipeline's serving function
 (:meth:`~kerasbert_apps.base.pipeline.Pipeline.serving_function`) than
-running it. So the first ``predict`` of a model folder writes the pipeline's
-text export -- the very SavedModel ``kerasbert APP export`` writes and TF
-Serving runs -- into the cache, and every ``predict`` of the folder, the
-first one included, loads that export with ``tf.saved_model.load`` and calls
-its signature: the same graph, with no Keras model built and nothing traced.
-The results are those of the export (the export's parity tests hold them to
-the pipeline's own ``predict``).
+running it. So the first ``predict`` of a model folder exports the pipeline
+into the cache, and every ``predict`` of the folder, the first one included,
+runs that export: the same graph, with no Keras model built and nothing
+traced. An entry holds one of two exports:
+
+* **ONNX** (:func:`kerasbert_apps.base.onnx_export.export_onnx`, float32),
+  run by the ONNX engine (:class:`~kerasbert_apps.base.onnx_engine.OnnxEngine`):
+  a later ``predict`` imports neither TensorFlow nor Keras. Taken where
+  ``--engine`` is ``auto`` (the default), ``--precision`` comes out float32,
+  ONNX Runtime and tf2onnx are installed (``kerasbert[onnx]``) and the head
+  has an ONNX export (:func:`entry_engine`). A model whose conversion or check fails
+  keeps that failure in its ONNX entry (one note, once) and gets a SavedModel entry;
+* **SavedModel**, otherwise: the very text export ``kerasbert APP export``
+  writes and TF Serving runs, loaded with ``tf.saved_model.load``.
+
+Either gives the answers of the pipeline's own ``predict``: the exports'
+parity tests hold them to it (the ONNX export is also checked against the
+TensorFlow graph when the entry is written).
 
 Where: ``serving/`` in the kit's cache folder (:func:`kerasbert.files.atomic.cache_base`:
 ``$KERASBERT_CACHE``, else ``~/.cache/kerasbert``). One entry per model
-folder and options, named by a hash of what it was made from: the folder's
+folder, options and engine, named by a hash of what it was made from: the folder's
 absolute path, the name, size and modification time of each of its files
 (and of the checkpoint's, for a LoRA folder, whose encoder weights live
 there), the settings after the command's options (the triples'
-``--threshold-*``), ``--precision``, and the versions of kerasbert and
-TensorFlow. A folder retrained, edited or moved gets a new entry; writing it
-removes the folder's older ones, and the entries of folders that no longer
+``--threshold-*``), ``--precision``, the engine, and the versions of kerasbert and
+of what makes and runs the export (TensorFlow; tf2onnx and ONNX Runtime). A folder retrained, edited or moved gets a new entry; writing it
+removes the folder's older ones of the same engine, those made from other files, and the entries of folders that no longer
 exist. An entry holds a copy of the weights (about
 the size of the folder's model file); the cache may be deleted at any time.
 
@@ -31,7 +42,7 @@ without it (build the model, trace, run). ``--no-cache`` neither reads nor
 writes it, nor does any ``predict`` while the environment variable
 ``KERASBERT_SERVING_CACHE`` is ``0`` (for one-off processes, e.g. a container
 that predicts once: writing an entry costs more than it saves there); other
-backends than TensorFlow do not use it.
+backends than TensorFlow write no entries.
 """
 
 import contextlib
@@ -74,16 +85,48 @@ def _files(folder):
     return found
 
 
-def made_from(pipeline, directory, precision):
-    """What an entry depends on (module docstring), as a JSON-able dict."""
-    import tensorflow as tf
+def _installed(*names):
+    """Whether every module of ``names`` can be imported (without importing it)."""
+    import importlib.util
 
+    return all(importlib.util.find_spec(name) is not None for name in names)
+
+
+def _version(distribution):
+    """The installed version of ``distribution``, without importing it (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def entry_engine(light, precision, engine="auto"):
+    """What the cache keeps for the pipeline ``light`` (loaded without its
+    model): ``"onnx"`` where ``engine`` (``predict --engine``) is ``auto``,
+    ``precision`` is float32 (an ONNX export's), ONNX Runtime and tf2onnx
+    are installed and the head has an ONNX export (its pipeline's
+    ``no_onnx_export`` is unset); else ``"savedmodel"``."""
+    if engine != "auto" or precision != "float32" or light.no_onnx_export:
+        return "savedmodel"
+    return "onnx" if _installed("onnxruntime", "tf2onnx") else "savedmodel"
+
+
+def made_from(pipeline, directory, precision, engine="savedmodel"):
+    """What an entry depends on (module docstring), as a JSON-able dict;
+    ``engine``: what the entry holds (:func:`entry_engine`). Imports
+    neither TensorFlow nor Keras."""
     import kerasbert
 
     directory = Path(directory).resolve()
     made = {"model": str(directory), "files": _files(directory), "settings": pipeline.settings(),
             "head": type(pipeline).__module__ + "." + type(pipeline).__qualname__, "precision": precision,
-            "kerasbert": kerasbert.__version__, "tensorflow": tf.__version__}
+            "engine": engine, "kerasbert": kerasbert.__version__,
+            "tensorflow": _version("tensorflow") or _version("tensorflow-cpu")}
+    if engine == "onnx":
+        made.update(tf2onnx=_version("tf2onnx"), onnxruntime=_version("onnxruntime"))
     if pipeline.lora:
         from kerasbert.checkpoints.loader import resolve_checkpoint
 
@@ -100,7 +143,7 @@ def entry_of(made):
 
 
 def _load(entry):
-    """The text signature of ``entry``'s export."""
+    """The text signature of ``entry``'s SavedModel."""
     import tensorflow as tf
 
     from kerasbert.tokenizers.graph_tokenizer import register_tokenizer_op
@@ -111,73 +154,147 @@ def _load(entry):
 
 
 def _write(entry, made, pipeline):
-    """Write ``entry``: the text export of ``pipeline`` (with its model) and
-    :data:`ENTRY_FILE`; then remove the older entries of the same model
-    folder, and those of folders that no longer exist. Returns False when
-    the cache cannot be written."""
+    """Write ``entry``: the export of ``pipeline`` (with its model) that
+    ``made["engine"]`` names, and :data:`ENTRY_FILE`; then remove the older
+    entries of the same model folder (module docstring), and those of
+    folders that no longer exist. Returns False when the cache cannot be
+    written. An ONNX export that fails (a conversion or its check) is a
+    :class:`~kerasbert.errors.KerasbertError` of the export, raised with nothing written."""
     from kerasbert.errors import KerasbertError
     from kerasbert.errors import WriteError
     from kerasbert.files.atomic import atomic_write_dir
 
     def write(staging):
-        pipeline.export(staging, version=VERSION)
-        (Path(staging) / ENTRY_FILE).write_text(json.dumps(made, indent=1, ensure_ascii=False) + "\n",
-                                                encoding="utf-8")
+        if made["engine"] == "onnx":
+            from kerasbert_apps.base.onnx_export import export_onnx
+
+            export_onnx(pipeline, staging, version=VERSION)
+        else:
+            pipeline.export(staging, version=VERSION)
+        _write_made(staging, made)
 
     try:
         atomic_write_dir(entry, write, exists="refuse")
     except WriteError:
         return False
-    except KerasbertError:  # another command wrote the same entry meanwhile: it is as good as ours
+    except KerasbertError:
         if not (entry / ENTRY_FILE).exists():
+            if made["engine"] == "onnx":
+                raise
             return False
+        # another command wrote the same entry meanwhile: it is as good as ours
+    _remove_older(entry, made)
+    return True
+
+
+def _write_made(folder, made):
+    (Path(folder) / ENTRY_FILE).write_text(json.dumps(made, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _remove_older(entry, made):
+    """Remove the entries that ``entry`` makes old: the same model folder's of
+    the same engine or made from other files, and those of folders that no longer exist."""
     for other in cache_folder().iterdir():
         if other == entry or not (other / ENTRY_FILE).is_file():
             continue
         try:
-            model = json.loads((other / ENTRY_FILE).read_text(encoding="utf-8")).get("model")
+            theirs = json.loads((other / ENTRY_FILE).read_text(encoding="utf-8"))
+            model = theirs.get("model")
         except (OSError, ValueError, AttributeError):
             continue
-        if model == made["model"] or not (isinstance(model, str) and Path(model).is_dir()):
+        same_model = model == made["model"]
+        if (same_model and (theirs.get("engine", "savedmodel") == made["engine"] or theirs.get("files") != made["files"])
+                or not (isinstance(model, str) and Path(model).is_dir())):
             shutil.rmtree(other, ignore_errors=True)
-    return True
+
+
+def _keep_failure(entry, made, problem):
+    """Keep in ``entry`` (an ONNX entry) that its export failed, so that later
+    ``predict``s go to the SavedModel entry without trying again."""
+    from kerasbert.errors import KerasbertError
+    from kerasbert.errors import WriteError
+    from kerasbert.files.atomic import atomic_write_dir
+
+    try:
+        atomic_write_dir(entry, lambda staging: _write_made(staging, dict(made, failed=problem)), exists="refuse")
+    except (WriteError, KerasbertError):
+        return
+    _remove_older(entry, made)
 
 
 def _size_mb(folder):
     return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file()) / 1e6
 
 
-def cached_predict(task, model_dir, precision, configure, verbose=True):
+def cached_predict(task, model_dir, precision, configure, verbose=True, engine="auto", stack=None):
     """A ``predict(texts, batch_size=...)`` function for the model folder
     ``model_dir`` of ``task``, through the cache (module docstring).
     ``configure(pipeline)`` applies the command's options to a pipeline (with
-    or without its model); ``precision`` is ``--precision``."""
-    import keras
-
-    def build():
-        return configure(task.load(model_dir, with_model=True)).with_precision(precision)
-
-    if keras.backend.backend() != "tensorflow":
-        return build().predict
+    or without its model); ``precision`` is ``--precision`` and ``engine``
+    ``--engine``. ``stack``: the command's :class:`contextlib.ExitStack`; a
+    SavedModel entry enters :func:`without_grappler` into it."""
     from kerasbert.checkpoints.saving import resolve_model_dir
 
     light = configure(task.load(model_dir, verbose=verbose, with_model=False))
     directory = resolve_model_dir(model_dir, light.settings_file, light.kind)
-    made = made_from(light, directory, precision)
-    entry = entry_of(made)
-    if (entry / ENTRY_FILE).exists():
+    pipeline = None
+    for kind in ("onnx", "savedmodel") if entry_engine(light, precision, engine) == "onnx" else ("savedmodel",):
+        if kind == "savedmodel" and stack is not None:
+            stack.enter_context(without_grappler())
+        made = made_from(light, directory, precision, kind)
+        entry = entry_of(made)
+        if (entry / ENTRY_FILE).exists():
+            predict = _read(task, entry, light)
+            if predict == "failed":
+                continue
+            if predict is not None:
+                return predict
+        if pipeline is None:
+            import keras
+
+            if keras.backend.backend() != "tensorflow":
+                return configure(task.load(model_dir, with_model=True)).with_precision(precision).predict
+            pipeline = configure(task.load(model_dir, with_model=True)).with_precision(precision)
+        if not _writable(cache_folder()):
+            return pipeline.predict
         try:
-            return _predict_with(light, _load(entry))
-        except Exception as e:  # noqa: BLE001 -- whatever a damaged SavedModel raises
-            problem = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-            print(f"note: {entry}: damaged serving cache entry ({problem}); rebuilt", file=sys.stderr)
-            shutil.rmtree(entry, ignore_errors=True)
-    pipeline = build()
-    if not _writable(cache_folder()) or not _write(entry, made, pipeline):
-        return pipeline.predict
-    print(f"note: the serving function of {directory} is kept in the serving cache, {cache_folder()} "
-          f"({_size_mb(entry):.0f} MB), for the next predict (--no-cache: neither kept nor used)", file=sys.stderr)
-    return _predict_with(light, _load(entry))
+            written = _write(entry, made, pipeline)
+        except Exception as e:  # noqa: BLE001 -- a model the ONNX export cannot convert or check
+            if kind != "onnx":
+                raise
+            print(f"note: {directory}: no ONNX entry in the serving cache ({_problem(e)}); "
+                  f"a SavedModel entry instead", file=sys.stderr)
+            _keep_failure(entry, made, _problem(e))
+            continue
+        if not written:
+            return pipeline.predict
+        print(f"note: the serving function of {directory} is kept in the serving cache, {cache_folder()} "
+              f"({_size_mb(entry):.0f} MB{', ONNX' if kind == 'onnx' else ''}), for the next predict "
+              f"(--no-cache: neither kept nor used)", file=sys.stderr)
+        return _read(task, entry, light)
+    raise AssertionError("unreachable: the SavedModel entry is read, written or skipped")
+
+
+def _problem(e):
+    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
+
+
+def _read(task, entry, light):
+    """The ``predict`` of ``entry`` (its engine's), ``"failed"`` for an ONNX
+    entry that keeps a failure, or None for a damaged entry (removed, with one note)."""
+    try:
+        made = json.loads((entry / ENTRY_FILE).read_text(encoding="utf-8"))
+        if made.get("failed"):
+            return "failed"
+        if made.get("engine") == "onnx":
+            from kerasbert_apps.base.onnx_engine import OnnxEngine
+
+            return OnnxEngine.load(task, entry / str(VERSION)).predict
+        return _predict_with(light, _load(entry))
+    except Exception as e:  # noqa: BLE001 -- whatever a damaged export raises
+        print(f"note: {entry}: damaged serving cache entry ({_problem(e)}); rebuilt", file=sys.stderr)
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
 
 
 def _predict_with(light, serving):
