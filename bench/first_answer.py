@@ -3,9 +3,9 @@
 Figures, not a test. A fresh process that answers one sentence and exits, each system in its own
 process (start to exit, peak memory from the kernel), the systems in turn (``--pairs`` rounds,
 medians): ``kerasbert ner predict`` on a model of the demo's shape (untrained head, or ``--model``)
-from the serving cache, as the folder's first, with ``--no-cache``, with ``KERASBERT_GRAPPLER=1``
-and on 512 lines, and with ``--engine onnx`` on the model's ONNX export (ONNX Runtime, no
-TensorFlow in the process); ``SavedModel, first call`` (load the export, call it once); ``hf`` (Hugging Face's
+from the serving cache (its ONNX entry; with ``--engine savedmodel``, its SavedModel entry, also
+with ``KERASBERT_GRAPPLER=1``), as the folder's first, with ``--no-cache``, and on 512 lines, and
+with ``--engine onnx`` on the model's ONNX export (ONNX Runtime, no TensorFlow in the process); ``SavedModel, first call`` (load the export, call it once); ``hf`` (Hugging Face's
 ``pipeline("ner")`` on the same MiniLM weights). The phases (imports, loading, tracing, first call)
 come from a second, instrumented process of the same steps.
 
@@ -78,13 +78,17 @@ print(json.dumps({"imports_s": imported - began, "load_s": loaded - imported, "t
 
 # The steps of `kerasbert ner predict` from the serving cache (its entry written before), each timed.
 CACHED_PHASES = COMMAND_START + r"""
-import tensorflow as tf, keras  # noqa: F401
-from kerasbert_apps.base.serving_cache import cached_predict, without_grappler
+import contextlib
+engine = sys.argv[3]
+if engine == "savedmodel":
+    import tensorflow as tf, keras  # noqa: F401
+from kerasbert_apps.base.serving_cache import cached_predict
 from kerasbert_apps.ner.train import NER
 
 imported = time.perf_counter()
-with without_grappler():  # as the command runs it
-    predict = cached_predict(NER, sys.argv[1], "float32", lambda pipeline: pipeline, verbose=False)
+with contextlib.ExitStack() as stack:  # as the command runs it
+    predict = cached_predict(NER, sys.argv[1], "float32", lambda pipeline: pipeline, verbose=False, engine=engine,
+                             stack=stack)
     loaded = time.perf_counter()
     predict([sys.argv[2]])
     answered = time.perf_counter()
@@ -162,16 +166,24 @@ def main():
         many = predict[:-1] + [str(tmp / "many.txt")]
         grappler_env = dict(env, KERASBERT_CACHE=str(tmp / "cache"), KERASBERT_GRAPPLER="1")
         cached_env = dict(env, KERASBERT_CACHE=str(tmp / "cache"))
-        subprocess.run(predict, check=True, capture_output=True, env=cached_env)  # the folder's first predict
+        saved = predict[:5] + ["--engine", "savedmodel"] + predict[5:]
+        saved_many = many[:5] + ["--engine", "savedmodel"] + many[5:]
+        for argv in (predict, saved):  # the folder's first predict, one entry of each engine
+            subprocess.run(argv, check=True, capture_output=True, env=cached_env)
         first_env = dict(env, KERASBERT_CACHE=str(tmp / "first"))
         systems = {  # name: (argv, environment, instrumented argv)
-            "kerasbert ner predict": (predict, cached_env, [sys.executable, "-c", CACHED_PHASES, str(model), SENTENCE]),
+            "kerasbert ner predict": (predict, cached_env,
+                                      [sys.executable, "-c", CACHED_PHASES, str(model), SENTENCE, "auto"]),
+            "kerasbert ner predict --engine savedmodel": (
+                saved, cached_env, [sys.executable, "-c", CACHED_PHASES, str(model), SENTENCE, "savedmodel"]),
             "kerasbert ner predict, first of the folder": (predict, first_env, None),
             "kerasbert ner predict --no-cache": (predict + ["--no-cache"], env,
                                                  [sys.executable, "-c", PHASES, str(model), SENTENCE]),
-            "kerasbert ner predict, KERASBERT_GRAPPLER=1": (predict, grappler_env, None),
+            "kerasbert ner predict --engine savedmodel, KERASBERT_GRAPPLER=1": (saved, grappler_env, None),
             f"kerasbert ner predict, {MANY} lines": (many, cached_env, None),
-            f"kerasbert ner predict, {MANY} lines, KERASBERT_GRAPPLER=1": (many, grappler_env, None),
+            f"kerasbert ner predict --engine savedmodel, {MANY} lines": (saved_many, cached_env, None),
+            f"kerasbert ner predict --engine savedmodel, {MANY} lines, KERASBERT_GRAPPLER=1": (saved_many, grappler_env,
+                                                                                               None),
             "kerasbert ner predict --engine onnx": (
                 predict[:5] + ["--engine", "onnx", "--model", exported["onnx"], str(tmp / "in.txt")], env, None),
             "SavedModel, first call": ([sys.executable, "-c", SAVED_MODEL, exported["export"], SENTENCE], env, None),
@@ -198,7 +210,7 @@ def main():
             if name == "kerasbert ner predict, first of the folder":
                 shutil.rmtree(tmp / "first" / "serving", ignore_errors=True)
             row = {"system": name, "seconds": round(statistics.median(seconds[name]), 2),
-                   "vs_hf": None if argv is many else round(statistics.median(seconds[name]) / hf, 2),
+                   "vs_hf": None if argv in (many, saved_many) else round(statistics.median(seconds[name]) / hf, 2),
                    "peak_mb": round(peak_mb(argv, system_env))}
             for key in ("imports_s", "load_s", "trace_s", "first_call_s"):
                 values = [s[key] for s in steps[name] if key in s]
