@@ -328,6 +328,57 @@ def test_where_is_one_exact_op():
                            "y": np.array([[inf, -inf], [-1, 0], [inf, 6]], np.float32)}], tolerance=0.0)
 
 
+def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
+    """During ``convert`` tf2onnx's ``Node.update_proto`` writes each node into a new proto (so a
+    constant's weights are not kept once per optimizer pass), the graph is the one tf2onnx's own method
+    gives, and the method is tf2onnx's again afterwards."""
+    import contextlib
+
+    import tensorflow as tf
+    import tf2onnx
+    from tf2onnx.graph import Node
+
+    import kerasbert.serving.onnx as onnx_module
+    from kerasbert.serving.onnx import check
+    from kerasbert.serving.onnx import convert
+
+    assert tf2onnx.__version__ in onnx_module._UPDATE_PROTO_KNOWN, (
+        f"tf2onnx {tf2onnx.__version__}: read its Node.update_proto and add the release to _UPDATE_PROTO_KNOWN "
+        "if _fresh_node_protos still does what it does")
+    weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
+    def dense(x):
+        return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
+
+    original = Node.update_proto
+    with onnx_module._fresh_node_protos():
+        fresh_method = Node.update_proto
+    assert fresh_method is not original and Node.update_proto is original
+    replaced = []
+
+    def recording(self, *args, **kwargs):
+        before = self._op
+        fresh_method(self, *args, **kwargs)
+        replaced.append(self._op is not before)
+
+    @contextlib.contextmanager
+    def recorded():
+        with monkeypatch.context() as patch:
+            patch.setattr(Node, "update_proto", recording)
+            yield
+
+    monkeypatch.setattr(onnx_module, "_fresh_node_protos", recorded)
+    fresh = convert(dense)
+    assert replaced and all(replaced)  # every update wrote a new proto
+    monkeypatch.setattr(onnx_module, "_fresh_node_protos", contextlib.nullcontext)  # tf2onnx's own method
+    plain = convert(dense)
+    assert Node.update_proto is original
+    assert sorted(n.op_type for n in fresh.graph.node) == sorted(n.op_type for n in plain.graph.node)
+    assert sorted(i.raw_data for i in fresh.graph.initializer) == sorted(i.raw_data for i in plain.graph.initializer)
+    check(fresh, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
+
+
 def test_the_host_names_as_the_graph_does():
     """The string step, in the graph (named_outputs) and on the host (named_row), on the same padded
     numeric outputs: the same names and the same substrings (code points, pads dropped)."""
