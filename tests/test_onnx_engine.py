@@ -341,10 +341,12 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     import kerasbert.serving.onnx as onnx_module
     from kerasbert.serving.onnx import check
     from kerasbert.serving.onnx import convert
+    from kerasbert.serving.tf2onnx_memory import UPDATE_PROTO_KNOWN
+    from kerasbert.serving.tf2onnx_memory import fresh_node_protos
 
-    assert tf2onnx.__version__ in onnx_module._UPDATE_PROTO_KNOWN, (
-        f"tf2onnx {tf2onnx.__version__}: read its Node.update_proto and add the release to _UPDATE_PROTO_KNOWN "
-        "if _fresh_node_protos still does what it does")
+    assert tf2onnx.__version__ in UPDATE_PROTO_KNOWN, (
+        f"tf2onnx {tf2onnx.__version__}: read its Node.update_proto and add the release to UPDATE_PROTO_KNOWN "
+        "if fresh_node_protos still does what it does")
     weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
 
     @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
@@ -352,7 +354,7 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
         return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
 
     original = Node.update_proto
-    with onnx_module._fresh_node_protos():
+    with fresh_node_protos():
         fresh_method = Node.update_proto
     assert fresh_method is not original and Node.update_proto is original
     replaced = []
@@ -368,10 +370,10 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
             patch.setattr(Node, "update_proto", recording)
             yield
 
-    monkeypatch.setattr(onnx_module, "_fresh_node_protos", recorded)
+    monkeypatch.setattr(onnx_module, "fresh_node_protos", recorded)
     fresh = convert(dense)
     assert replaced and all(replaced)  # every update wrote a new proto
-    monkeypatch.setattr(onnx_module, "_fresh_node_protos", contextlib.nullcontext)  # tf2onnx's own method
+    monkeypatch.setattr(onnx_module, "fresh_node_protos", contextlib.nullcontext)  # tf2onnx's own method
     plain = convert(dense)
     assert Node.update_proto is original
     assert sorted(n.op_type for n in fresh.graph.node) == sorted(n.op_type for n in plain.graph.node)

@@ -34,7 +34,6 @@ What every kerasbert ONNX export shares (the apps give the graph itself:
   imports them when it runs).
 """
 
-import contextlib
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from kerasbert.errors import KerasbertError
+from kerasbert.serving.tf2onnx_memory import fresh_node_protos
 
 #: The ONNX file of an export.
 MODEL_FILE = "model.onnx"
@@ -196,7 +196,7 @@ def convert(function, opset=OPSET):
     logger.addHandler(collect)
     logger.propagate = False  # tf2onnx's own lines would repeat what the error says
     try:
-        with _fresh_node_protos():
+        with fresh_node_protos():
             model, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=opset)
     except Exception as e:  # noqa: BLE001 (tf2onnx raises plain exceptions of many kinds)
         raise KerasbertError(f"the ONNX conversion failed: {_conversion_problems(problems) or e}") from e
@@ -207,50 +207,6 @@ def convert(function, opset=OPSET):
     if found:
         raise KerasbertError(f"the ONNX conversion failed: {found}")
     return model
-
-
-#: The tf2onnx releases whose ``Node.update_proto`` :func:`_fresh_node_protos` replaces (their code, read).
-_UPDATE_PROTO_KNOWN = ("1.17.0",)
-
-
-@contextlib.contextmanager
-def _fresh_node_protos():
-    """During a conversion, tf2onnx's ``Node.update_proto`` writes each node
-    into a new ``NodeProto`` instead of clearing and refilling the node's own.
-
-    tf2onnx rewrites every node's proto after each of its graph optimizers
-    (three dozen passes here), a constant's weights included. Under
-    protobuf's upb runtime (the default) a message's cleared fields keep
-    their memory until the whole message is freed, so each pass kept one
-    more copy of the weights: about six gigabytes at the peak for a MiniLM
-    tagger's export, against three with this. The result is the same graph
-    (the same method, only into a fresh proto). Only for the releases in
-    :data:`_UPDATE_PROTO_KNOWN`; others are left as they are."""
-    import onnx
-    import tf2onnx
-    from tf2onnx.graph import Node
-
-    if tf2onnx.__version__ not in _UPDATE_PROTO_KNOWN:
-        yield
-        return
-    original = Node.update_proto
-
-    def update_proto(self, external_tensor_storage=None):
-        old = self._op
-        self._op = onnx.NodeProto(name=old.name, op_type=old.op_type, domain=old.domain, doc_string=old.doc_string)
-        self._op.input.extend(self.input)
-        self._op.output.extend(self.output)
-        for attr_name, sub_graph in (self.get_body_graphs() or {}).items():
-            graph_proto = sub_graph.make_graph("graph for " + self.name + " " + attr_name,
-                                               external_tensor_storage=external_tensor_storage)
-            self.set_attr(attr_name, graph_proto)
-        self._op.attribute.extend(self.get_onnx_attrs(external_tensor_storage).values())
-
-    Node.update_proto = update_proto
-    try:
-        yield
-    finally:
-        Node.update_proto = original
 
 
 def _conversion_problems(lines):
