@@ -145,6 +145,7 @@ def test_an_onnx_entry_answers_without_tensorflow(kept, tagger):
     same_results([json.loads(line) for line in lines], plain)
 
 
+@pytest.mark.parametrize("kept", ["auto"], indirect=True)  # the entry's key and writing: one engine
 def test_an_edited_folder_gets_a_new_entry_and_its_old_one_is_removed(kept, tagger, tmp_path, capsys, monkeypatch):
     folder, source = tagger
     cache = copied(kept, tmp_path)
@@ -202,6 +203,7 @@ def test_a_damaged_entry_is_rebuilt_with_one_note(kept, tagger, tmp_path, capsys
     same_results(again, kept[1])
 
 
+@pytest.mark.parametrize("kept", ["auto"], indirect=True)  # the entry's key and writing: one engine
 def test_a_cache_that_cannot_be_written_is_skipped(kept, tagger, tmp_path, capsys, monkeypatch):
     folder, source = tagger
     blocked = tmp_path / "a file"
