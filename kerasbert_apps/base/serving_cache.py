@@ -252,9 +252,9 @@ def cached_predict(task, model_dir, precision, configure, verbose=True, engine="
         if pipeline is None:
             import keras
 
-            if keras.backend.backend() != "tensorflow":
-                return configure(task.load(model_dir, with_model=True)).with_precision(precision).predict
             pipeline = configure(task.load(model_dir, with_model=True)).with_precision(precision)
+            if keras.backend.backend() != "tensorflow":
+                return pipeline.predict
         if not _writable(cache_folder()):
             return pipeline.predict
         try:
@@ -262,9 +262,10 @@ def cached_predict(task, model_dir, precision, configure, verbose=True, engine="
         except Exception as e:  # noqa: BLE001 -- a model the ONNX export cannot convert or check
             if kind != "onnx":
                 raise
-            print(f"note: {directory}: no ONNX entry in the serving cache ({_problem(e)}); "
-                  f"a SavedModel entry instead", file=sys.stderr)
-            _keep_failure(entry, made, _problem(e))
+            problem = _problem(e)
+            print(f"note: {directory}: no ONNX entry in the serving cache ({problem}); a SavedModel entry instead",
+                  file=sys.stderr)
+            _keep_failure(entry, made, problem)
             continue
         if not written:
             return pipeline.predict
