@@ -397,6 +397,79 @@ def test_segment_probability_of_a_zero_transition_crf_is_the_softmax_product():
     assert np.exp(got[0]) == pytest.approx(begin * p[2, 2] * p[3, 2] * (1 - p[4, 2]), abs=atol_for(got, 1e-12))
 
 
+def step_by_step(potentials, transitions, start, segments):
+    """Viterbi tags, marginals and segment-event probabilities of one sequence
+    `[length, num_tags]` (float64 numpy), one step at a time: the plain
+    recursions, with the segments' events as ratios of clamped partition
+    functions."""
+    length, num_tags = potentials.shape
+    lse = np.logaddexp.reduce
+    alpha, beta, best, pointers = np.zeros_like(potentials), np.zeros_like(potentials), potentials[0] + start, []
+    alpha[0] = potentials[0] + start
+    for t in range(1, length):
+        alpha[t] = lse(alpha[t - 1][:, None] + transitions, axis=0) + potentials[t]
+        pointers.append(np.argmax(best[:, None] + transitions, axis=0))
+        best = np.max(best[:, None] + transitions, axis=0) + potentials[t]
+    for t in range(length - 2, -1, -1):
+        beta[t] = lse(transitions + (potentials[t + 1] + beta[t + 1])[None, :], axis=1)
+    log_norm = lse(alpha[-1])
+    tags = [int(np.argmax(best))]
+    for step_pointers in reversed(pointers):
+        tags.insert(0, int(step_pointers[tags[0]]))
+
+    def event(s, e, b, c, closed):
+        def allowed_into(t):  # [from, to]
+            keep = np.ones((num_tags, num_tags), bool)
+            if t == s:
+                keep[:, [k for k in range(num_tags) if k not in (b, c)]] = False
+                keep[[b, c], c] = False  # I begins only after neither B nor I (t > 0 here)
+            elif s < t <= e:
+                keep[:, [k for k in range(num_tags) if k != c]] = False
+            elif t == e + 1 and closed:
+                keep[:, c] = False
+            return keep
+
+        a = np.where(allowed_into(0)[0], potentials[0] + start, -np.inf) if s == 0 else potentials[0] + start
+        for t in range(1, length):
+            a = lse(np.where(allowed_into(t), a[:, None] + transitions, -np.inf), axis=0) + potentials[t]
+        return np.exp(lse(a) - log_norm)
+
+    return tags, np.exp(alpha + beta - log_norm), np.array([event(*segment) for segment in segments])
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_long_sequences_match_the_step_by_step_recursions(constrained):
+    """Up to 130 steps (eight levels of the doubling scans, pointer jumping):
+    tags, marginals and segment probabilities as the plain recursions give
+    them (float64 in, so exactly the same tags); float32 marginals to 1e-3."""
+    rng = np.random.default_rng(7)
+    lengths = np.array([130, 77, 1, 0, 64], np.int32)
+    potentials = rng.normal(size=(len(lengths), 130, 5)) * 3
+    transitions = rng.normal(size=(5, 5))
+    allowed, allowed_start = crf.allowed_transitions(BIO_LABELS, "BIO") if constrained else (None, None)
+    lattice = transitions if allowed is None else np.where(allowed, transitions, transitions + crf.FORBIDDEN_SCORE)
+    start = np.zeros(5) if allowed_start is None else np.where(allowed_start, 0.0, crf.FORBIDDEN_SCORE)
+    segments = random_segments(rng, lengths, count=30)
+    rows, starts, ends, begins, insides, closed = (np.array(x) for x in zip(*segments))
+
+    tags, _ = crf.crf_decode(potentials, transitions, lengths, allowed, allowed_start)
+    marginals = to_numpy(crf.crf_marginals(potentials, lengths, transitions, allowed, allowed_start))
+    marginals32 = to_numpy(crf.crf_marginals(potentials.astype("float32"), lengths, transitions, allowed, allowed_start))
+    log_p = to_numpy(crf.crf_segment_log_probability(
+        potentials, lengths, transitions, rows, starts, ends, begins, insides, closed, allowed, allowed_start))
+    atol = atol_for(log_p, 1e-8)
+    for b, length in enumerate(lengths):
+        if length == 0:
+            continue
+        mine = [k for k, segment in enumerate(segments) if segment[0] == b]
+        want_tags, want_marginals, want_events = step_by_step(
+            potentials[b, :length], lattice, start, [segments[k][1:] for k in mine])
+        assert to_numpy(tags)[b, :length].tolist() == want_tags
+        np.testing.assert_allclose(marginals[b, :length], want_marginals, atol=atol)
+        np.testing.assert_allclose(marginals32[b, :length], want_marginals, atol=1e-3)
+        np.testing.assert_allclose(np.exp(log_p[mine]), want_events, atol=atol)
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_forward_backward_compiled_with_dynamic_shapes(ref, jit_compile):
     """Marginals and segment probabilities under tf.function (dynamic shapes,
@@ -613,8 +686,8 @@ def test_layer_under_mixed_precision(mixed_bfloat16):
 
 def test_module_uses_keras_ops_only():
     """The CRF package imports only keras, numpy and its own modules (and
-    TensorFlow inside the TensorFlow branch of its scan helper,
-    ``sequence._scan``); numpy only in the non-traced config helpers."""
+    TensorFlow inside the TensorFlow branches of ``sequence._scan`` and
+    ``sequence._gather``); numpy only in the non-traced config helpers."""
     imported, numpy_users = set(), set()
     for path in sorted(Path(crf.__file__).parent.glob("*.py")):
         tree = ast.parse(path.read_text())

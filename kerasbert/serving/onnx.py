@@ -334,8 +334,8 @@ def _register_handlers():
 
     @tf_op("Log1p")
     class Log1p:
-        """``log(1 + x)`` (Keras's TensorFlow ``logaddexp``, in the CRF's
-        forward-backward): tf2onnx 1.17 has no handler. ``Log(Add(x, 1))``."""
+        """``log(1 + x)`` (``tf.math.log1p``; Keras's TensorFlow ``logaddexp``
+        writes one): tf2onnx 1.17 has no handler. ``Log(Add(x, 1))``."""
 
         @classmethod
         def version_18(cls, ctx, node, **kwargs):

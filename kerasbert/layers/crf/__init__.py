@@ -44,10 +44,13 @@ are probabilities over the labellings the constrained decoder can return.
 
 Time loops use `keras.ops` (`ops.scan`; for the differentiated forward
 algorithm on TensorFlow, `ops.while_loop` with a bounded trip count, see
-`_fold_over_time`), except that decoding and forward-backward scan on
-TensorFlow through `sequence._scan`, a while loop that carries its state as
-loop variables (what tf2onnx converts to an ONNX `Loop`: the ONNX export,
-:mod:`kerasbert.serving.onnx`); everything works with a dynamic time
+`_fold_over_time`), except that Viterbi's forward pass scans on TensorFlow
+through `sequence._scan`, a while loop that carries its state as loop
+variables (what tf2onnx converts to an ONNX `Loop`: the ONNX export,
+:mod:`kerasbert.serving.onnx`). The rest run in `ceil(log2(time))` steps, not
+`time`: backtracking by pointer jumping, and forward-backward and segment
+probabilities as prefix products of one scaled matrix per step (a doubling
+scan of batched `matmul`s). Everything works with a dynamic time
 dimension and inside `tf.function(jit_compile=True)` and `jax.jit`. The log-likelihood is
 differentiable everywhere, XLA included. `crf_decode` is meant for inference:
 differentiating its `best_score` under TensorFlow XLA is not supported.

@@ -6,13 +6,11 @@ the labellings the constrained decoder can return (:mod:`kerasbert.layers.crf`).
 
 from keras import ops
 
-from kerasbert.layers.crf.sequence import _EXCLUDED
 from kerasbert.layers.crf.sequence import _constrained
+from kerasbert.layers.crf.sequence import _gather
 from kerasbert.layers.crf.sequence import _num_tags
 from kerasbert.layers.crf.sequence import _prepare
-from kerasbert.layers.crf.sequence import _scan
 from kerasbert.layers.crf.sequence import _step_mask
-from kerasbert.layers.crf.sequence import _time_major
 
 
 def crf_forward_backward(
@@ -57,60 +55,95 @@ def crf_forward_backward(
 
 def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
     """`crf_forward_backward` of prepared inputs, with the constraints
-    already in `transitions` and `start_penalty`: both directions in one
-    scan with no masks in it. The forward algorithm runs over the steps; the
-    backward one as a forward recursion over each row's steps reversed
-    within its length (so that it starts at every row's last step at once),
-    its results put back in order after the scan. One step of padding more,
-    beyond every length, so that the scan never runs zero steps (as in
-    `crf_decode`)."""
+    already in `transitions` and `start_penalty`.
+
+    Both directions are prefix products of the step matrices
+    (`_step_matrices`), all taken by one doubling scan (`_prefix_products`):
+    every row of a forward product is alpha. The backward algorithm is the
+    same product over each row's steps reversed within its length, of the
+    transposed matrices, from rows of ones; its results are put back in
+    order after the scan.
+    """
     batch, time, num_tags = ops.shape(potentials)
     lengths = ops.minimum(sequence_lengths, time)
-    potentials = ops.pad(potentials, [[0, 0], [0, 1], [0, 0]])
     mask = _step_mask(potentials, lengths)
-    steps = ops.expand_dims(ops.arange(time + 1, dtype="int32"), 0)
+    steps = ops.expand_dims(ops.arange(time, dtype="int32"), 0)
     # Rows' steps are read by one gather from the flattened rows (on TensorFlow
     # a few ops, where `ops.take_along_axis` writes dozens): row b's step t is
-    # flat step b * (time + 1) + t.
-    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * (time + 1), 1)
+    # flat step b * time + t.
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * time, 1)
 
     def take_steps(x, index):  # x[b, index[b, t]]
-        return ops.take(ops.reshape(x, (-1, num_tags)), index + offsets, axis=0)
+        return _gather(ops.reshape(x, (-1, num_tags)), index + offsets)
 
     # Step t of a row reads step length - 1 - t (an involution within the length), the padding stays.
     reverse = ops.where(mask, ops.expand_dims(lengths, 1) - 1 - steps, steps)
-    time_major = _time_major(potentials)
-    # Scan step r: the forward algorithm's step r, the backward one's (reversed) step r from step r - 1's potentials.
-    both = ops.concatenate([time_major[1:], _time_major(take_steps(potentials, reverse))[:-1]], axis=-1)
-    first = time_major[0] + start_penalty
-    zero = ops.zeros_like(first)
-
-    def step(carry, unaries):
-        alpha, beta = carry
-        unary, unary_back = ops.split(unaries, 2, axis=-1)
-        alpha = _finite_logsumexp(ops.expand_dims(alpha, 2) + transitions, axis=1) + unary
-        beta = _finite_logsumexp(transitions[None, :, :] + (unary_back + beta)[:, None, :], axis=2)
-        return (alpha, beta), (alpha, beta)
-
-    _, (alpha, beta) = _scan(step, (first, zero), both)
-    alpha = ops.transpose(ops.concatenate([ops.expand_dims(first, 0), alpha], axis=0), (1, 0, 2))
-    beta = ops.transpose(ops.concatenate([ops.expand_dims(zero, 0), beta], axis=0), (1, 0, 2))
+    # Backward, step r of the reversed row is step `length - r` transposed, whose
+    # potentials are the reversed row's step r - 1; step 0 is rows of log 1.
+    backward = ops.pad(take_steps(potentials, reverse)[:, :-1], [[0, 0], [1, 0], [0, 0]])
+    later = ops.reshape(steps > 0, (-1, 1, 1))
+    logits = ops.concatenate([
+        _forward_logits(potentials, transitions, start_penalty),
+        ops.where(later, ops.transpose(transitions), 0.0) + backward[:, :, :, None],
+    ], axis=0)
+    matrices, scale = _prefix_products(*_scaled(logits, ops.concatenate([mask, mask], axis=0), num_tags), time)
+    rows = matrices[:, :, 0, :]  # [2 * batch, time, tags]: every row of a product is the same
+    alpha, beta = ops.split(ops.log(rows) + scale[:, :, :, 0], 2, axis=0)
     beta = ops.where(ops.expand_dims(mask, 2), take_steps(beta, reverse), 0.0)
-    # Past a row's length alpha repeats its last step's (zeros in an empty row).
-    last = ops.minimum(steps, ops.maximum(ops.expand_dims(lengths, 1) - 1, 0))
-    alpha = ops.where(ops.reshape(lengths > 0, (-1, 1, 1)), take_steps(alpha, last), 0.0)
-    log_norm = ops.logsumexp(alpha[:, -1], axis=1)
-    log_norm = ops.where(lengths > 0, log_norm, ops.zeros_like(log_norm))
-    return alpha[:, :-1], beta[:, :-1], log_norm
+    # An empty row's products are identities: log_norm log(1) = 0, alpha zeros.
+    alpha = ops.where(ops.reshape(lengths > 0, (-1, 1, 1)), alpha, 0.0)
+    log_norm = ops.log(ops.sum(rows[:batch, -1], axis=1)) + scale[:batch, -1, 0, 0]
+    return alpha, beta, log_norm
 
 
-def _finite_logsumexp(x, axis):
-    """`ops.logsumexp(x, axis)` where the maximum is finite (the scan's sums
-    of finite scores): the same sum, without `ops.logsumexp`'s guard against
-    an infinite or NaN maximum (on TensorFlow a dozen ops a step in the
-    scan's loop, about half of them the guard)."""
-    top = ops.max(x, axis=axis, keepdims=True)
-    return ops.log(ops.sum(ops.exp(x - top), axis=axis)) + ops.squeeze(top, axis)
+def _forward_logits(potentials, transitions, start_penalty):
+    """The step log-matrices `[batch, time, tags, tags]` of the forward
+    algorithm: step t > 0 is `transitions + potentials[t]` (the potentials of
+    the tag stepped to, on the columns), step 0 rows of
+    `potentials[0] + start_penalty`, so every row of a product of them is
+    the same: alpha at its last step."""
+    first = ops.reshape(ops.arange(ops.shape(potentials)[1], dtype="int32") == 0, (-1, 1, 1))
+    return ops.where(first, start_penalty, transitions) + potentials[:, :, None, :]
+
+
+def _scaled(logits, mask, num_tags):
+    """`(matrices, scale)` for `_prefix_products`: `exp(logits)` scaled to a
+    largest entry of 1 in each step, the log of the scale beside it
+    `[n, time, 1, 1]`; the identity (scale 0) at steps where `mask`
+    `[n, time]` is False (beyond a row's length, so a product repeats the
+    last step's there)."""
+    scale = ops.max(logits, axis=(2, 3), keepdims=True)
+    inside = ops.reshape(mask, (ops.shape(mask)[0], -1, 1, 1))
+    eye = ops.eye(num_tags, dtype=logits.dtype)
+    return ops.where(inside, ops.exp(logits - scale), eye), ops.where(inside, scale, 0.0)
+
+
+def _prefix_products(matrices, scale, time):
+    """Inclusive prefix products over axis 1 of `matrices` `[n, time, k, k]`,
+    earlier steps on the left (Hillis-Steele): after the level of distance
+    `d`, step t holds the product of steps `t - 2d + 1 .. t`, so
+    `ceil(log2(time))` levels of batched `matmul`s replace a loop over the
+    steps. Each matrix stands for `matrices * exp(scale)` (`scale`
+    `[n, time, 1, 1]`) and is rescaled to a largest entry of 1 after every
+    product, so nothing overflows. A step with nothing `d` before it is
+    multiplied by the identity (scale 0) gathered from a slot put before
+    step 0."""
+    index = ops.arange(time, dtype="int32") + 1
+    identity = ops.zeros_like(matrices[:, :1]) + ops.eye(ops.shape(matrices)[-1], dtype=matrices.dtype)
+    none = ops.zeros_like(scale[:, :1])
+    tiny = ops.convert_to_tensor(1e-30, dtype=matrices.dtype)  # an all-zero product stays 0, not NaN
+
+    def level(distance, matrices, scale):
+        source = ops.maximum(index - distance, 0)
+        product = ops.matmul(_gather(ops.concatenate([identity, matrices], axis=1), source, axis=1), matrices)
+        top = ops.maximum(ops.max(product, axis=(2, 3), keepdims=True), tiny)
+        scale = _gather(ops.concatenate([none, scale], axis=1), source, axis=1) + scale + ops.log(top)
+        return distance * 2, product / top, scale
+
+    _, matrices, scale = ops.while_loop(
+        lambda distance, *_: distance < time, level, (ops.convert_to_tensor(1, "int32"), matrices, scale)
+    )
+    return matrices, scale
 
 
 def crf_marginals(
@@ -185,46 +218,31 @@ def crf_segment_log_probability(
         if closed is None
         else ops.cast(ops.convert_to_tensor(closed), "bool")
     )
-    alpha, beta, log_norm = _forward_backward(potentials, sequence_lengths, trans, start_penalty)
-    # Each segment's row of alpha, beta and the potentials, read at its steps by masks over time.
-    rows_of = ops.take(ops.concatenate([alpha, beta, potentials], axis=2), rows, axis=0)
-    row_alpha, row_beta, row_potentials = ops.split(rows_of, 3, axis=2)  # [n, time, tags] each
-    steps = ops.arange(ops.shape(potentials)[1], dtype="int32")[None, :, None]
+    # The event's probability is the partition function over its labellings
+    # over the row's: the row's step matrices with the labellings outside the
+    # event taken out (zeroed entries), through the same forward products.
+    batch, time = ops.shape(potentials)[0], ops.shape(potentials)[1]
+    lengths = ops.minimum(sequence_lengths, time)
+    matrices, scale = _scaled(
+        _forward_logits(potentials, trans, start_penalty), _step_mask(potentials, lengths), num_tags
+    )
+    steps = ops.arange(time, dtype="int32")[None, :, None]
     s, e = ops.reshape(starts, (-1, 1, 1)), ops.reshape(ends, (-1, 1, 1))
-    tags = ops.expand_dims(ops.arange(num_tags, dtype="int32"), 0)
-    is_b, is_c = tags == ops.reshape(b, (-1, 1)), tags == ops.reshape(c, (-1, 1))  # [n, tags]
-
-    def at(values, step):  # [n, time, tags] at step [n, 1, 1] -> [n, tags] (0 outside the row)
-        return ops.sum(ops.where(steps == step, values, 0.0), axis=1)
-
-    def pick(values, where):  # [n, tags] -> [n]: the value at the one tag where `where`
-        return ops.sum(ops.where(where, values, 0.0), axis=1)
-
-    def excluded(values, where_excluded):  # logsumexp over the tags not excluded
-        return ops.logsumexp(ops.where(where_excluded, _EXCLUDED, values), axis=1)
-
-    from_c, into_c = ops.split(ops.take(ops.concatenate([trans, ops.transpose(trans)], axis=1), c, axis=0), 2, axis=1)
-    stay = pick(from_c, is_c)  # trans[c, c]
-    # Prefixes ending at s with y_s = B, or with y_s = I after neither B nor I.
-    head_b = pick(at(row_alpha, s), is_b)
-    head_c = ops.where(
-        starts > 0,
-        excluded(at(row_alpha, s - 1) + into_c, is_b | is_c),
-        pick(ops.expand_dims(start_penalty, 0), is_c),
-    ) + pick(at(row_potentials, s), is_c)
-    # Steps s+1..e all I: their potentials of I, and e - s - 1 transitions I -> I.
-    inside = (steps > s) & (steps <= e) & is_c[:, None, :]
-    body = ops.sum(ops.where(inside, row_potentials, 0.0), axis=(1, 2)) + ops.cast(ends - starts - 1, alpha.dtype) * stay
-    # Suffixes after e given y_e = j, with y_{e+1} != I when closed (and e + 1 in the row).
-    after = at(row_potentials + row_beta, e + 1)  # [n, tags]: unary + beta at e + 1
-    beta_end = at(row_beta, e)
-    has_next = closed & ops.less(ends + 1, ops.take(sequence_lengths, rows))
-
-    def tail(from_j, is_j):  # from_j: trans[j, k]
-        return ops.where(has_next, excluded(from_j + after, is_c), pick(beta_end, is_j))
-
-    tail_c = tail(from_c, is_c)
-    single = ops.logaddexp(head_b + tail(ops.take(trans, b, axis=0), is_b), head_c + tail_c)
-    longer = ops.logaddexp(head_b + pick(into_c, is_b), head_c + stay) + body + tail_c
-    score = ops.where(ends > starts, longer, single)
-    return score - ops.take(log_norm, rows)
+    tags = ops.arange(num_tags, dtype="int32")[None, None, :]
+    is_b, is_c = tags == ops.reshape(b, (-1, 1, 1)), tags == ops.reshape(c, (-1, 1, 1))  # [n, 1, tags]
+    # The tags each step may take [n, time, tags]: B or I at s, I on s+1..e, and
+    # not I at e + 1 when closed (no constraint past the row's length: identities).
+    column = ops.where(
+        steps == s, is_b | is_c,
+        ops.where((steps > s) & (steps <= e), is_c, ~(is_c & (steps == e + 1) & ops.reshape(closed, (-1, 1, 1)))),
+    )
+    # I begins the entity at s > 0 only after a step that is neither B nor I.
+    dangling = (steps == s) & (s > 0) & is_c  # [n, time, tags]: the column I at step s
+    keep = column[:, :, None, :] & ~(dangling[:, :, None, :] & (is_b | is_c)[:, :, :, None])
+    keep = keep | ~(steps < ops.reshape(_gather(lengths, rows), (-1, 1, 1)))[:, :, :, None]
+    segments = ops.where(keep, _gather(matrices, rows), 0.0)
+    products, scale = _prefix_products(
+        ops.concatenate([matrices, segments], axis=0), ops.concatenate([scale, _gather(scale, rows)], axis=0), time
+    )
+    log_z = ops.log(ops.sum(products[:, -1, 0], axis=1)) + scale[:, -1, 0, 0]
+    return log_z[batch:] - _gather(log_z[:batch], rows)

@@ -76,27 +76,23 @@ def _fold_over_time(step, init, potentials):
     return carry
 
 
-def _scan(step, init, xs, reverse=False):
-    """`ops.scan(step, init, xs, reverse=reverse)` for one time-major `xs`
-    and per-step outputs shaped like the carry `init` (Keras's rule).
+def _scan(step, init, xs):
+    """`ops.scan(step, init, xs)` for one time-major `xs` and per-step
+    outputs shaped like the carry `init` (Keras's rule).
 
     On TensorFlow it is written as a while loop whose loop variables ARE the
     carry and whose per-step outputs are written to TensorArrays at the step
-    index (a reverse scan: over the flipped `xs`, its outputs flipped back):
-    the same results, in the form tf2onnx turns into an ONNX `Loop`
+    index: the same results, in the form tf2onnx turns into an ONNX `Loop`
     (Keras's TensorFlow scan keeps the carry in a one-slot TensorArray
     written and read at index 0 on every step, which it cannot convert).
-    Elsewhere `ops.scan` itself. Not differentiated (decoding and
-    probabilities only; the differentiated forward algorithm is
-    `_fold_over_time`).
+    Elsewhere `ops.scan` itself. Not differentiated (Viterbi's forward pass;
+    the differentiated forward algorithm is `_fold_over_time`).
     """
     if keras.backend.backend() != "tensorflow":
-        return ops.scan(step, init, xs, reverse=reverse)
+        return ops.scan(step, init, xs)
     import tensorflow as tf
 
     xs = tf.convert_to_tensor(xs)
-    if reverse:
-        xs = tf.reverse(xs, [0])
     steps = tf.shape(xs)[0]
     carry = [tf.convert_to_tensor(c) for c in keras.tree.flatten(init)]
     arrays = [tf.TensorArray(c.dtype, size=steps, element_shape=c.shape) for c in carry]
@@ -111,9 +107,42 @@ def _scan(step, init, xs, reverse=False):
 
     _, carry, arrays = tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), carry, arrays))
     ys = [a.stack() for a in arrays]
-    if reverse:
-        ys = [tf.reverse(y, [0]) for y in ys]
     return pack(carry), pack(ys)
+
+
+def _gather(x, indices, axis=0):
+    """`ops.take(x, indices, axis)` for indices known to be in range and not
+    negative: on TensorFlow one `tf.gather` (the TensorFlow `ops.take`
+    wraps negative indices first, half a dozen ops more, in each step of the
+    loops below and of their ONNX conversion)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.gather(x, indices, axis=axis)
+    return ops.take(x, indices, axis=axis)
+
+
+def _suffix_maps(pointers, steps):
+    """`pointers` `[steps, n]` int32: step t maps an index `0 <= i < n` at
+    step t to `pointers[t, i]` at step t - 1. Returns `[steps, n]`: row t
+    maps an index at the last step to the one at step t, through every step
+    after t (the identity at the last step). Pointer jumping (Hillis-Steele
+    over suffixes): after the level of distance `d`, row t has gone through
+    steps `t + 1 .. t + 2d`, so `ceil(log2(steps))` levels of gathers
+    replace a loop over the steps."""
+    size = ops.shape(pointers)[1]
+    identity = ops.expand_dims(ops.arange(size, dtype="int32"), 0)
+    maps = ops.concatenate([pointers[1:], identity], axis=0)  # row t: step t + 1's pointers
+    index = ops.arange(steps, dtype="int32")
+    rows = ops.expand_dims(index * size, 1)
+
+    def level(distance, maps):
+        # maps[t] after maps[t + distance] (the identity past the last step)
+        later = _gather(ops.concatenate([maps, identity], axis=0), ops.minimum(index + distance, steps))
+        return distance * 2, _gather(ops.reshape(maps, (-1,)), later + rows)
+
+    _, maps = ops.while_loop(lambda distance, _: distance < steps, level, (ops.convert_to_tensor(1, "int32"), maps))
+    return maps
 
 
 def _time_major(x):
@@ -311,16 +340,12 @@ def crf_decode(
     )
     score = ops.max(ops.where(ops.expand_dims(is_last, 2), scores, float("-inf")), axis=0)
 
-    # Backtracking over flat indices `row * num_tags + tag`: one gather a step.
+    # Backtracking over flat indices `row * num_tags + tag`, by pointer jumping:
+    # the tags at every step at once, in `ceil(log2(steps))` gathers.
     offsets = ops.arange(batch, dtype="int32") * num_tags
     flat = ops.reshape(pointers + ops.expand_dims(ops.expand_dims(offsets, 0), 2), (steps, -1))
-
-    def backward(index, step_pointers):
-        # `index` is the best tag at step t; step_pointers[index] the one at t - 1.
-        return ops.take(step_pointers, index, axis=0), index
-
     last_tag = ops.cast(ops.argmax(score, axis=1), "int32")
-    _, indices = _scan(backward, last_tag + offsets, flat, reverse=True)
+    indices = _gather(_suffix_maps(flat, steps), last_tag + offsets, axis=1)  # [steps, batch]
     tags = ops.where(mask, ops.transpose(indices - ops.expand_dims(offsets, 0), (1, 0)), 0)[:, :-1]
     best_score = ops.max(score, axis=1)
     best_score = ops.where(
