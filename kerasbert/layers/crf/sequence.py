@@ -5,8 +5,6 @@ from keras import ops
 
 # Added to the score of a forbidden transition or first tag in `crf_decode`.
 FORBIDDEN_SCORE = -1e4
-# Stands in for log(0) where some tags are left out of a logsumexp.
-_EXCLUDED = -1e30
 
 
 def _compute_dtype(x):
