@@ -341,8 +341,8 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     import kerasbert.serving.onnx as onnx_module
     from kerasbert.serving.onnx import check
     from kerasbert.serving.onnx import convert
-    from kerasbert.serving.tf2onnx_memory import UPDATE_PROTO_KNOWN
-    from kerasbert.serving.tf2onnx_memory import fresh_node_protos
+    from kerasbert.serving.tf2onnx_patches import UPDATE_PROTO_KNOWN
+    from kerasbert.serving.tf2onnx_patches import fresh_node_protos
 
     assert tf2onnx.__version__ in UPDATE_PROTO_KNOWN, (
         f"tf2onnx {tf2onnx.__version__}: read its Node.update_proto and add the release to UPDATE_PROTO_KNOWN "
@@ -379,6 +379,71 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     assert sorted(n.op_type for n in fresh.graph.node) == sorted(n.op_type for n in plain.graph.node)
     assert sorted(i.raw_data for i in fresh.graph.initializer) == sorted(i.raw_data for i in plain.graph.initializer)
     check(fresh, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
+
+
+def test_conversion_copies_the_graph_once_and_skips_a_failing_pass_as_tf2onnx_does(monkeypatch):
+    """During ``convert`` tf2onnx's optimizer passes run on the graph after one copy of it (tf2onnx's own
+    code copies it before every pass), giving the graph tf2onnx's own code gives; a pass that fails is
+    skipped as tf2onnx skips it; ``optimize_graph`` is tf2onnx's again afterwards."""
+    import contextlib
+    import copy
+
+    import tensorflow as tf
+    import tf2onnx
+    from tf2onnx import optimizer
+    from tf2onnx.graph import Graph
+
+    import kerasbert.serving.onnx as onnx_module
+    from kerasbert.serving.onnx import check
+    from kerasbert.serving.onnx import convert
+    from kerasbert.serving.tf2onnx_patches import OPTIMIZE_GRAPH_KNOWN
+
+    assert tf2onnx.__version__ in OPTIMIZE_GRAPH_KNOWN, (
+        f"tf2onnx {tf2onnx.__version__}: read its optimizer.optimize_graph and add the release to "
+        "OPTIMIZE_GRAPH_KNOWN if one_graph_copy still does what it does")
+    weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
+    def dense(x):
+        return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
+
+    copies, deepcopy, original, patch = [], copy.deepcopy, optimizer.optimize_graph, onnx_module.one_graph_copy
+
+    def counting(x, *args, **kwargs):
+        copies.append(isinstance(x, Graph))
+        return deepcopy(x, *args, **kwargs)
+
+    monkeypatch.setattr(copy, "deepcopy", counting)
+
+    def converted(patched):
+        copies.clear()
+        monkeypatch.setattr(onnx_module, "one_graph_copy", patch if patched else contextlib.nullcontext)
+        model = convert(dense)
+        assert optimizer.optimize_graph is original
+        return model, sum(copies)
+
+    def same(a, b):
+        assert sorted(n.op_type for n in a.graph.node) == sorted(n.op_type for n in b.graph.node)
+        assert sorted(i.raw_data for i in a.graph.initializer) == sorted(i.raw_data for i in b.graph.initializer)
+
+    (once, copied_once), (plain, copied_plain) = converted(True), converted(False)
+    assert copied_once == 1 and copied_plain > 10  # tf2onnx's own: one copy per pass
+    same(once, plain)
+    check(once, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
+
+    class Failing:
+        graph_been_opt = False
+
+        def optimize(self, graph, iteration):
+            next(n for n in graph.get_nodes() if n.type == "Relu").type = "Sigmoid"  # changes the graph, then fails
+            raise RuntimeError("a pass that fails")
+
+    # the first pass, so that it changes the graph given to optimize_graph
+    monkeypatch.setattr(optimizer, "_optimizers", {"failing": Failing, **optimizer._optimizers})
+    (skipped, _), (skipped_plain, _) = converted(True), converted(False)
+    same(skipped, plain)
+    same(skipped_plain, plain)
+    check(skipped, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
 
 
 def test_the_host_names_as_the_graph_does():

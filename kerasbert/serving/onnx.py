@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from kerasbert.errors import KerasbertError
-from kerasbert.serving.tf2onnx_memory import fresh_node_protos
+from kerasbert.serving.tf2onnx_patches import fresh_node_protos
+from kerasbert.serving.tf2onnx_patches import one_graph_copy
 
 #: The ONNX file of an export.
 MODEL_FILE = "model.onnx"
@@ -196,7 +197,7 @@ def convert(function, opset=OPSET):
     logger.addHandler(collect)
     logger.propagate = False  # tf2onnx's own lines would repeat what the error says
     try:
-        with fresh_node_protos():
+        with fresh_node_protos(), one_graph_copy():
             model, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=opset)
     except Exception as e:  # noqa: BLE001 (tf2onnx raises plain exceptions of many kinds)
         raise KerasbertError(f"the ONNX conversion failed: {_conversion_problems(problems) or e}") from e
