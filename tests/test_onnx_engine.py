@@ -328,13 +328,32 @@ def test_where_is_one_exact_op():
                            "y": np.array([[inf, -inf], [-1, 0], [inf, 6]], np.float32)}], tolerance=0.0)
 
 
+def _transposed_dense():
+    """A small function for tf2onnx's passes to work on (transposes around a matmul of a variable),
+    and its variable (the function holds it weakly)."""
+    import tensorflow as tf
+
+    weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
+    def dense(x):
+        return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
+
+    return dense, weights
+
+
+def _same_graph(a, b):
+    """Two converted models have the same ops and the same weights."""
+    assert sorted(n.op_type for n in a.graph.node) == sorted(n.op_type for n in b.graph.node)
+    assert sorted(i.raw_data for i in a.graph.initializer) == sorted(i.raw_data for i in b.graph.initializer)
+
+
 def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     """During ``convert`` tf2onnx's ``Node.update_proto`` writes each node into a new proto (so a
     constant's weights are not kept once per optimizer pass), the graph is the one tf2onnx's own method
     gives, and the method is tf2onnx's again afterwards."""
     import contextlib
 
-    import tensorflow as tf
     import tf2onnx
     from tf2onnx.graph import Node
 
@@ -347,11 +366,7 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     assert tf2onnx.__version__ in UPDATE_PROTO_KNOWN, (
         f"tf2onnx {tf2onnx.__version__}: read its Node.update_proto and add the release to UPDATE_PROTO_KNOWN "
         "if fresh_node_protos still does what it does")
-    weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
-    def dense(x):
-        return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
+    dense, _weights = _transposed_dense()
 
     original = Node.update_proto
     with fresh_node_protos():
@@ -376,8 +391,7 @@ def test_conversion_writes_fresh_node_protos_with_the_same_graph(monkeypatch):
     monkeypatch.setattr(onnx_module, "fresh_node_protos", contextlib.nullcontext)  # tf2onnx's own method
     plain = convert(dense)
     assert Node.update_proto is original
-    assert sorted(n.op_type for n in fresh.graph.node) == sorted(n.op_type for n in plain.graph.node)
-    assert sorted(i.raw_data for i in fresh.graph.initializer) == sorted(i.raw_data for i in plain.graph.initializer)
+    _same_graph(fresh, plain)
     check(fresh, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
 
 
@@ -388,7 +402,6 @@ def test_conversion_copies_the_graph_once_and_skips_a_failing_pass_as_tf2onnx_do
     import contextlib
     import copy
 
-    import tensorflow as tf
     import tf2onnx
     from tf2onnx import optimizer
     from tf2onnx.graph import Graph
@@ -401,11 +414,7 @@ def test_conversion_copies_the_graph_once_and_skips_a_failing_pass_as_tf2onnx_do
     assert tf2onnx.__version__ in OPTIMIZE_GRAPH_KNOWN, (
         f"tf2onnx {tf2onnx.__version__}: read its optimizer.optimize_graph and add the release to "
         "OPTIMIZE_GRAPH_KNOWN if one_graph_copy still does what it does")
-    weights = tf.Variable(np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="x")], autograph=False)
-    def dense(x):
-        return {"y": tf.nn.relu(tf.transpose(tf.matmul(tf.transpose(weights), tf.transpose(x))))}
+    dense, _weights = _transposed_dense()
 
     copies, deepcopy, original, patch = [], copy.deepcopy, optimizer.optimize_graph, onnx_module.one_graph_copy
 
@@ -422,13 +431,9 @@ def test_conversion_copies_the_graph_once_and_skips_a_failing_pass_as_tf2onnx_do
         assert optimizer.optimize_graph is original
         return model, sum(copies)
 
-    def same(a, b):
-        assert sorted(n.op_type for n in a.graph.node) == sorted(n.op_type for n in b.graph.node)
-        assert sorted(i.raw_data for i in a.graph.initializer) == sorted(i.raw_data for i in b.graph.initializer)
-
     (once, copied_once), (plain, copied_plain) = converted(True), converted(False)
     assert copied_once == 1 and copied_plain > 10  # tf2onnx's own: one copy per pass
-    same(once, plain)
+    _same_graph(once, plain)
     check(once, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
 
     class Failing:
@@ -441,8 +446,8 @@ def test_conversion_copies_the_graph_once_and_skips_a_failing_pass_as_tf2onnx_do
     # the first pass, so that it changes the graph given to optimize_graph
     monkeypatch.setattr(optimizer, "_optimizers", {"failing": Failing, **optimizer._optimizers})
     (skipped, _), (skipped_plain, _) = converted(True), converted(False)
-    same(skipped, plain)
-    same(skipped_plain, plain)
+    _same_graph(skipped, plain)
+    _same_graph(skipped_plain, plain)
     check(skipped, dense, [{"x": np.random.default_rng(1).normal(size=(3, 64)).astype(np.float32)}], tolerance=1e-5)
 
 
