@@ -36,7 +36,7 @@ potentials do not). If every path is forbidden, the least-penalized path is
 returned and `best_score` includes the penalties. Constraints do not affect the
 likelihood, only decoding.
 
-Probabilities: `crf_forward_backward`, `crf_marginals` (tag
+Probabilities (forward-backward): `crf_forward_backward`, `crf_marginals` (tag
 marginals) and `crf_segment_log_probability` (the probability that a BIO
 decoder reads an entity exactly on given steps: the entity score of the NER
 tagger) take the same optional constraints, applied as in `crf_decode`, so they

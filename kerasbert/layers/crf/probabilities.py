@@ -1,4 +1,4 @@
-"""CRF probabilities: forward-backward, tag marginals and the probability of an entity segment.
+"""CRF probabilities by forward-backward: tag marginals and the probability of an entity segment.
 
 They take the decoder's optional constraints, so they are probabilities over
 the labellings the constrained decoder can return (:mod:`kerasbert.layers.crf`).

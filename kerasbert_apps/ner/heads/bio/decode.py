@@ -21,8 +21,8 @@ Following a batch:
    labelling reads exactly this entity -- its first token begins it (``B-X``;
    or a dangling ``I-X``, which the BIO constraints forbid), the following
    tokens are ``I-X``, and the token after its last one does not continue it.
-   For the CRF head this is the CRF's probability of that event, a ratio of
-   partition functions with the decoder's constraints (the labellings Viterbi
+   For the CRF head this is the CRF's probability of that event, by
+   forward-backward with the decoder's constraints (the labellings Viterbi
    may return); for the softmax head (no CRF) the same event under
    independent per-token softmaxes, i.e. the product of the token
    probabilities times P(the next token is not ``I-X``). An entity that runs
@@ -211,7 +211,7 @@ def entity_scores(row_potentials, spans, crf=None, temperature=1.0):
 
     if crf is not None:
         crf = (crf[0] / temperature, *crf[1:])
-    log_p = tf.cond(  # no CRF probabilities for a batch without entities
+    log_p = tf.cond(  # no forward-backward for a batch without entities
         tf.size(spans["row"]) > 0,
         lambda: entity_log_probabilities(tf.cast(row_potentials, tf.float32) / temperature, spans["lengths"],
                                          spans["row"], spans["first"], spans["last"], spans["begin"],

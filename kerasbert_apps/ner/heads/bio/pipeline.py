@@ -196,7 +196,7 @@ class Tagger(ScoreTemperature, NerPipeline):
         """:meth:`ScoreTemperature.score_outcomes`: an entity is right when
         it matches a gold entity exactly (type and units, as the ECE of
         ``evaluate`` counts, :func:`kerasbert_apps.ner.calibration.entities_right`).
-        The model runs once; each ``T`` reruns only the CRF's probabilities
+        The model runs once; each ``T`` reruns only the forward-backward
         (:func:`kerasbert_apps.ner.heads.bio.decode.entity_scores`) on the windows that hold an
         entity."""
         import tensorflow as tf
