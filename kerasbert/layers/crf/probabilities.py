@@ -12,6 +12,9 @@ from kerasbert.layers.crf.sequence import _num_tags
 from kerasbert.layers.crf.sequence import _prepare
 from kerasbert.layers.crf.sequence import _step_mask
 
+# log(0) in the segment probabilities: finite, so that a sum of two stays finite.
+_FLOOR = -1e30
+
 
 def crf_forward_backward(
     potentials,
@@ -146,6 +149,14 @@ def _prefix_products(matrices, scale, time):
     return matrices, scale
 
 
+def _finite_logsumexp(x, axis):
+    """`ops.logsumexp(x, axis)` where the maximum is finite: the same sum,
+    without `ops.logsumexp`'s guard against an infinite or NaN maximum (on
+    TensorFlow half a dozen ops more)."""
+    top = ops.max(x, axis=axis, keepdims=True)
+    return ops.log(ops.sum(ops.exp(x - top), axis=axis)) + ops.squeeze(top, axis)
+
+
 def crf_marginals(
     potentials,
     sequence_lengths,
@@ -218,31 +229,48 @@ def crf_segment_log_probability(
         if closed is None
         else ops.cast(ops.convert_to_tensor(closed), "bool")
     )
-    # The event's probability is the partition function over its labellings
-    # over the row's: the row's step matrices with the labellings outside the
-    # event taken out (zeroed entries), through the same forward products.
-    batch, time = ops.shape(potentials)[0], ops.shape(potentials)[1]
-    lengths = ops.minimum(sequence_lengths, time)
-    matrices, scale = _scaled(
-        _forward_logits(potentials, trans, start_penalty), _step_mask(potentials, lengths), num_tags
-    )
+    alpha, beta, log_norm = _forward_backward(potentials, sequence_lengths, trans, start_penalty)
+    alpha, beta = ops.maximum(alpha, _FLOOR), ops.maximum(beta, _FLOOR)
+    time = ops.shape(potentials)[1]
+    # Each segment's values at its steps, by one gather from the rows' steps flattened
+    # (row r's step t is r * time + t; steps outside the rows are clipped, their values unused).
+    flat = ops.reshape(ops.concatenate([alpha, beta, potentials], axis=2), (-1, 3 * num_tags))
+
+    def at(step):  # -> alpha, beta and potentials [n, tags] of each segment's row at `step`
+        return ops.split(_gather(flat, rows * time + ops.clip(step, 0, time - 1)), 3, axis=1)
+
+    tags = ops.expand_dims(ops.arange(num_tags, dtype="int32"), 0)
+    is_b, is_c = tags == ops.reshape(b, (-1, 1)), tags == ops.reshape(c, (-1, 1))  # [n, tags]
+
+    def pick(values, where):  # [n, tags] -> [n]: the value at the one tag where `where`
+        return ops.sum(ops.where(where, values, 0.0), axis=1)
+
+    def excluded(values, where_excluded):  # logsumexp over the tags not excluded
+        return _finite_logsumexp(ops.where(where_excluded, _FLOOR, values), axis=1)
+
+    from_c, into_c = ops.split(_gather(ops.concatenate([trans, ops.transpose(trans)], axis=1), c), 2, axis=1)
+    stay = pick(from_c, is_c)  # trans[c, c]
+    alpha_s, _, potentials_s = at(starts)
+    alpha_before = at(starts - 1)[0]
+    _, beta_e, _ = at(ends)
+    _, beta_next, potentials_next = at(ends + 1)
+    # Prefixes ending at s with y_s = B, or with y_s = I after neither B nor I.
+    head_b = pick(alpha_s, is_b)
+    head_c = ops.where(
+        starts > 0, excluded(alpha_before + into_c, is_b | is_c), pick(ops.expand_dims(start_penalty, 0), is_c)
+    ) + pick(potentials_s, is_c)
+    # Steps s+1..e all I: their potentials of I, and e - s - 1 transitions I -> I.
     steps = ops.arange(time, dtype="int32")[None, :, None]
-    s, e = ops.reshape(starts, (-1, 1, 1)), ops.reshape(ends, (-1, 1, 1))
-    tags = ops.arange(num_tags, dtype="int32")[None, None, :]
-    is_b, is_c = tags == ops.reshape(b, (-1, 1, 1)), tags == ops.reshape(c, (-1, 1, 1))  # [n, 1, tags]
-    # The tags each step may take [n, time, tags]: B or I at s, I on s+1..e, and
-    # not I at e + 1 when closed (no constraint past the row's length: identities).
-    column = ops.where(
-        steps == s, is_b | is_c,
-        ops.where((steps > s) & (steps <= e), is_c, ~(is_c & (steps == e + 1) & ops.reshape(closed, (-1, 1, 1)))),
-    )
-    # I begins the entity at s > 0 only after a step that is neither B nor I.
-    dangling = (steps == s) & (s > 0) & is_c  # [n, time, tags]: the column I at step s
-    keep = column[:, :, None, :] & ~(dangling[:, :, None, :] & (is_b | is_c)[:, :, :, None])
-    keep = keep | ~(steps < ops.reshape(_gather(lengths, rows), (-1, 1, 1)))[:, :, :, None]
-    segments = ops.where(keep, _gather(matrices, rows), 0.0)
-    products, scale = _prefix_products(
-        ops.concatenate([matrices, segments], axis=0), ops.concatenate([scale, _gather(scale, rows)], axis=0), time
-    )
-    log_z = ops.log(ops.sum(products[:, -1, 0], axis=1)) + scale[:, -1, 0, 0]
-    return log_z[batch:] - _gather(log_z[:batch], rows)
+    inside = (steps > ops.reshape(starts, (-1, 1, 1))) & (steps <= ops.reshape(ends, (-1, 1, 1))) & is_c[:, None, :]
+    body = ops.sum(ops.where(inside, _gather(potentials, rows), 0.0), axis=(1, 2))
+    body = body + ops.cast(ends - starts - 1, alpha.dtype) * stay
+    # Suffixes after e given y_e = j, with y_{e+1} != I when closed (and e + 1 in the row).
+    has_next = closed & ops.less(ends + 1, _gather(sequence_lengths, rows))
+
+    def tail(from_j, is_j):  # from_j: trans[j, k]
+        return ops.where(has_next, excluded(from_j + potentials_next + beta_next, is_c), pick(beta_e, is_j))
+
+    tail_c = tail(from_c, is_c)
+    single = ops.logaddexp(head_b + tail(_gather(trans, b), is_b), head_c + tail_c)
+    longer = ops.logaddexp(head_b + pick(into_c, is_b), head_c + stay) + body + tail_c
+    return ops.where(ends > starts, longer, single) - _gather(log_norm, rows)
