@@ -61,7 +61,7 @@ def _forward_backward(potentials, sequence_lengths, transitions, start_penalty):
     already in `transitions` and `start_penalty`.
 
     Both directions are prefix products of the step matrices
-    (`_step_matrices`), all taken by one doubling scan (`_prefix_products`):
+    (`_forward_logits`, `_scaled`), all taken by one doubling scan (`_prefix_products`):
     every row of a forward product is alpha. The backward algorithm is the
     same product over each row's steps reversed within its length, of the
     transposed matrices, from rows of ones; its results are put back in
