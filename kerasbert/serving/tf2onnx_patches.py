@@ -65,11 +65,12 @@ def one_graph_copy():
     tf2onnx (``optimizer.optimize_graph`` with ``catch_errors``, its default
     for a graph under 2 GB) deep-copies the whole graph, weights included,
     before each of its optimizer passes (three dozen here), so that a pass
-    that fails is skipped: a large share of the conversion's time. Here the passes run uncopied; if one fails, tf2onnx's own function
-    runs again on the copy taken before the first, so a failing pass is
-    skipped as before. The same graph when none fails (the same passes in
-    the same order). Only for the releases in :data:`OPTIMIZE_GRAPH_KNOWN`;
-    others are left as they are."""
+    that fails is skipped: a large share of the conversion's time. Here the
+    passes run uncopied; if one fails, tf2onnx's own function runs again on
+    the copy taken before the first, so a failing pass is skipped as before.
+    The same graph when none fails (the same passes in the same order). Only
+    for the releases in :data:`OPTIMIZE_GRAPH_KNOWN`; others are left as they
+    are."""
     import tf2onnx
     from tf2onnx import optimizer
 
