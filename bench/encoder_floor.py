@@ -7,6 +7,11 @@ process: ``tf-keras`` (its Keras layers in a ``tf.function``), ``tf-fused``
 traced as constants, as every export runs), ``tf-keras-xla``; ``torch``, ``torch-bf16`` (Hugging
 Face ``BertModel``) and ``ort`` (ONNX Runtime), with all cores and one thread (``-1t``).
 
+Each row also gives the arithmetic rate it reached (the encoder's multiply-adds per call, counted
+from its configuration, over the time) and that rate as a share of the same cores' rate on one large
+float32 matrix product (``torch.mm`` of two 1024 x 1024 matrices, the best of a few): how far a
+runtime is from what these cores do at all in float32.
+
     python -m bench.encoder_floor [--calls 200] [--runs 10] [--intra-threads 1]
 """
 
@@ -28,6 +33,31 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 SHAPES = {"batch 1 x 20": (1, 20), "batch 64 x 32": (64, 32)}
 
 
+def encoder_flops(encoder, batch, length):
+    """Floating-point operations of one call of ``encoder`` on ``batch`` rows of ``length`` tokens
+    (two per multiply-add): its four attention projections and two feed-forward products per layer,
+    and attention's two products over the tokens; embeddings, softmax and LayerNorm left out."""
+    hidden, inner, layers = encoder.hidden_dim, encoder.intermediate_dim, encoder.num_layers
+    tokens = batch * length
+    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * inner) + 2 * 2 * batch * length * length * hidden
+    return layers * per_layer
+
+
+def gemm_rate(threads, size=1024, repeats=20):
+    """GFLOP/s of ``torch.mm`` of two float32 ``size`` x ``size`` matrices on ``threads`` threads,
+    the best of ``repeats`` calls: the cores' float32 rate on a product big enough to keep them busy."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    try:
+        best = min(times_ms(torch.mm, a, b, repeats=repeats, warmup=3))
+    finally:
+        torch.set_num_threads(before)
+    return 2 * size ** 3 / (best / 1000) / 1e9
+
+
 def measure(call, args):
     """``{"p50_ms", "p90_ms"}`` at batch 1 and ``{"sent_per_s"}`` at batch 64 of ``call(inputs)``."""
     one, many = random_inputs(*SHAPES["batch 1 x 20"]), random_inputs(*SHAPES["batch 64 x 32"])
@@ -46,8 +76,6 @@ def tensorflow_systems(folder, args):
     from kerasbert.models.fused_encoder import constant_weights
     from kerasbert.models.fused_encoder import fused_encoder
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(os.cpu_count())
     encoder = kerasbert.load_encoder(folder)
     bf16 = student_encoder(encoder, range(encoder.num_layers), dtype="bfloat16")
     copy_layer_weights(encoder, bf16)
@@ -129,12 +157,29 @@ def main():
           f"batch 64 x 32: median of {args.runs} calls. TensorFlow intra-op threads {args.intra_threads}, "
           f"inter-op {cores}.")
     rows = []
+    import tensorflow as tf
+
+    import kerasbert
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)  # before TensorFlow starts
+    tf.config.threading.set_inter_op_parallelism_threads(cores)
+    encoder = kerasbert.load_encoder(folder)
+    flops = {shape: encoder_flops(encoder, *size) for shape, size in SHAPES.items()}
+    peak = {threads: gemm_rate(threads) for threads in sorted({cores, 1, args.intra_threads})}
+    print("encoder GFLOP per call: " + ", ".join(f"{k} {v / 1e9:.3f}" for k, v in flops.items())
+          + "; float32 torch.mm 1024^3, best of 20: "
+          + ", ".join(f"{t} thread(s) {g:.0f} GFLOP/s" for t, g in peak.items()))
 
     def report(name, threads, call):
         result = {"system": name, "threads": threads, **measure(call, args)}
+        result["p50_gflop_per_s"] = flops["batch 1 x 20"] / (result["p50_ms"] / 1000) / 1e9
+        result["batch_64_gflop_per_s"] = flops["batch 64 x 32"] * result["batch_64_sent_per_s"] / 64 / 1e9
+        result["p50_of_gemm_rate"] = result["p50_gflop_per_s"] / peak[threads]
+        result["batch_64_of_gemm_rate"] = result["batch_64_gflop_per_s"] / peak[threads]
         rows.append(result)
-        print(f"{name:<16} threads {threads}: batch 1 p50 {result['p50_ms']:6.2f} ms (p90 {result['p90_ms']:6.2f}), "
-              f"batch 64 {result['batch_64_sent_per_s']:7.1f} sentences/s", flush=True)
+        print(f"{name:<16} threads {threads}: batch 1 p50 {result['p50_ms']:6.2f} ms (p90 {result['p90_ms']:6.2f}, "
+              f"{result['p50_of_gemm_rate']:.2f} of the GEMM rate), batch 64 {result['batch_64_sent_per_s']:7.1f} "
+              f"sentences/s ({result['batch_64_of_gemm_rate']:.2f})", flush=True)
 
     tf_wanted = [w for w in wanted if w.startswith("tf-")]
     if tf_wanted:
@@ -158,7 +203,9 @@ def main():
     write_result("encoder_floor", rows, setup={
         "encoder": "MiniLM (all-MiniLM-L6-v2 weights): 6 layers, H=384", "shapes": list(SHAPES),
         "calls": args.calls, "runs": args.runs, "tensorflow_intra_op_threads": args.intra_threads,
-        "tensorflow_inter_op_threads": cores})
+        "tensorflow_inter_op_threads": cores, "encoder_gflop_per_call": {k: v / 1e9 for k, v in flops.items()},
+        "gemm_gflop_per_s": {str(t): g for t, g in peak.items()},
+        "gemm": "torch.mm of two float32 1024 x 1024 matrices, best of 20 calls"})
 
 
 if __name__ == "__main__":
