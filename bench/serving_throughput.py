@@ -5,7 +5,12 @@ Figures, not a test. Every system runs in this process on the CPU, on CoNLL-2003
 intra-op threads (default 1: measured faster on 2 cores at every batch size) and ``--threads``
 inter-op threads (TF Serving's two settings), PyTorch with ``--threads`` threads. Throughput:
 sentences/s per batch size, the median of ``--repeats`` passes after a warm-up pass; latency at
-batch 1: p50 and p99 of single-sentence calls. The systems (``--systems``):
+batch 1: p50 and p99 of single-sentence calls, taken after every system's throughput, in
+``--latency-blocks`` blocks that alternate between the systems of this process (each block a slice
+of the latency sentences, every system's turn after a few calls not timed, the order rotated from
+block to block), so that a slow drift of the machine's speed during the run reaches every system alike and
+the ratios between them hold. The optimum peer runs in its own environment, hence its own process,
+in one block. The systems (``--systems``):
 
 * ``kerasbert``: ``Tagger.export``'s SavedModel (text signature: in-graph tokenization, windows, CRF
   Viterbi, entity assembly), its ``serving_default`` called in-process with a string batch. Suffixes:
@@ -31,7 +36,8 @@ entities on ``--agreement-sentences`` test sentences against the float32 export'
 sentences by ``ner evaluate``'s scorer (the float32 SavedModel's beside it).
 
     python -m bench.serving_throughput [--model RUN/model] [--student RUN/model] [--systems kerasbert,kerasbert-jit,hf]
-        [--sentences 512] [--repeats 3] [--threads N] [--intra-threads 1] [--optimum-python ENV/bin/python]
+        [--sentences 512] [--repeats 3] [--latency-blocks 4] [--threads N] [--intra-threads 1]
+        [--optimum-python ENV/bin/python]
 """
 
 import argparse
@@ -105,21 +111,53 @@ def throughput(call, sentences, batch, repeats):
     return statistics.median(one_pass() for _ in range(repeats))
 
 
-def latencies(call, sentences):
-    call(sentences[:1])
+def single_call_ms(call, sentences):
+    """The wall time (ms) of ``call([s])`` for each of ``sentences``."""
     times = []
     for s in sentences:
         began = time.perf_counter()
         call([s])
         times.append((time.perf_counter() - began) * 1000)
-    times.sort()
+    return times
+
+
+def percentiles(times):
+    """``{"p50_ms", "p99_ms"}`` of single-call times."""
+    times = sorted(times)
     return {"p50_ms": times[len(times) // 2], "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))]}
 
 
+def latencies(call, sentences):
+    """p50 and p99 of single-sentence calls, one block (after one call not timed)."""
+    call(sentences[:1])
+    return percentiles(single_call_ms(call, sentences))
+
+
+def alternating_latencies(calls, sentences, blocks, warmup=5):
+    """p50 and p99 per system of ``calls`` (name -> batch-1 call) over ``sentences``, taken in
+    ``blocks`` blocks that alternate between the systems: block ``b`` times every system on the
+    ``b``-th slice of the sentences, the systems' order rotated by one each block, after
+    ``warmup`` calls not timed (the previous system's worker threads stop spinning, this one's
+    caches fill)."""
+    names = list(calls)
+    for name in names:
+        calls[name](sentences[:1])
+    times = {name: [] for name in names}
+    size = -(-len(sentences) // max(blocks, 1))
+    for b in range(max(blocks, 1)):
+        part = sentences[b * size : (b + 1) * size]
+        for name in names[b % len(names):] + names[: b % len(names)]:
+            for _ in range(warmup):
+                calls[name](part[:1])
+            times[name] += single_call_ms(calls[name], part)
+    return {name: percentiles(t) for name, t in times.items() if t}
+
+
 def speeds(call, sentences, args):
-    """Sentences/s at each of :data:`BATCHES`, then the latencies at batch 1."""
+    """Sentences/s at each of :data:`BATCHES`, and ``call`` itself, under ``"batch_1_call"``, for
+    the latencies (:func:`alternating_latencies`, after every system's throughput)."""
     rates = {f"batch_{batch}_sent_per_s": throughput(call, sentences, batch, args.repeats) for batch in BATCHES}
-    return {**rates, **latencies(call, sentences[: args.latency_sentences])}
+    return {**rates, "batch_1_call": call}
 
 
 def load_tagger(model, student_layers=None):
@@ -251,7 +289,7 @@ def bench_hf(args, sentences, system="hf"):
 
         result[f"batch_{batch}_sent_per_s"] = throughput(call, sentences, batch, args.repeats)
         if batch == 1:
-            result.update(latencies(call, sentences[: args.latency_sentences]))
+            result["batch_1_call"] = call
     return result
 
 
@@ -348,6 +386,9 @@ def main():
     parser.add_argument("--model", help="trained tagger folder (default: MiniLM + untrained head)")
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--latency-sentences", type=int, default=300)
+    parser.add_argument("--latency-blocks", type=int, default=4,
+                        help="blocks the latency sentences are cut into, alternating between this process's "
+                        "systems (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="TensorFlow inter-op threads and PyTorch threads (default: all cores)")
@@ -373,7 +414,8 @@ def main():
           f"inter-op threads {args.threads}; PyTorch threads {args.threads} (hf) or 1 (hf-1)")
     print(f"data: {len(sentences)} CoNLL-2003 test sentences ({words:.1f} words on average); "
           f"throughput = median of {args.repeats} passes after a warmup pass; latency over "
-          f"{min(args.latency_sentences, len(sentences))} single-sentence calls")
+          f"{min(args.latency_sentences, len(sentences))} single-sentence calls in {args.latency_blocks} blocks "
+          "alternating between the systems")
     systems = args.systems.split(",")
     for system in systems:
         try:
@@ -405,8 +447,13 @@ def main():
                 if args.model and which == "kerasbert":  # a trained tagger: its F1 beside float32's
                     result["test_f1"] = test_f1(found, args.agreement_sentences)
                     result["agreement"]["float32_test_f1"] = test_f1(reference, args.agreement_sentences)
-        print("RESULT " + json.dumps(result))
         results.append(result)
+    calls = {i: r.pop("batch_1_call") for i, r in enumerate(results) if "batch_1_call" in r}
+    timed = alternating_latencies(calls, sentences[: args.latency_sentences], args.latency_blocks)
+    for i, figures in timed.items():
+        results[i].update(figures)
+    for result in results:
+        print("RESULT " + json.dumps(result))
     hf = next((r for r in results if r.get("name") == "hf"), None) or next((r for r in results if r.get("name") == "hf-1"), None)
     peer = next((r for r in results if r.get("name") == "optimum"), None)
     for r in results:
@@ -424,7 +471,9 @@ def main():
             r["p50_vs_float32"] = r["p50_ms"] / plain["p50_ms"]
     write_result("serving_throughput", results, setup={
         "sentences": len(sentences), "words_per_sentence": round(words, 1), "repeats": args.repeats,
-        "latency_sentences": min(args.latency_sentences, len(sentences)), "model": args.model or "untrained head",
+        "latency_sentences": min(args.latency_sentences, len(sentences)), "latency_blocks": args.latency_blocks,
+        "latency": "p50/p99 of single-sentence calls, in blocks alternating between the systems of this process "
+                   "(the optimum peer: its own process, one block)", "model": args.model or "untrained head",
         "student": args.student, "tensorflow_intra_op_threads": args.intra_threads,
         "tensorflow_inter_op_threads": args.threads}, columns=COLUMNS)
 
