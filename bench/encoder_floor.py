@@ -67,16 +67,14 @@ def measure(call, args):
             "batch_64_sent_per_s": statistics.median(rates)}
 
 
-def tensorflow_systems(folder, args):
+def tensorflow_systems(encoder, args):
     import tensorflow as tf
 
-    import kerasbert
     from kerasbert.training.distill import copy_layer_weights
     from kerasbert.training.distill import student_encoder
     from kerasbert.models.fused_encoder import constant_weights
     from kerasbert.models.fused_encoder import fused_encoder
 
-    encoder = kerasbert.load_encoder(folder)
     bf16 = student_encoder(encoder, range(encoder.num_layers), dtype="bfloat16")
     copy_layer_weights(encoder, bf16)
 
@@ -156,7 +154,6 @@ def main():
     print(f"{flags_line()}\nMiniLM (starter checkpoint), batch 1 x 20 tokens: p50/p90 of {args.calls} calls; "
           f"batch 64 x 32: median of {args.runs} calls. TensorFlow intra-op threads {args.intra_threads}, "
           f"inter-op {cores}.")
-    rows = []
     import tensorflow as tf
 
     import kerasbert
@@ -169,6 +166,7 @@ def main():
     print("encoder GFLOP per call: " + ", ".join(f"{k} {v / 1e9:.3f}" for k, v in flops.items())
           + "; float32 torch.mm 1024^3, best of 20: "
           + ", ".join(f"{t} thread(s) {g:.0f} GFLOP/s" for t, g in peak.items()))
+    rows = []
 
     def report(name, threads, call):
         result = {"system": name, "threads": threads, **measure(call, args)}
@@ -183,7 +181,7 @@ def main():
 
     tf_wanted = [w for w in wanted if w.startswith("tf-")]
     if tf_wanted:
-        systems = tensorflow_systems(folder, args)
+        systems = tensorflow_systems(encoder, args)
         for name in tf_wanted:
             report(name, args.intra_threads, systems[name])
     for threads, suffix in ((cores, ""), (1, "-1t")):

@@ -8,9 +8,9 @@ sentences/s per batch size, the median of ``--repeats`` passes after a warm-up p
 batch 1: p50 and p99 of single-sentence calls, taken after every system's throughput, in
 ``--latency-blocks`` blocks that alternate between the systems of this process (each block a slice
 of the latency sentences, every system's turn after a few calls not timed, the order rotated from
-block to block), so that a slow drift of the machine's speed during the run reaches every system alike and
-the ratios between them hold. The optimum peer runs in its own environment, hence its own process,
-in one block. The systems (``--systems``):
+block to block), so that a slow drift of the machine's speed during the run reaches every system
+alike and the ratios between them hold. The optimum peer runs in its own environment, hence its
+own process, in one block. The systems (``--systems``):
 
 * ``kerasbert``: ``Tagger.export``'s SavedModel (text signature: in-graph tokenization, windows, CRF
   Viterbi, entity assembly), its ``serving_default`` called in-process with a string batch. Suffixes:
