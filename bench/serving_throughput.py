@@ -139,12 +139,10 @@ def alternating_latencies(calls, sentences, blocks, warmup=5):
     ``b``-th slice of the sentences, the systems' order rotated by one each block, after
     ``warmup`` calls not timed (the previous system's worker threads stop spinning, this one's
     caches fill)."""
-    names = list(calls)
-    for name in names:
-        calls[name](sentences[:1])
+    names, blocks = list(calls), max(blocks, 1)
     times = {name: [] for name in names}
-    size = -(-len(sentences) // max(blocks, 1))
-    for b in range(max(blocks, 1)):
+    size = -(-len(sentences) // blocks)
+    for b in range(blocks):
         part = sentences[b * size : (b + 1) * size]
         for name in names[b % len(names):] + names[: b % len(names)]:
             for _ in range(warmup):
